@@ -1,0 +1,99 @@
+// Package matcher is weighstation's subscription index: a lock-free,
+// linearizable concurrent trie mapping NATS subject patterns to values, with
+// O(1) snapshots. The sidecar matches every message against it on both
+// paths (a published subject to its Topic policy, a received subject to the
+// local subscriptions), so Match is on the hot path and allocates nothing.
+//
+// It must never block a reader behind a writer, never take a mutex on the
+// read path, and never return a result that no single instant of the trie
+// could have produced.
+//
+// # Semantics
+//
+// Subjects are NATS subjects: tokens separated by '.'. In a pattern, a token
+// that is exactly '*' matches one token and a last token that is exactly '>'
+// matches one or more. Validation agrees with nats-server's
+// server.IsValidSubject within the explicit limits MaxSubjectLength and
+// MaxTokens; every refusal is a *SubjectError naming the rule. A value
+// subscribed through two matching patterns is returned twice: the caller
+// decides about duplicates, as nats-server does. Covers tests pattern
+// containment, which subject ACLs use.
+//
+// # Algorithm
+//
+// The trie is the Ctrie of Prokopec et al. ("Concurrent Tries with
+// Efficient Non-Blocking Snapshots", PPoPP 2012), generalized to subject
+// tokens as in Workiva's matchbox (see the reading
+// 02-lock-free-subscription-trie):
+//
+//   - An I-node (indirection node) holds an atomic pointer to a main node. A
+//     main node is a C-node: an immutable table of branches, one per next
+//     token, with '*' and '>' kept apart. A branch holds the values
+//     subscribed through the pattern ending at its token, and the I-node of
+//     the next level if patterns go deeper.
+//   - A write copies the one C-node it changes and swaps the copy into the
+//     I-node above it with a CAS. I-nodes are never replaced by writes
+//     below them, so two writes at different depths cannot lose each other
+//     (the I-node invariant), and a failed CAS means another write
+//     committed: re-read and retry. Readers never wait.
+//   - Values sit in a persistent set (valueSet): a small slice, or a CHAMP
+//     hash trie past eight values, so that adding a subscriber to a subject
+//     with 30,000 copies O(log32 n) small nodes, not the whole set. Being
+//     immutable, sets can be shared by snapshots.
+//   - Removal: when a C-node other than the root loses its last branch, the
+//     I-node gets a tomb (T-node) instead. A tomb is the last main node an
+//     I-node ever holds (the T-node invariant), so no insert can land in a
+//     node being cut out; whoever meets a tomb helps cut it out of its
+//     parent (clean / cleanParent) and retries, and the cutting climbs as
+//     far as emptiness goes. Every non-root I-node therefore points to a
+//     C-node with a branch, or to a tomb on its way out.
+//   - Generations and GCAS: every I-node carries the generation it was made
+//     in. Snapshot swaps in a new root I-node with a new generation using
+//     RDCSS (double-compare single-swap on the root: only if the old root's
+//     main node is still the one read). The old root becomes the read-only
+//     snapshot; the live trie copies ("renews") an older-generation I-node
+//     before it first writes below it, so nodes a snapshot shares are never
+//     written again. GCAS makes a write commit only if the root's generation
+//     still equals the I-node's: the write is proposed by CAS on the
+//     I-node's main pointer, and the proposal is then committed, or rolled
+//     back, by CAS on its prev field, by the writer or any reader who meets
+//     it. A write racing a snapshot thus either lands before it (and is in
+//     it) or fails and is retried after it.
+//
+// # Why each CAS is safe
+//
+//   - CAS on I-node.main (gcas): main nodes are fresh allocations and the GC
+//     never reuses an address that a goroutine still holds, so there is no
+//     ABA: success means nothing committed since the read.
+//   - CAS on mainNode.prev (gcasCommit): decides a pending write exactly
+//     once, nil for committed or a failure marker for rolled back; every
+//     helper reads the same root generation rule, and the first CAS wins.
+//   - CAS back to the replaced node (roll-back): only done for a proposal
+//     that was decided failed, so no committed write is undone.
+//   - CAS on the root (RDCSS): the descriptor's outcome is decided by one
+//     CAS before the root changes; a write pending on the root aborts the
+//     snapshot attempt instead of being lost.
+//
+// # Linearizable wildcard matches
+//
+// Reading several I-nodes one after another is not atomic, and a wildcard
+// match reads several: on its own it could see a later subscribe and miss
+// an earlier one. Match records each (I-node, main node) it read, checks
+// them all again at the end and retries if any changed; the match is then
+// linearized at its last read. After a few failed attempts, or when a match
+// reads more than maxRecordedReads I-nodes, it matches an O(1) snapshot
+// instead, which cannot change. The linearizability check in this package
+// (porcupine, over concurrent histories of subscribe, unsubscribe, match and
+// snapshot) covers this.
+//
+// # Costs
+//
+// Match: zero allocations; cost grows with the I-nodes a subject's wildcard
+// paths visit. Subscribe and Unsubscribe: copy the C-nodes on the pattern's
+// path and O(log32 n) of the value set. Snapshot: O(1), and the next writes
+// through each shared node copy it once. Len counts a snapshot in O(n).
+//
+// There is no result cache: the nats-server Sublist's cache costs a sweep
+// goroutine and a lock under churn, and every target of the benchmarks is
+// met without one.
+package matcher

@@ -1,0 +1,174 @@
+package matcher
+
+// Reading several I-nodes one after another is not atomic: a wildcard match
+// that reads the root's '>' branch, then a deeper I-node, could see a
+// subscription made after one it missed. Match therefore records every
+// (I-node, main node) pair it read and, at the end, checks that each I-node
+// still holds the same main node. Main nodes are fresh allocations that the
+// GC never reuses while we hold them, and a rolled-back GCAS restores a node
+// that was never replaced by a committed one, so "the same pointer at the
+// first read and at the check" means "unchanged in between": every value
+// read held at the instant of the last read, which is Match's linearization
+// point. A failed check retries; after matchAttempts it matches an O(1)
+// snapshot instead, so a reader under endless churn still finishes.
+const (
+	// inlineReads is the number of I-node reads one Match records in a
+	// fixed array on its stack. A 5-token subject reads at most 31 I-nodes
+	// (one per level per '*' and literal path) and, against the hot
+	// workload, about a dozen. A match that reads more spills its log to
+	// the heap: that is the one case in which Match allocates.
+	inlineReads = 24
+	// matchAttempts is how many validated attempts Match makes before it
+	// falls back to a snapshot.
+	matchAttempts = 4
+)
+
+type recordedRead[T comparable] struct {
+	in *iNode[T]
+	m  *mainNode[T]
+}
+
+// matchState is everything one Match needs, on its stack: where the tokens
+// end, their keys (computed once, not at every visit) and
+// the read log. It is kept small because Go zeroes it on every call.
+type matchState[T comparable] struct {
+	subject   string
+	ends      [MaxTokens]uint16 // ends[i] is the offset just past token i
+	n         int               // number of tokens
+	keys      [MaxTokens]uint64 // tokenKey of each token
+	recording bool
+	reads     [inlineReads]recordedRead[T]
+	nreads    int
+	spill     []recordedRead[T] // reads past inlineReads
+}
+
+func (ms *matchState[T]) token(i int) string {
+	start := 0
+	if i > 0 {
+		start = int(ms.ends[i-1]) + 1
+	}
+	return ms.subject[start:ms.ends[i]]
+}
+
+// tokenize splits a literal subject into ms and reports whether it is valid
+// (see ValidateSubject); it never builds an error, so it never allocates.
+func (ms *matchState[T]) tokenize(s string) bool {
+	if len(s) == 0 || len(s) > MaxSubjectLength {
+		return false
+	}
+	start, n := 0, 0
+	for i := 0; i <= len(s); i++ {
+		if i < len(s) {
+			// Every byte NATS refuses, and the separator, are <= '.': one
+			// compare clears letters and digits.
+			c := s[i]
+			if c > tokenSeparator {
+				continue
+			}
+			if c != tokenSeparator {
+				if isWhitespace(c) {
+					return false
+				}
+				continue
+			}
+		}
+		tok := s[start:i]
+		if len(tok) == 0 || n == MaxTokens || tok == singleWildcard || tok == fullWildcard {
+			return false
+		}
+		ms.ends[n] = uint16(i) // i <= MaxSubjectLength fits
+		ms.keys[n] = keyAt(s, start, i)
+		n++
+		start = i + 1
+	}
+	ms.subject, ms.n = s, n
+	return true
+}
+
+func (ms *matchState[T]) record(in *iNode[T], m *mainNode[T]) {
+	if ms.nreads < inlineReads {
+		ms.reads[ms.nreads] = recordedRead[T]{in: in, m: m}
+	} else {
+		ms.spill = append(ms.spill, recordedRead[T]{in: in, m: m})
+	}
+	ms.nreads++
+}
+
+// unchanged reports whether every I-node read still holds what was read. A
+// match that read one I-node needs no check: a single read is atomic.
+func (ms *matchState[T]) unchanged() bool {
+	if ms.nreads <= 1 {
+		return true
+	}
+	for i := range min(ms.nreads, inlineReads) {
+		if ms.reads[i].in.main.Load() != ms.reads[i].m {
+			return false
+		}
+	}
+	for _, r := range ms.spill {
+		if r.in.main.Load() != r.m {
+			return false
+		}
+	}
+	return true
+}
+
+// Match appends to dst the values of every pattern that matches subject and
+// returns the extended slice. It allocates nothing beyond dst's growth
+// (unless the subject's wildcard paths visit more than inlineReads I-nodes),
+// so a caller that reuses dst matches with zero allocations.
+//
+// A value subscribed through several matching patterns appears once per
+// pattern; the caller decides about duplicates, as nats-server does. The
+// order of the values is unspecified.
+//
+// subject must be a valid literal subject (see ValidateSubject). For any
+// other input, a wildcard subject included, Match appends nothing: the
+// sidecar refuses such subjects before matching.
+func (t *Trie[T]) Match(subject string, dst []T) []T {
+	var ms matchState[T]
+	if !ms.tokenize(subject) {
+		return dst
+	}
+	base := len(dst)
+	for range matchAttempts {
+		ms.recording, ms.nreads, ms.spill = true, 0, ms.spill[:0]
+		dst = t.matchLevel(t.readRoot(false), &ms, 0, dst[:base])
+		if ms.unchanged() {
+			return dst
+		}
+	}
+	return t.Snapshot().matchTokens(&ms, dst[:base])
+}
+
+// matchLevel matches the tokens from i on at in. A snapshot does not record
+// its reads: it cannot change.
+func (c *ctrie[T]) matchLevel(in *iNode[T], ms *matchState[T], i int, dst []T) []T {
+	m := c.gcasRead(in)
+	if ms.recording {
+		ms.record(in, m)
+	}
+	// A tomb's C-node is empty, so a tombed I-node matches nothing.
+	if m.full.len() > 0 {
+		dst = m.full.appendTo(dst) // '>' matches this token and any after it
+	}
+	if m.star != nil {
+		dst = c.follow(m.star, ms, i, dst)
+	}
+	if len(m.literals) > 0 {
+		if br := m.literal(ms.keys[i], ms.token(i)); br != nil {
+			dst = c.follow(br, ms, i, dst)
+		}
+	}
+	return dst
+}
+
+func (c *ctrie[T]) follow(br *branch[T], ms *matchState[T], i int, dst []T) []T {
+	if i == ms.n-1 {
+		return br.subs.appendTo(dst)
+	}
+	if br.child == nil {
+		return dst
+	}
+	return c.matchLevel(br.child, ms, i+1, dst)
+}

@@ -1,0 +1,256 @@
+package matcher_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/weighstation/weighstation/matcher"
+)
+
+// subjectCases is shared by the validation tests; the API's CRD validation
+// tests assert the same verdicts on it.
+var subjectCases = []struct {
+	subject string
+	rule    string // "" when valid as a pattern
+	literal bool   // valid as a literal subject
+}{
+	{"foo", "", true},
+	{"foo.bar.baz", "", true},
+	{"*", "", false},
+	{">", "", false},
+	{"foo.*", "", false},
+	{"foo.>", "", false},
+	{"*.bar.>", "", false},
+	{"foo*.bar", "", true},
+	{"foo>.bar", "", true},
+	{"$JS.API.>", "", false},
+	{"_INBOX.abc.1", "", true},
+	{"a-b_c:d/e", "", true},
+	{"\x00", "", true},
+	{"日本.語", "", true},
+	{"a\vb", "", true},
+	{"", matcher.RuleEmpty, false},
+	{".", matcher.RuleEmptyToken, false},
+	{"foo.", matcher.RuleEmptyToken, false},
+	{".foo", matcher.RuleEmptyToken, false},
+	{"foo..bar", matcher.RuleEmptyToken, false},
+	{"foo bar", matcher.RuleWhitespace, false},
+	{"foo.\t", matcher.RuleWhitespace, false},
+	{"foo\n", matcher.RuleWhitespace, false},
+	{"\r", matcher.RuleWhitespace, false},
+	{"a.\f.b", matcher.RuleWhitespace, false},
+	{">.foo", matcher.RuleFullWildcardEnd, false},
+	{"foo.>.bar", matcher.RuleFullWildcardEnd, false},
+	{"foo.>.>", matcher.RuleFullWildcardEnd, false},
+	{strings.Repeat("a", matcher.MaxSubjectLength), "", true},
+	{strings.Repeat("a", matcher.MaxSubjectLength+1), matcher.RuleTooLong, false},
+	{strings.Repeat("a.", matcher.MaxTokens-1) + "a", "", true},
+	{strings.Repeat("a.", matcher.MaxTokens) + "a", matcher.RuleTooManyTokens, false},
+}
+
+func TestValidatePatternNamesTheRule(t *testing.T) {
+	for _, tc := range subjectCases {
+		t.Run(shortName(tc.subject), func(t *testing.T) {
+			err := matcher.ValidatePattern(tc.subject)
+			if tc.rule == "" {
+				if err != nil {
+					t.Fatalf("ValidatePattern(%q) = %v, want nil", tc.subject, err)
+				}
+				return
+			}
+			if !errors.Is(err, matcher.ErrInvalidSubject) {
+				t.Fatalf("ValidatePattern(%q) = %v, want ErrInvalidSubject", tc.subject, err)
+			}
+			var se *matcher.SubjectError
+			if !errors.As(err, &se) || se.Rule != tc.rule || !strings.Contains(err.Error(), tc.rule) {
+				t.Fatalf("ValidatePattern(%q) = %v, want rule %q", tc.subject, err, tc.rule)
+			}
+		})
+	}
+}
+
+func TestValidateSubjectRefusesWildcards(t *testing.T) {
+	for _, tc := range subjectCases {
+		t.Run(shortName(tc.subject), func(t *testing.T) {
+			err := matcher.ValidateSubject(tc.subject)
+			if (err == nil) != tc.literal {
+				t.Fatalf("ValidateSubject(%q) = %v, want valid=%v", tc.subject, err, tc.literal)
+			}
+			if tc.rule == "" && !tc.literal {
+				var se *matcher.SubjectError
+				if !errors.As(err, &se) || se.Rule != matcher.RuleNoWildcards {
+					t.Fatalf("ValidateSubject(%q) = %v, want rule %q", tc.subject, err, matcher.RuleNoWildcards)
+				}
+			}
+		})
+	}
+}
+
+// withinLimits reports whether s is inside weighstation's explicit limits,
+// where nats-server has none.
+func withinLimits(s string) bool {
+	return len(s) <= matcher.MaxSubjectLength && strings.Count(s, ".") < matcher.MaxTokens
+}
+
+// checkAgainstNATS is the oracle check used by the table and the fuzz target.
+func checkAgainstNATS(t *testing.T, s string) {
+	t.Helper()
+	if !withinLimits(s) {
+		if matcher.ValidatePattern(s) == nil && len(s) > matcher.MaxSubjectLength {
+			t.Fatalf("ValidatePattern(%q) accepted a subject over MaxSubjectLength", s)
+		}
+		return
+	}
+	wantPattern := server.IsValidSubject(s)
+	wantLiteral := wantPattern && server.IsValidLiteralSubject(s)
+	if got := matcher.ValidatePattern(s) == nil; got != wantPattern {
+		t.Fatalf("ValidatePattern(%q) valid=%v, server.IsValidSubject=%v", s, got, wantPattern)
+	}
+	if got := matcher.ValidateSubject(s) == nil; got != wantLiteral {
+		t.Fatalf("ValidateSubject(%q) valid=%v, server.IsValidSubject&&IsValidLiteralSubject=%v", s, got, wantLiteral)
+	}
+}
+
+func TestValidationAgreesWithNATSServer(t *testing.T) {
+	for _, tc := range subjectCases {
+		checkAgainstNATS(t, tc.subject)
+	}
+	// Every string of up to 4 bytes over an alphabet of the characters that
+	// matter: separators, wildcards, whitespace and ordinary bytes.
+	alphabet := []byte{'a', '.', '*', '>', ' ', '\t', '\n', '\r', '\f', '\v', 'b'}
+	var gen func(prefix []byte, depth int)
+	gen = func(prefix []byte, depth int) {
+		checkAgainstNATS(t, string(prefix))
+		if depth == 0 {
+			return
+		}
+		for _, c := range alphabet {
+			gen(append(prefix, c), depth-1)
+		}
+	}
+	gen(nil, 4)
+}
+
+func FuzzValidate(f *testing.F) {
+	for _, tc := range subjectCases {
+		f.Add(tc.subject)
+	}
+	f.Fuzz(func(t *testing.T, s string) { checkAgainstNATS(t, s) })
+}
+
+func TestCovers(t *testing.T) {
+	tests := []struct {
+		pattern, sub string
+		want         bool
+	}{
+		{"orders.*", "orders.x", true},
+		{"orders.*", "orders.*", true},
+		{"orders.*", "orders.>", false},
+		{"orders.>", "orders.>", true},
+		{"orders.>", "orders.x", true},
+		{"orders.>", "orders.*.y", true},
+		{"orders.>", "orders", false},
+		{"orders.x", "orders.*", false},
+		{"orders.x", "orders.x", true},
+		{"orders.x", "orders.y", false},
+		{"*.x", "orders.x", true},
+		{"*.x", "*.*", false},
+		{"*.*", "*.x", true},
+		{">", "a", true},
+		{">", ">", true},
+		{">", "a.b.c.>", true},
+		{"*", ">", false},
+		{"a.*", "a.b.c", false},
+		{"a.b.c", "a.b", false},
+		{"a.b", "a.b.c", false},
+		{"_INBOX.>", "_INBOX.abc.>", true},
+		{"bad..pattern", "a", false},
+		{"a", "bad..pattern", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.pattern+"_covers_"+tc.sub, func(t *testing.T) {
+			if got := matcher.Covers(tc.pattern, tc.sub); got != tc.want {
+				t.Fatalf("Covers(%q, %q) = %v, want %v", tc.pattern, tc.sub, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCoversAgreesWithMatching checks containment against its definition on
+// a small universe: pattern covers sub iff every subject sub matches, the
+// pattern matches too.
+func TestCoversAgreesWithMatching(t *testing.T) {
+	words := []string{"a", "b", "*", ">"}
+	var patterns []string
+	var build func(prefix string, depth int)
+	build = func(prefix string, depth int) {
+		if prefix != "" && matcher.ValidatePattern(prefix) == nil {
+			patterns = append(patterns, prefix)
+		}
+		if depth == 0 {
+			return
+		}
+		for _, w := range words {
+			p := w
+			if prefix != "" {
+				p = prefix + "." + w
+			}
+			build(p, depth-1)
+		}
+	}
+	build("", 3)
+	// Subjects up to 4 tokens over {a, b, c}: 'c' stands for any token
+	// neither pattern names, and the 4th token for "more tokens".
+	var subjects []string
+	var gen func(prefix string, depth int)
+	gen = func(prefix string, depth int) {
+		if prefix != "" {
+			subjects = append(subjects, prefix)
+		}
+		if depth == 0 {
+			return
+		}
+		for _, w := range []string{"a", "b", "c"} {
+			s := w
+			if prefix != "" {
+				s = prefix + "." + w
+			}
+			gen(s, depth-1)
+		}
+	}
+	gen("", 4)
+	matches := func(pattern, subject string) bool {
+		tr := matcher.New[int]()
+		if err := tr.Subscribe(pattern, 1); err != nil {
+			t.Fatal(err)
+		}
+		return len(tr.Match(subject, nil)) == 1
+	}
+	for _, p := range patterns {
+		for _, s := range patterns {
+			want := true
+			for _, subj := range subjects {
+				if matches(s, subj) && !matches(p, subj) {
+					want = false
+					break
+				}
+			}
+			if got := matcher.Covers(p, s); got != want {
+				t.Errorf("Covers(%q, %q) = %v, by definition %v", p, s, got, want)
+			}
+		}
+	}
+}
+
+func shortName(s string) string {
+	if len(s) > 40 {
+		return s[:20] + "..." + s[len(s)-10:]
+	}
+	if s == "" {
+		return "empty"
+	}
+	return s
+}

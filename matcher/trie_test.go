@@ -1,0 +1,189 @@
+package matcher_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/weighstation/weighstation/matcher"
+)
+
+func TestMatchSemantics(t *testing.T) {
+	tests := []struct {
+		name     string
+		patterns []string // value i is subscribed through patterns[i]
+		subject  string
+		want     []int
+	}{
+		{"literal", []string{"foo.bar", "foo.baz"}, "foo.bar", []int{0}},
+		{"star matches one token", []string{"foo.*"}, "foo.bar", []int{0}},
+		{"star does not match two tokens", []string{"foo.*"}, "foo.bar.baz", nil},
+		{"star does not match zero tokens", []string{"foo.*"}, "foo", nil},
+		{"star in the middle", []string{"foo.*.baz"}, "foo.bar.baz", []int{0}},
+		{"full wildcard matches one token", []string{"foo.>"}, "foo.bar", []int{0}},
+		{"full wildcard matches many tokens", []string{"foo.>"}, "foo.bar.baz.qux", []int{0}},
+		{"full wildcard needs at least one token", []string{"foo.>"}, "foo", nil},
+		{"lone full wildcard matches everything", []string{">"}, "a.b.c", []int{0}},
+		{"lone star matches single-token subjects", []string{"*"}, "a", []int{0}},
+		{"prefix is not a match", []string{"foo.bar"}, "foo", nil},
+		{"longer subject is not a match", []string{"foo"}, "foo.bar", nil},
+		{"all matching patterns", []string{"a.b.c", "a.*.c", "a.>", "*.b.*", ">", "a.b", "x.>"}, "a.b.c", []int{0, 1, 2, 3, 4}},
+		{"wildcard subject matches nothing", []string{"foo.*", "foo.>"}, "foo.*", nil},
+		{"full wildcard subject matches nothing", []string{">"}, "foo.>", nil},
+		{"invalid subject matches nothing", []string{">"}, "foo..bar", nil},
+		{"whitespace subject matches nothing", []string{">"}, "foo bar", nil},
+		{"empty subject matches nothing", []string{">"}, "", nil},
+		{"tokens with wildcard characters are literals", []string{"foo*.bar", "foo.*"}, "foo*.bar", []int{0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := matcher.New[int]()
+			for i, p := range tc.patterns {
+				if err := tr.Subscribe(p, i); err != nil {
+					t.Fatalf("Subscribe(%q): %v", p, err)
+				}
+			}
+			got := tr.Match(tc.subject, nil)
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("Match(%q) = %v, want %v", tc.subject, got, tc.want)
+			}
+			snapGot := tr.Snapshot().Match(tc.subject, nil)
+			slices.Sort(snapGot)
+			if !slices.Equal(snapGot, tc.want) {
+				t.Fatalf("Snapshot().Match(%q) = %v, want %v", tc.subject, snapGot, tc.want)
+			}
+		})
+	}
+}
+
+func TestSubscribeIsIdempotentAndDuplicatesAcrossPatterns(t *testing.T) {
+	tr := matcher.New[string]()
+	for range 3 {
+		if err := tr.Subscribe("orders.*", "billing"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tr.Subscribe("orders.>", "billing"); err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.Len(); got != 2 {
+		t.Fatalf("Len = %d, want 2 (one per distinct pattern)", got)
+	}
+	// One value through two matching patterns appears twice.
+	if got := tr.Match("orders.eu", nil); !slices.Equal(got, []string{"billing", "billing"}) {
+		t.Fatalf("Match = %v, want billing twice", got)
+	}
+	removed, err := tr.Unsubscribe("orders.*", "billing")
+	if err != nil || !removed {
+		t.Fatalf("Unsubscribe = %v, %v; want true, nil", removed, err)
+	}
+	removed, err = tr.Unsubscribe("orders.*", "billing")
+	if err != nil || removed {
+		t.Fatalf("second Unsubscribe = %v, %v; want false, nil", removed, err)
+	}
+	if got := tr.Match("orders.eu", nil); !slices.Equal(got, []string{"billing"}) {
+		t.Fatalf("Match = %v, want billing once", got)
+	}
+}
+
+func TestInvalidPatternsAreRefused(t *testing.T) {
+	tr := matcher.New[int]()
+	for _, p := range []string{"", "a..b", "a.>.b", "a b", "a."} {
+		if err := tr.Subscribe(p, 1); err == nil {
+			t.Errorf("Subscribe(%q) succeeded", p)
+		}
+		if _, err := tr.Unsubscribe(p, 1); err == nil {
+			t.Errorf("Unsubscribe(%q) succeeded", p)
+		}
+	}
+	if tr.Len() != 0 {
+		t.Fatalf("Len = %d after refused subscribes", tr.Len())
+	}
+}
+
+func TestSnapshotIsIsolatedFromLaterWrites(t *testing.T) {
+	tr := matcher.New[int]()
+	for i, p := range []string{"a.b", "a.*", "a.>", "c"} {
+		if err := tr.Subscribe(p, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap := tr.Snapshot()
+	if _, err := tr.Unsubscribe("a.b", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Subscribe("a.b", 9); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Subscribe("d.e.f", 10); err != nil {
+		t.Fatal(err)
+	}
+	got := snap.Match("a.b", nil)
+	slices.Sort(got)
+	if !slices.Equal(got, []int{0, 1, 2}) {
+		t.Fatalf("snapshot Match = %v, want [0 1 2]", got)
+	}
+	var pairs []string
+	for p, v := range snap.All() {
+		pairs = append(pairs, fmt.Sprintf("%s=%d", p, v))
+	}
+	slices.Sort(pairs)
+	if want := []string{"a.*=1", "a.>=2", "a.b=0", "c=3"}; !slices.Equal(pairs, want) {
+		t.Fatalf("snapshot All = %v, want %v", pairs, want)
+	}
+	if snap.Len() != 4 || tr.Len() != 5 {
+		t.Fatalf("Len: snapshot %d (want 4), live %d (want 5)", snap.Len(), tr.Len())
+	}
+	live := tr.Match("a.b", nil)
+	slices.Sort(live)
+	if !slices.Equal(live, []int{1, 2, 9}) {
+		t.Fatalf("live Match = %v, want [1 2 9]", live)
+	}
+}
+
+// TestRemovalCompressesTheTrie checks that emptied branches disappear: after
+// unsubscribing everything, a snapshot walks nothing and matching a deep
+// subject is as cheap as on an empty trie (no tombs left on the path).
+func TestRemovalCompressesTheTrie(t *testing.T) {
+	tr := matcher.New[int]()
+	patterns := []string{"a.b.c.d", "a.b.c", "a.b.*.d", "a.>", "a.b.c.d.e.f"}
+	for i, p := range patterns {
+		if err := tr.Subscribe(p, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, p := range patterns {
+		if removed, err := tr.Unsubscribe(p, i); err != nil || !removed {
+			t.Fatalf("Unsubscribe(%q) = %v, %v", p, removed, err)
+		}
+	}
+	if n := tr.Len(); n != 0 {
+		t.Fatalf("Len = %d after removing everything", n)
+	}
+	if got := matcher.NodeCount(tr); got != 1 {
+		t.Fatalf("trie keeps %d I-nodes after removing everything, want 1 (the root)", got)
+	}
+}
+
+func TestMatchDoesNotAllocate(t *testing.T) {
+	tr := matcher.New[int]()
+	for i, p := range []string{"a.b.c", "a.*.c", "a.>", "*.b.*", ">"} {
+		if err := tr.Subscribe(p, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 40 { // a large set, stored as a HAMT
+		if err := tr.Subscribe("a.b.c", 100+i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf := make([]int, 0, 64)
+	allocs := testing.AllocsPerRun(1000, func() { buf = tr.Match("a.b.c", buf[:0]) })
+	if allocs != 0 {
+		t.Fatalf("Match allocates %.1f times per call, want 0", allocs)
+	}
+	if len(buf) != 45 {
+		t.Fatalf("Match found %d values, want 45", len(buf))
+	}
+}

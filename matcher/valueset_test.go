@@ -1,0 +1,120 @@
+package matcher
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestValueSetAgainstMap drives the persistent set through the small-slice
+// and HAMT forms, promotion and demotion included, and compares it with a
+// map after every operation; it also checks that every earlier version is
+// left intact (persistence is what keeps snapshots O(1)).
+func TestValueSetAgainstMap(t *testing.T) {
+	tests := []struct {
+		name     string
+		universe int // values are drawn from [0, universe)
+		ops      int
+	}{
+		{"small sets around the promotion boundary", smallSetMax + 3, 20_000},
+		{"large sets", 5_000, 100_000},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, uint64(tc.universe)))
+			var set valueSet[int]
+			model := map[int]bool{}
+			type version struct {
+				set  valueSet[int]
+				want []int
+			}
+			var versions []version
+			for i := range tc.ops {
+				v := rng.IntN(tc.universe)
+				var changed bool
+				if rng.IntN(100) < 55 {
+					set, changed = set.with(v)
+					if changed == model[v] {
+						t.Fatalf("op %d: with(%d) reported added=%v, model had it=%v", i, v, changed, model[v])
+					}
+					model[v] = true
+				} else {
+					set, changed = set.without(v)
+					if changed != model[v] {
+						t.Fatalf("op %d: without(%d) reported removed=%v, model had it=%v", i, v, changed, model[v])
+					}
+					delete(model, v)
+				}
+				if set.len() != len(model) || set.contains(v) != model[v] {
+					t.Fatalf("op %d: len %d contains(%d)=%v; model len %d has=%v", i, set.len(), v, set.contains(v), len(model), model[v])
+				}
+				if i%997 == 0 {
+					got := set.appendTo(nil)
+					slices.Sort(got)
+					want := sortedKeys(model)
+					if !slices.Equal(got, want) {
+						t.Fatalf("op %d: set holds %d values, model %d", i, len(got), len(want))
+					}
+					versions = append(versions, version{set, want})
+				}
+			}
+			for i, ver := range versions {
+				got := ver.set.appendTo(nil)
+				slices.Sort(got)
+				if !slices.Equal(got, ver.want) {
+					t.Fatalf("version %d changed after later updates", i)
+				}
+			}
+		})
+	}
+}
+
+// TestHAMTCollisions exercises the collision lists at the bottom of the
+// trie, which maphash makes too rare to reach by chance.
+func TestHAMTCollisions(t *testing.T) {
+	const h = 0xdeadbeef // every value "hashes" to h
+	n := hamtPair(0, h, 1, h, 2)
+	var added bool
+	n, added = n.with(0, h, 3)
+	if !added {
+		t.Fatal("adding a third colliding value reported no change")
+	}
+	if _, added = n.with(0, h, 2); added {
+		t.Fatal("re-adding a colliding value reported a change")
+	}
+	for _, v := range []int{1, 2, 3} {
+		if !n.contains(0, h, v) {
+			t.Fatalf("collision set lost %d", v)
+		}
+	}
+	if n.contains(0, h, 4) {
+		t.Fatal("collision set contains a value never added")
+	}
+	got := n.appendTo(nil)
+	slices.Sort(got)
+	if !slices.Equal(got, []int{1, 2, 3}) {
+		t.Fatalf("collision set yields %v", got)
+	}
+	for i, v := range []int{2, 1, 3} {
+		var removed bool
+		n, removed = n.without(0, h, v)
+		if !removed {
+			t.Fatalf("removing %d reported no change", v)
+		}
+		if i < 2 && (n == nil || n.contains(0, h, v)) {
+			t.Fatalf("after removing %d the set is %v", v, n)
+		}
+	}
+	if n != nil {
+		t.Fatalf("removing every colliding value left %v", n)
+	}
+}
+
+func sortedKeys(m map[int]bool) []int {
+	keys := make([]int, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
