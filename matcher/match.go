@@ -149,7 +149,7 @@ func (c *ctrie[T]) matchLevel(in *iNode[T], ms *matchState[T], i int, dst []T) [
 		ms.record(in, m)
 	}
 	// A tomb's C-node is empty, so a tombed I-node matches nothing.
-	if m.full.len() > 0 {
+	if m.full != nil {
 		dst = m.full.appendTo(dst) // '>' matches this token and any after it
 	}
 	if m.star != nil {

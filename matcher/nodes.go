@@ -30,17 +30,19 @@ func newINode[T comparable](main *mainNode[T], gen *generation) *iNode[T] {
 // reader reaches the branches in one hop), or a tomb, or, only ever in a
 // prev field, a failure marker of GCAS.
 type mainNode[T comparable] struct {
+	// prev is GCAS's proposal state: nil once committed; the main node this
+	// one replaced while the write is pending; or a failure marker (failed
+	// set, restore holding the main node to roll back to). It comes first
+	// so that a reader's check of it and the branches it reads next share
+	// one cache line.
+	prev atomic.Pointer[mainNode[T]]
+
 	cNode[T] // the branches; empty for a tomb
 
 	// tomb marks a tombed I-node: its C-node became empty and it waits to be
 	// cut out of its parent. A tomb is the last main node an I-node ever has
 	// (the T-node invariant), so no write can land in a node being removed.
-	tomb bool
-
-	// prev is GCAS's proposal state: nil once committed; the main node this
-	// one replaced while the write is pending; or a failure marker (failed
-	// set, restore holding the main node to roll back to).
-	prev    atomic.Pointer[mainNode[T]]
+	tomb    bool
 	failed  bool
 	restore *mainNode[T]
 }
@@ -49,15 +51,23 @@ func newMain[T comparable](cn cNode[T]) *mainNode[T] { return &mainNode[T]{cNode
 
 // cNode is an immutable level of the trie: one branch per next token. It is
 // a value: writers build a modified copy and publish it in a new main node.
+//
+// Everything Match reads (with mainNode.prev) fits in the first 64 bytes of
+// the main node: the literals' slice header, the table pointer, and the
+// '*' and '>' pointers.
 type cNode[T comparable] struct {
-	literals []branch[T] // the literal tokens' branches
-	// table indexes literals by key when there are more than linearScanMax:
-	// open addressing with linear probing, 0 for an empty slot, i+1 for
-	// literals[i]; its length is a power of two at least twice the count.
-	table      []int32
-	tableShift uint8
-	star       *branch[T]  // the '*' branch, or nil
-	full       valueSet[T] // the values of the '>' branch, which never has a child
+	literals []branch[T]   // the literal tokens' branches
+	table    *literalTable // indexes literals when there are more than linearScanMax
+	star     *branch[T]    // the '*' branch, or nil
+	full     *valueSet[T]  // the values of the '>' branch (which never has a child), or nil
+}
+
+// literalTable is open addressing with linear probing over a C-node's
+// literals: 0 is an empty slot, i+1 stands for literals[i]. Its length is a
+// power of two at least twice the number of literals.
+type literalTable struct {
+	slots []int32
+	shift uint8
 }
 
 // branch is immutable: the values subscribed through the pattern that ends at
@@ -115,7 +125,7 @@ func keyAt(s string, start, end int) uint64 {
 func slotOf(key uint64, shift uint8) int { return int((key * 0x9E3779B97F4A7C15) >> shift) }
 
 func (cn *cNode[T]) isEmpty() bool {
-	return len(cn.literals) == 0 && cn.star == nil && cn.full.len() == 0
+	return len(cn.literals) == 0 && cn.star == nil && cn.full == nil
 }
 
 // literal finds the branch of a literal token whose tokenKey is key. On
@@ -129,9 +139,10 @@ func (cn *cNode[T]) literal(key uint64, token string) *branch[T] {
 		}
 		return nil
 	}
-	mask := len(cn.table) - 1
-	for h := slotOf(key, cn.tableShift); ; h = (h + 1) & mask {
-		j := cn.table[h]
+	slots := cn.table.slots
+	mask := len(slots) - 1
+	for h := slotOf(key, cn.table.shift); ; h = (h + 1) & mask {
+		j := slots[h]
 		if j == 0 {
 			return nil
 		}
@@ -150,7 +161,9 @@ func (cn *cNode[T]) lookup(token string) branch[T] {
 			return *cn.star
 		}
 	case fullWildcard:
-		return branch[T]{token: token, subs: cn.full}
+		if cn.full != nil {
+			return branch[T]{token: token, subs: *cn.full}
+		}
 	default:
 		if br := cn.literal(tokenKey(token), token); br != nil {
 			return *br
@@ -171,7 +184,10 @@ func (cn *cNode[T]) with(br branch[T]) cNode[T] {
 		}
 		return n
 	case fullWildcard:
-		n.full = br.subs
+		n.full = nil
+		if br.subs.len() > 0 {
+			n.full = &br.subs
+		}
 		return n
 	}
 	br.key = tokenKey(br.token)
@@ -189,21 +205,21 @@ func (cn *cNode[T]) with(br branch[T]) cNode[T] {
 }
 
 func (cn *cNode[T]) setLiterals(literals []branch[T]) {
-	cn.literals, cn.table, cn.tableShift = literals, nil, 0
+	cn.literals, cn.table = literals, nil
 	if len(literals) <= linearScanMax {
 		return
 	}
 	size := 1 << bits.Len(uint(2*len(literals)-1)) // a power of two >= 2n
-	cn.table = make([]int32, size)
-	cn.tableShift = uint8(64 - bits.TrailingZeros(uint(size)))
+	t := &literalTable{slots: make([]int32, size), shift: uint8(64 - bits.TrailingZeros(uint(size)))}
 	mask := size - 1
 	for i := range literals {
-		h := slotOf(literals[i].key, cn.tableShift)
-		for cn.table[h] != 0 {
+		h := slotOf(literals[i].key, t.shift)
+		for t.slots[h] != 0 {
 			h = (h + 1) & mask
 		}
-		cn.table[h] = int32(i + 1)
+		t.slots[h] = int32(i + 1)
 	}
+	cn.table = t
 }
 
 // forEach calls f for every branch, '>' included (with no child).
@@ -214,8 +230,8 @@ func (cn *cNode[T]) forEach(f func(br *branch[T])) {
 	if cn.star != nil {
 		f(cn.star)
 	}
-	if cn.full.len() > 0 {
-		f(&branch[T]{token: fullWildcard, subs: cn.full})
+	if cn.full != nil {
+		f(&branch[T]{token: fullWildcard, subs: *cn.full})
 	}
 }
 

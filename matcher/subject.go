@@ -162,3 +162,50 @@ func Covers(pattern, sub string) bool {
 
 // subjectOf joins tokens back into a subject; used off the hot path only.
 func subjectOf(tokens []string) string { return strings.Join(tokens, string(tokenSeparator)) }
+
+// CompareSpecificity orders two valid patterns by how specifically they
+// describe a subject both match, which decides the policy that governs it:
+// token by token, a literal beats '*' and '*' beats '>', and a longer
+// pattern beats a shorter one. It returns a positive number when a is more
+// specific, negative when b is, and 0 only for equal patterns: two distinct
+// patterns that match a common subject always differ at some token. Invalid
+// patterns compare as less specific than valid ones.
+func CompareSpecificity(a, b string) int {
+	var abuf, bbuf [MaxTokens]string
+	at, aerr := tokenize(a, abuf[:0], true)
+	bt, berr := tokenize(b, bbuf[:0], true)
+	switch {
+	case aerr != nil && berr != nil:
+		return 0
+	case aerr != nil:
+		return -1
+	case berr != nil:
+		return 1
+	}
+	for i := 0; i < len(at) && i < len(bt); i++ {
+		if d := tokenRank(at[i]) - tokenRank(bt[i]); d != 0 {
+			return d
+		}
+		if at[i] != bt[i] {
+			// Two different literals: no subject matches both; order them
+			// by text so the order is total and deterministic.
+			if at[i] < bt[i] {
+				return 1
+			}
+			return -1
+		}
+	}
+	return len(at) - len(bt)
+}
+
+// tokenRank: a literal describes a subject more narrowly than '*', and '*'
+// more narrowly than '>'.
+func tokenRank(token string) int {
+	switch token {
+	case fullWildcard:
+		return 0
+	case singleWildcard:
+		return 1
+	}
+	return 2
+}

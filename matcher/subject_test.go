@@ -7,66 +7,49 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/weighstation/weighstation/internal/subjectcases"
 	"github.com/weighstation/weighstation/matcher"
 )
 
-// subjectCases is shared by the validation tests; the API's CRD validation
-// tests assert the same verdicts on it.
-var subjectCases = []struct {
-	subject string
-	rule    string // "" when valid as a pattern
-	literal bool   // valid as a literal subject
-}{
-	{"foo", "", true},
-	{"foo.bar.baz", "", true},
-	{"*", "", false},
-	{">", "", false},
-	{"foo.*", "", false},
-	{"foo.>", "", false},
-	{"*.bar.>", "", false},
-	{"foo*.bar", "", true},
-	{"foo>.bar", "", true},
-	{"$JS.API.>", "", false},
-	{"_INBOX.abc.1", "", true},
-	{"a-b_c:d/e", "", true},
-	{"\x00", "", true},
-	{"日本.語", "", true},
-	{"a\vb", "", true},
-	{"", matcher.RuleEmpty, false},
-	{".", matcher.RuleEmptyToken, false},
-	{"foo.", matcher.RuleEmptyToken, false},
-	{".foo", matcher.RuleEmptyToken, false},
-	{"foo..bar", matcher.RuleEmptyToken, false},
-	{"foo bar", matcher.RuleWhitespace, false},
-	{"foo.\t", matcher.RuleWhitespace, false},
-	{"foo\n", matcher.RuleWhitespace, false},
-	{"\r", matcher.RuleWhitespace, false},
-	{"a.\f.b", matcher.RuleWhitespace, false},
-	{">.foo", matcher.RuleFullWildcardEnd, false},
-	{"foo.>.bar", matcher.RuleFullWildcardEnd, false},
-	{"foo.>.>", matcher.RuleFullWildcardEnd, false},
-	{strings.Repeat("a", matcher.MaxSubjectLength), "", true},
-	{strings.Repeat("a", matcher.MaxSubjectLength+1), matcher.RuleTooLong, false},
-	{strings.Repeat("a.", matcher.MaxTokens-1) + "a", "", true},
-	{strings.Repeat("a.", matcher.MaxTokens) + "a", matcher.RuleTooManyTokens, false},
+// TestRulesMatchTheSharedTable keeps the shared table's rule texts (which
+// the CRD tests also use) equal to the matcher's.
+func TestRulesMatchTheSharedTable(t *testing.T) {
+	pairs := [][2]string{
+		{matcher.RuleEmpty, subjectcases.RuleEmpty},
+		{matcher.RuleTooLong, subjectcases.RuleTooLong},
+		{matcher.RuleTooManyTokens, subjectcases.RuleTooManyTokens},
+		{matcher.RuleEmptyToken, subjectcases.RuleEmptyToken},
+		{matcher.RuleWhitespace, subjectcases.RuleWhitespace},
+		{matcher.RuleFullWildcardEnd, subjectcases.RuleFullWildcardEnd},
+	}
+	for _, p := range pairs {
+		if p[0] != p[1] {
+			t.Errorf("matcher says %q, the shared table says %q", p[0], p[1])
+		}
+	}
+	if subjectcases.MaxLength != matcher.MaxSubjectLength || subjectcases.MaxTokens != matcher.MaxTokens {
+		t.Errorf("the shared table's limits differ from matcher's")
+	}
 }
+
+var subjectCases = subjectcases.Cases
 
 func TestValidatePatternNamesTheRule(t *testing.T) {
 	for _, tc := range subjectCases {
-		t.Run(shortName(tc.subject), func(t *testing.T) {
-			err := matcher.ValidatePattern(tc.subject)
-			if tc.rule == "" {
+		t.Run(shortName(tc.Subject), func(t *testing.T) {
+			err := matcher.ValidatePattern(tc.Subject)
+			if tc.Rule == "" {
 				if err != nil {
-					t.Fatalf("ValidatePattern(%q) = %v, want nil", tc.subject, err)
+					t.Fatalf("ValidatePattern(%q) = %v, want nil", tc.Subject, err)
 				}
 				return
 			}
 			if !errors.Is(err, matcher.ErrInvalidSubject) {
-				t.Fatalf("ValidatePattern(%q) = %v, want ErrInvalidSubject", tc.subject, err)
+				t.Fatalf("ValidatePattern(%q) = %v, want ErrInvalidSubject", tc.Subject, err)
 			}
 			var se *matcher.SubjectError
-			if !errors.As(err, &se) || se.Rule != tc.rule || !strings.Contains(err.Error(), tc.rule) {
-				t.Fatalf("ValidatePattern(%q) = %v, want rule %q", tc.subject, err, tc.rule)
+			if !errors.As(err, &se) || se.Rule != tc.Rule || !strings.Contains(err.Error(), tc.Rule) {
+				t.Fatalf("ValidatePattern(%q) = %v, want rule %q", tc.Subject, err, tc.Rule)
 			}
 		})
 	}
@@ -74,15 +57,15 @@ func TestValidatePatternNamesTheRule(t *testing.T) {
 
 func TestValidateSubjectRefusesWildcards(t *testing.T) {
 	for _, tc := range subjectCases {
-		t.Run(shortName(tc.subject), func(t *testing.T) {
-			err := matcher.ValidateSubject(tc.subject)
-			if (err == nil) != tc.literal {
-				t.Fatalf("ValidateSubject(%q) = %v, want valid=%v", tc.subject, err, tc.literal)
+		t.Run(shortName(tc.Subject), func(t *testing.T) {
+			err := matcher.ValidateSubject(tc.Subject)
+			if (err == nil) != tc.Literal {
+				t.Fatalf("ValidateSubject(%q) = %v, want valid=%v", tc.Subject, err, tc.Literal)
 			}
-			if tc.rule == "" && !tc.literal {
+			if tc.Rule == "" && !tc.Literal {
 				var se *matcher.SubjectError
 				if !errors.As(err, &se) || se.Rule != matcher.RuleNoWildcards {
-					t.Fatalf("ValidateSubject(%q) = %v, want rule %q", tc.subject, err, matcher.RuleNoWildcards)
+					t.Fatalf("ValidateSubject(%q) = %v, want rule %q", tc.Subject, err, matcher.RuleNoWildcards)
 				}
 			}
 		})
@@ -116,7 +99,7 @@ func checkAgainstNATS(t *testing.T, s string) {
 
 func TestValidationAgreesWithNATSServer(t *testing.T) {
 	for _, tc := range subjectCases {
-		checkAgainstNATS(t, tc.subject)
+		checkAgainstNATS(t, tc.Subject)
 	}
 	// Every string of up to 4 bytes over an alphabet of the characters that
 	// matter: separators, wildcards, whitespace and ordinary bytes.
@@ -136,7 +119,7 @@ func TestValidationAgreesWithNATSServer(t *testing.T) {
 
 func FuzzValidate(f *testing.F) {
 	for _, tc := range subjectCases {
-		f.Add(tc.subject)
+		f.Add(tc.Subject)
 	}
 	f.Fuzz(func(t *testing.T, s string) { checkAgainstNATS(t, s) })
 }
@@ -253,4 +236,43 @@ func shortName(s string) string {
 		return "empty"
 	}
 	return s
+}
+
+func TestCompareSpecificity(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want int // sign
+	}{
+		{"orders.eu", "orders.*", 1},
+		{"orders.*", "orders.>", 1},
+		{"orders.eu", "orders.>", 1},
+		{"orders.*.created", "orders.>", 1},
+		{"orders.eu.>", "orders.*.created", 1},
+		{">", "*", -1},
+		{"orders.>", "orders.eu.>", -1},
+		{"orders.*", "orders.*", 0},
+		{"a.b", "a.b.c", -1}, // longer beats shorter
+		{"bad..pattern", "orders.>", -1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.a+"_vs_"+tc.b, func(t *testing.T) {
+			got := matcher.CompareSpecificity(tc.a, tc.b)
+			if sign(got) != tc.want {
+				t.Fatalf("CompareSpecificity(%q, %q) = %d, want sign %d", tc.a, tc.b, got, tc.want)
+			}
+			if back := matcher.CompareSpecificity(tc.b, tc.a); sign(back) != -tc.want {
+				t.Fatalf("CompareSpecificity(%q, %q) = %d, not antisymmetric", tc.b, tc.a, back)
+			}
+		})
+	}
+}
+
+func sign(x int) int {
+	switch {
+	case x > 0:
+		return 1
+	case x < 0:
+		return -1
+	}
+	return 0
 }

@@ -187,3 +187,43 @@ func TestMatchDoesNotAllocate(t *testing.T) {
 		t.Fatalf("Match found %d values, want 45", len(buf))
 	}
 }
+
+// TestLongTokensSharingAPrefix covers the literal lookup's two shortcuts:
+// tokens of 8 bytes and more share a key when their first 7 bytes and
+// length agree, so only the string compare tells them apart; and a level
+// with more than 8 literals is searched through a probing table.
+func TestLongTokensSharingAPrefix(t *testing.T) {
+	for _, siblings := range []int{3, 8, 9, 40, 300} {
+		t.Run(fmt.Sprintf("siblings=%d", siblings), func(t *testing.T) {
+			tr := matcher.New[int]()
+			for i := range siblings {
+				// "customer-0001", "customer-0002", ...: same length, same
+				// first 7 bytes.
+				if err := tr.Subscribe(fmt.Sprintf("events.customer-%04d.created", i), i); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range siblings {
+				got := tr.Match(fmt.Sprintf("events.customer-%04d.created", i), nil)
+				if !slices.Equal(got, []int{i}) {
+					t.Fatalf("Match(customer-%04d) = %v, want [%d]", i, got, i)
+				}
+			}
+			if got := tr.Match(fmt.Sprintf("events.customer-%04d.created", siblings), nil); len(got) != 0 {
+				t.Fatalf("Match of an unsubscribed sibling = %v, want nothing", got)
+			}
+			// Remove every other sibling: the table is rebuilt each time.
+			for i := 0; i < siblings; i += 2 {
+				if removed, err := tr.Unsubscribe(fmt.Sprintf("events.customer-%04d.created", i), i); err != nil || !removed {
+					t.Fatalf("Unsubscribe(%d) = %v, %v", i, removed, err)
+				}
+			}
+			for i := range siblings {
+				got := tr.Match(fmt.Sprintf("events.customer-%04d.created", i), nil)
+				if want := i%2 == 1; want != (len(got) == 1) {
+					t.Fatalf("after removals, Match(customer-%04d) = %v", i, got)
+				}
+			}
+		})
+	}
+}

@@ -13,7 +13,7 @@ import (
 // a match result is one copy. Past smallSetMax values the set becomes a hash
 // array mapped trie (HAMT) of 32-way nodes, so that adding or removing a value
 // copies O(log32 n) nodes instead of the whole set: with 30,000 subscribers on
-// one subject an update copies 3 to 4 small nodes, not 30,000 values.
+// one subject an update copies 3 small nodes, not 30,000 values.
 type valueSet[T comparable] struct {
 	small []T          // the values, when root is nil
 	root  *hamtNode[T] // the values, when the set is large
@@ -29,6 +29,10 @@ const (
 	// boundary does not convert on every update.
 	smallSetDemote = smallSetMax / 2
 
+	// 32-way nodes. 64-way nodes split slots less often (30,000 values
+	// leave about 7 per bottom node instead of 29) but copy twice the
+	// pointers per level; measured on the fan-in benchmark, 32-way was as
+	// fast for inserts and faster for insert+remove.
 	hamtBits  = 5
 	hamtWidth = 1 << hamtBits
 	hamtMask  = hamtWidth - 1

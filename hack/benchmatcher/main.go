@@ -97,6 +97,7 @@ var workloads = []struct{ name, unit, what string }{
 	{"churn90", "ns/op", "4 goroutines, 90:10 reads:writes"},
 	{"churn50", "ns/op", "4 goroutines, 50:50 reads:writes"},
 	{"fanin", "ns/op", "sub+unsub at 30,000 subs on one subject"},
+	{"faninsert", "ns/op", "subscribe alone, from 30,000 subs on one subject"},
 	{"memory", "B/sub", "retained heap per subscription, hot"},
 }
 
@@ -134,7 +135,7 @@ func printTargets(s samples) {
 		{"hot match 0 allocs/op", fmt.Sprintf("%.0f", s.median("hot", "ctrie", "allocs/op")), s.median("hot", "ctrie", "allocs/op") == 0},
 		{"parallel match <= 0.7x gsl ns/op", fmt.Sprintf("%.2fx", ratio("parallel")), ratio("parallel") <= 0.7},
 		{"churn 90:10 throughput >= 3x gsl", fmt.Sprintf("%.2fx", 1/ratio("churn90")), 1/ratio("churn90") >= 3},
-		{"fan-in insert <= 2 us (measured: insert+remove pair)", fmt.Sprintf("%.0f ns", s.median("fanin", "ctrie", "ns/op")), s.median("fanin", "ctrie", "ns/op") <= 2000},
+		{"fan-in insert <= 2 us", fmt.Sprintf("%.0f ns", s.median("faninsert", "ctrie", "ns/op")), s.median("faninsert", "ctrie", "ns/op") <= 2000},
 		{"memory per subscription <= 2x gsl", fmt.Sprintf("%.2fx", s.median("memory", "ctrie", "B/sub")/s.median("memory", "gsl", "B/sub")), s.median("memory", "ctrie", "B/sub") <= 2*s.median("memory", "gsl", "B/sub")},
 	}
 	fmt.Printf("\ntargets (2 cores, cache off)\n\n")
