@@ -2,14 +2,25 @@
 SHELL := /usr/bin/env bash
 GO ?= go
 
+CONTROLLER_TOOLS_VERSION := v0.23.0
+CONTROLLER_GEN := $(CURDIR)/bin/controller-gen-$(CONTROLLER_TOOLS_VERSION)
+# The envtest binaries (etcd, kube-apiserver, kubectl), built by
+# hack/setup-envtest.sh from their Go modules and linked here.
+KUBEBUILDER_ASSETS := $(CURDIR)/bin/k8s
+
 .PHONY: help
 help: ## List the targets.
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: test
-test: ## Vet, then run every test with the race detector (what CI runs).
+test: envtest ## Build the test apiserver if needed, vet, check generated files, run every test with -race (what CI runs).
 	$(GO) vet ./...
-	$(GO) test -race -timeout 30m ./...
+	hack/verify-generate.sh
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) PATH=$(CURDIR)/bin:$$PATH $(GO) test -race -timeout 30m ./...
+
+.PHONY: envtest
+envtest: ## Build (once, cached outside the clone) etcd, kube-apiserver, kubectl and helm for the tests.
+	hack/setup-envtest.sh
 
 .PHONY: bench-matcher
 bench-matcher: ## Matcher benchmarks vs nats-server's gsl and an RWMutex trie: medians and ratios.
@@ -21,9 +32,16 @@ fuzz-matcher: ## Fuzz subject validation and differential operation sequences (F
 	$(GO) test -run '^$$' -fuzz '^FuzzDifferential$$' -fuzztime $${FUZZTIME:-30s} ./matcher/
 
 .PHONY: generate
-generate: ## Regenerate generated code; CI expects the tree unchanged after it.
-	$(GO) generate ./...
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs and RBAC from the markers; `make test` fails if this changes anything.
+	$(CONTROLLER_GEN) object paths=./api/...
+	$(CONTROLLER_GEN) crd rbac:roleName=weighstation-operator paths=./api/... paths=./controllers/... \
+	  output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	$(GO) mod tidy
+
+$(CONTROLLER_GEN):
+	mkdir -p bin/tmp-controller-gen
+	GOBIN=$(CURDIR)/bin/tmp-controller-gen $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+	mv bin/tmp-controller-gen/controller-gen $@ && rmdir bin/tmp-controller-gen
 
 .PHONY: lint
 lint: ## gofmt and go vet.

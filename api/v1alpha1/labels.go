@@ -1,0 +1,22 @@
+package v1alpha1
+
+const (
+	// InjectLabel on a pod asks for the weighstation sidecar; its value must
+	// be InjectEnabled. Only such pods get a configuration.
+	InjectLabel = "weighstation.io/inject"
+	// InjectEnabled is InjectLabel's value that enables the sidecar.
+	InjectEnabled = "enabled"
+)
+
+// Condition types.
+const (
+	// ConditionReady: the resource's policy is in force.
+	ConditionReady = "Ready"
+	// ConditionConflicting: another Topic of the namespace has the same
+	// subject pattern.
+	ConditionConflicting = "Conflicting"
+	// ConditionKillSwitchEngaged: delivery to the Subscription is stopped.
+	ConditionKillSwitchEngaged = "KillSwitchEngaged"
+	// ConditionDegraded: some consuming pods drop messages or are killed.
+	ConditionDegraded = "Degraded"
+)

@@ -1,0 +1,16 @@
+package v1alpha1
+
+// SubjectPattern is a NATS subject pattern: tokens separated by '.', where a
+// token that is exactly '*' matches one token and a last token that is
+// exactly '>' matches one or more, for example "orders.>" or "orders.*.created".
+// The rules are those of nats-server (server.IsValidSubject) with explicit
+// limits: at most 1024 bytes and 32 tokens. RE2's \s is exactly the
+// whitespace NATS refuses (space, \t, \n, \r, \f).
+//
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=1024
+// +kubebuilder:validation:XValidation:rule=`!self.matches(r'\s')`,message="invalid subject: tokens must not contain whitespace (space, \\t, \\n, \\r, \\f)"
+// +kubebuilder:validation:XValidation:rule=`!self.matches(r'(^\.|\.\.|\.$)')`,message="invalid subject: tokens must not be empty (no leading, trailing or double '.')"
+// +kubebuilder:validation:XValidation:rule=`!self.matches(r'(^|\.)>\.')`,message="invalid subject: '>' is only allowed as the last token"
+// +kubebuilder:validation:XValidation:rule=`!self.matches(r'^([^.]*\.){32}')`,message="invalid subject: a subject must have at most 32 tokens (MaxTokens)"
+type SubjectPattern string

@@ -1,0 +1,87 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/meshconfig"
+)
+
+// PodConfigReconciler keeps the desired configuration of every sidecar pod
+// in Store. It runs on Pod changes and on every Topic or Subscription change
+// of the pod's namespace.
+type PodConfigReconciler struct {
+	client.Client
+	Store    *meshconfig.Store
+	Defaults meshconfig.Defaults
+}
+
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=weighstation.io,resources=topics;subscriptions,verbs=get;list;watch
+
+// Reconcile computes the pod's configuration and stores it; a pod that is
+// gone or no longer carries the sidecar loses its configuration.
+func (r *PodConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+	var pod corev1.Pod
+	if err := r.Get(ctx, req.NamespacedName, &pod); err != nil {
+		if client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("getting pod: %w", err)
+		}
+		if r.Store.Delete(req.NamespacedName) {
+			log.Info("forgot pod configuration: the pod is gone or no longer carries the sidecar")
+		}
+		return ctrl.Result{}, nil
+	}
+	if !isInjected(&pod) {
+		r.Store.Delete(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	var topics v1alpha1.TopicList
+	if err := r.List(ctx, &topics, client.InNamespace(pod.Namespace)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing topics in %s: %w", pod.Namespace, err)
+	}
+	var subscriptions v1alpha1.SubscriptionList
+	if err := r.List(ctx, &subscriptions, client.InNamespace(pod.Namespace)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing subscriptions in %s: %w", pod.Namespace, err)
+	}
+	cfg, err := meshconfig.Compute(meshconfig.Pod{Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels}, topics.Items, subscriptions.Items, r.Defaults)
+	if err != nil {
+		// An invalid selector: the resource's status says so, and the last
+		// good configuration stays in force. Retrying cannot help until the
+		// resource changes, which requeues the pod anyway.
+		log.Error(err, "keeping the last good configuration")
+		return ctrl.Result{}, nil
+	}
+	if r.Store.Set(cfg) {
+		log.Info("pod configuration changed", "version", cfg.Version, "topics", len(cfg.Topics), "subscriptions", len(cfg.Subscriptions))
+	}
+	return ctrl.Result{}, nil
+}
+
+// SetupWithManager registers the reconciler.
+func (r *PodConfigReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&corev1.Pod{}).
+		Watches(&v1alpha1.Topic{}, handler.EnqueueRequestsFromMapFunc(r.podsInNamespace)).
+		Watches(&v1alpha1.Subscription{}, handler.EnqueueRequestsFromMapFunc(r.podsInNamespace)).
+		Named("podconfig").
+		Complete(r)
+}
+
+func (r *PodConfigReconciler) podsInNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
+	pods, err := listInjectedPods(ctx, r, obj.GetNamespace())
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "listing pods to requeue", "namespace", obj.GetNamespace())
+		return nil
+	}
+	return requestsFor(pods)
+}

@@ -1,0 +1,51 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/weighstation/weighstation/api/v1alpha1"
+)
+
+// injectedPods selects the pods that carry the sidecar.
+var injectedPods = labels.SelectorFromSet(labels.Set{v1alpha1.InjectLabel: v1alpha1.InjectEnabled})
+
+// CacheOptions limits the manager's pod cache to sidecar pods: the operator
+// never needs the others, and a cluster has many. A pod whose label is
+// removed leaves the cache, which reads as its deletion.
+func CacheOptions() cache.Options {
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Pod{}: {Label: injectedPods},
+	}}
+}
+
+// listInjectedPods lists the sidecar pods of a namespace.
+func listInjectedPods(ctx context.Context, c client.Reader, namespace string) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: injectedPods}); err != nil {
+		return nil, fmt.Errorf("listing sidecar pods in %s: %w", namespace, err)
+	}
+	return pods.Items, nil
+}
+
+func isInjected(pod *corev1.Pod) bool { return injectedPods.Matches(labels.Set(pod.Labels)) }
+
+// requestsFor turns objects into reconcile requests.
+func requestsFor[T any, P interface {
+	*T
+	client.Object
+}](items []T) []reconcile.Request {
+	reqs := make([]reconcile.Request, 0, len(items))
+	for i := range items {
+		o := P(&items[i])
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}})
+	}
+	return reqs
+}

@@ -1,0 +1,352 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/meshconfig"
+)
+
+// eventually polls check until it returns nil, failing the test with its
+// last error after the timeout.
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(eventuallyTimeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = check(); err == nil {
+			return
+		}
+		time.Sleep(poll)
+	}
+	t.Fatalf("%s: still not true after %s: %v", what, eventuallyTimeout, err)
+}
+
+const eventuallyTimeout = 20 * time.Second
+
+// conditionIs checks one condition of an object's status.
+func conditionIs(conditions []metav1.Condition, condType string, status metav1.ConditionStatus, generation int64, messagePart string) error {
+	c := meta.FindStatusCondition(conditions, condType)
+	switch {
+	case c == nil:
+		return fmt.Errorf("no %s condition", condType)
+	case c.Status != status:
+		return fmt.Errorf("%s is %s (%s: %s), want %s", condType, c.Status, c.Reason, c.Message, status)
+	case c.ObservedGeneration != generation:
+		return fmt.Errorf("%s has observedGeneration %d, want %d", condType, c.ObservedGeneration, generation)
+	case !strings.Contains(c.Message, messagePart):
+		return fmt.Errorf("%s message %q does not mention %q", condType, c.Message, messagePart)
+	}
+	return nil
+}
+
+func getTopic(ns, name string) (*v1alpha1.Topic, error) {
+	var t v1alpha1.Topic
+	err := k8sClient.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &t)
+	return &t, err
+}
+
+func newTopic(ns, name, subject string) *v1alpha1.Topic {
+	return &v1alpha1.Topic{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.TopicSpec{Subject: v1alpha1.SubjectPattern(subject)}}
+}
+
+func TestTopicReadyFollowsGeneration(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	topic := newTopic(ns, "orders", "orders.>")
+	if err := k8sClient.Create(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "Ready at generation 1", func() error {
+		got, err := getTopic(ns, "orders")
+		if err != nil {
+			return err
+		}
+		if got.Status.ObservedGeneration != 1 {
+			return fmt.Errorf("observedGeneration %d", got.Status.ObservedGeneration)
+		}
+		return conditionIs(got.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, 1, `"orders.>"`)
+	})
+	got, _ := getTopic(ns, "orders")
+	got.Spec.Limits.MaxMessageBytes = 4096
+	if err := k8sClient.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "Ready at generation 2", func() error {
+		got, err := getTopic(ns, "orders")
+		if err != nil {
+			return err
+		}
+		if got.Generation != 2 || got.Status.ObservedGeneration != 2 {
+			return fmt.Errorf("generation %d, observedGeneration %d", got.Generation, got.Status.ObservedGeneration)
+		}
+		return conditionIs(got.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, 2, "")
+	})
+}
+
+func TestConflictingTopicsAreReported(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	for _, name := range []string{"orders-a", "orders-b"} {
+		if err := k8sClient.Create(ctx, newTopic(ns, name, "orders.*")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A more specific Topic does not conflict with them.
+	if err := k8sClient.Create(ctx, newTopic(ns, "orders-eu", "orders.eu")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "both same-pattern Topics Conflicting, naming each other", func() error {
+		a, err := getTopic(ns, "orders-a")
+		if err != nil {
+			return err
+		}
+		b, err := getTopic(ns, "orders-b")
+		if err != nil {
+			return err
+		}
+		eu, err := getTopic(ns, "orders-eu")
+		if err != nil {
+			return err
+		}
+		for _, check := range []error{
+			conditionIs(a.Status.Conditions, v1alpha1.ConditionConflicting, metav1.ConditionTrue, 1, "orders-b"),
+			conditionIs(b.Status.Conditions, v1alpha1.ConditionConflicting, metav1.ConditionTrue, 1, "orders-a"),
+			conditionIs(a.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, 1, ""),
+			conditionIs(b.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionFalse, 1, "orders-a"),
+			conditionIs(eu.Status.Conditions, v1alpha1.ConditionConflicting, metav1.ConditionFalse, 1, ""),
+			conditionIs(eu.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, 1, ""),
+		} {
+			if check != nil {
+				return check
+			}
+		}
+		return nil
+	})
+	// Deleting one ends the conflict for the other.
+	if err := k8sClient.Delete(ctx, newTopic(ns, "orders-a", "")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the conflict ends", func() error {
+		b, err := getTopic(ns, "orders-b")
+		if err != nil {
+			return err
+		}
+		if err := conditionIs(b.Status.Conditions, v1alpha1.ConditionConflicting, metav1.ConditionFalse, 1, ""); err != nil {
+			return err
+		}
+		return conditionIs(b.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, 1, "")
+	})
+}
+
+func newPod(ns, name string, labels map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}},
+	}
+}
+
+func newSubscription(ns, name, subject string, selector map[string]string) *v1alpha1.Subscription {
+	return &v1alpha1.Subscription{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.SubscriptionSpec{
+			Subject:  v1alpha1.SubjectPattern(subject),
+			Selector: metav1.LabelSelector{MatchLabels: selector},
+		},
+	}
+}
+
+// podConfig waits until the store holds a configuration for the pod that
+// satisfies check, and returns it.
+func podConfig(t *testing.T, ns, pod, what string, check func(meshconfig.PodConfig) error) meshconfig.PodConfig {
+	t.Helper()
+	var cfg meshconfig.PodConfig
+	eventually(t, what, func() error {
+		var ok bool
+		cfg, ok = store.Get(types.NamespacedName{Namespace: ns, Name: pod})
+		if !ok {
+			return fmt.Errorf("no configuration for %s/%s", ns, pod)
+		}
+		return check(cfg)
+	})
+	return cfg
+}
+
+func subscriptionNames(cfg meshconfig.PodConfig) string {
+	var names []string
+	for _, s := range cfg.Subscriptions {
+		names = append(names, s.Name)
+	}
+	return strings.Join(names, ",")
+}
+
+func TestPodConfigFollowsLabelsAndSubscriptions(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	injected := map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled, "app": "billing"}
+	if err := k8sClient.Create(ctx, newTopic(ns, "orders", "orders.>")); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8sClient.Create(ctx, newSubscription(ns, "billing", "orders.*.created", map[string]string{"app": "billing"})); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8sClient.Create(ctx, newPod(ns, "billing-0", injected)); err != nil {
+		t.Fatal(err)
+	}
+	// A pod without the inject label gets no configuration at all.
+	if err := k8sClient.Create(ctx, newPod(ns, "plain", map[string]string{"app": "billing"})); err != nil {
+		t.Fatal(err)
+	}
+	first := podConfig(t, ns, "billing-0", "the pod is configured", func(cfg meshconfig.PodConfig) error {
+		if subscriptionNames(cfg) != "billing" || len(cfg.Topics) != 1 || cfg.Topics[0].Subject != "orders.>" {
+			return fmt.Errorf("subscriptions %q, topics %+v", subscriptionNames(cfg), cfg.Topics)
+		}
+		return nil
+	})
+	if _, ok := store.Get(types.NamespacedName{Namespace: ns, Name: "plain"}); ok {
+		t.Fatal("a pod without the inject label was configured")
+	}
+
+	// Nothing that matters changes: an unrelated annotation requeues the
+	// pod, and the version stays.
+	var pod corev1.Pod
+	if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "billing-0"}, &pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Annotations = map[string]string{"unrelated": "change"}
+	if err := k8sClient.Update(ctx, &pod); err != nil {
+		t.Fatal(err)
+	}
+	changed := store.Changed()
+	select {
+	case <-changed:
+		t.Fatal("an unrelated pod change changed the store")
+	case <-time.After(time.Second):
+	}
+	if cfg, _ := store.Get(types.NamespacedName{Namespace: ns, Name: "billing-0"}); cfg.Version != first.Version {
+		t.Fatalf("version changed from %s to %s with nothing changed", first.Version, cfg.Version)
+	}
+
+	// A Subscription edit (the kill switch) changes the configuration.
+	var sub v1alpha1.Subscription
+	if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "billing"}, &sub); err != nil {
+		t.Fatal(err)
+	}
+	sub.Spec.KillSwitch = &v1alpha1.KillSwitch{Engaged: true, Reason: "maintenance"}
+	if err := k8sClient.Update(ctx, &sub); err != nil {
+		t.Fatal(err)
+	}
+	killed := podConfig(t, ns, "billing-0", "the kill switch reaches the pod", func(cfg meshconfig.PodConfig) error {
+		if len(cfg.Subscriptions) != 1 || !cfg.Subscriptions[0].KillSwitch.Engaged {
+			return fmt.Errorf("subscriptions %+v", cfg.Subscriptions)
+		}
+		return nil
+	})
+	if killed.Version == first.Version {
+		t.Fatal("the configuration changed but its version did not")
+	}
+
+	// A label change moves the pod out of the Subscription's selector...
+	if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "billing-0"}, &pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Labels["app"] = "shipping"
+	if err := k8sClient.Update(ctx, &pod); err != nil {
+		t.Fatal(err)
+	}
+	podConfig(t, ns, "billing-0", "the pod leaves the subscription", func(cfg meshconfig.PodConfig) error {
+		if len(cfg.Subscriptions) != 0 {
+			return fmt.Errorf("subscriptions %q", subscriptionNames(cfg))
+		}
+		return nil
+	})
+	// ...and removing the inject label removes its configuration.
+	if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "billing-0"}, &pod); err != nil {
+		t.Fatal(err)
+	}
+	delete(pod.Labels, v1alpha1.InjectLabel)
+	if err := k8sClient.Update(ctx, &pod); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the configuration is dropped", func() error {
+		if _, ok := store.Get(types.NamespacedName{Namespace: ns, Name: "billing-0"}); ok {
+			return fmt.Errorf("still configured")
+		}
+		return nil
+	})
+}
+
+func TestTopicInAnotherNamespaceChangesNothing(t *testing.T) {
+	ctx := context.Background()
+	mine, other := newNamespace(t), newNamespace(t)
+	injected := map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled}
+	if err := k8sClient.Create(ctx, newPod(mine, "app-0", injected)); err != nil {
+		t.Fatal(err)
+	}
+	before := podConfig(t, mine, "app-0", "the pod is configured with defaults only", func(cfg meshconfig.PodConfig) error {
+		if len(cfg.Topics) != 0 || cfg.Default.MaxMessageBytes != meshconfig.DefaultPolicy.MaxMessageBytes {
+			return fmt.Errorf("topics %+v, default %+v", cfg.Topics, cfg.Default)
+		}
+		return nil
+	})
+	// A tight Topic and a Subscription selecting everything, in the other
+	// namespace.
+	tight := newTopic(other, "everything", ">")
+	tight.Spec.Limits.MaxMessageBytes = 16
+	if err := k8sClient.Create(ctx, tight); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8sClient.Create(ctx, newSubscription(other, "all", ">", nil)); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the other namespace's Topic is reconciled, so that the
+	// operator has certainly seen it, then check the pod is untouched.
+	eventually(t, "the other namespace's topic is reconciled", func() error {
+		got, err := getTopic(other, "everything")
+		if err != nil {
+			return err
+		}
+		return conditionIs(got.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, 1, "")
+	})
+	if cfg, _ := store.Get(types.NamespacedName{Namespace: mine, Name: "app-0"}); cfg.Version != before.Version || len(cfg.Topics) != 0 || len(cfg.Subscriptions) != 0 {
+		t.Fatalf("a Topic in namespace %s changed a pod in %s: %+v", other, mine, cfg)
+	}
+}
+
+func TestSubscriptionStatus(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	for i := range 3 {
+		if err := k8sClient.Create(ctx, newPod(ns, fmt.Sprintf("billing-%d", i), map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled, "app": "billing"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub := newSubscription(ns, "billing", "orders.*", map[string]string{"app": "billing"})
+	sub.Spec.KillSwitch = &v1alpha1.KillSwitch{Engaged: true, Reason: "load test"}
+	if err := k8sClient.Create(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "status counts the pods and reports the kill switch", func() error {
+		var got v1alpha1.Subscription
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), &got); err != nil {
+			return err
+		}
+		if got.Status.Config.TotalPods != 3 || got.Status.Config.Version == "" || got.Status.ObservedGeneration != 1 {
+			return fmt.Errorf("config %+v, observedGeneration %d", got.Status.Config, got.Status.ObservedGeneration)
+		}
+		if err := conditionIs(got.Status.Conditions, v1alpha1.ConditionKillSwitchEngaged, metav1.ConditionTrue, 1, "load test"); err != nil {
+			return err
+		}
+		return conditionIs(got.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, 1, "3 sidecar pod(s)")
+	})
+}

@@ -1,0 +1,77 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/weighstation/weighstation/api/v1alpha1"
+)
+
+// TopicReconciler keeps each Topic's status: whether it is in force,
+// whether another Topic of the namespace conflicts with it, and how many
+// Subscriptions and sidecar pods it governs.
+type TopicReconciler struct {
+	client.Client
+}
+
+// +kubebuilder:rbac:groups=weighstation.io,resources=topics,verbs=get;list;watch
+// +kubebuilder:rbac:groups=weighstation.io,resources=topics/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=weighstation.io,resources=subscriptions,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+
+// Reconcile computes the Topic's status from the Topics, Subscriptions and
+// sidecar pods of its namespace, and writes it if it changed.
+func (r *TopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+	var topic v1alpha1.Topic
+	if err := r.Get(ctx, req.NamespacedName, &topic); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	var topics v1alpha1.TopicList
+	if err := r.List(ctx, &topics, client.InNamespace(req.Namespace)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing topics in %s: %w", req.Namespace, err)
+	}
+	var subscriptions v1alpha1.SubscriptionList
+	if err := r.List(ctx, &subscriptions, client.InNamespace(req.Namespace)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing subscriptions in %s: %w", req.Namespace, err)
+	}
+	pods, err := listInjectedPods(ctx, r, req.Namespace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	status := topicStatus(&topic, topics.Items, subscriptions.Items, pods)
+	if err := applyStatus(ctx, r.Client, &topic, v1alpha1.GroupVersion.WithKind("Topic"), &topic.Status, &status); err != nil {
+		return ctrl.Result{}, err
+	}
+	log.V(1).Info("reconciled topic", "subject", topic.Spec.Subject, "subscriptions", status.Subscriptions, "pods", status.Pods)
+	return ctrl.Result{}, nil
+}
+
+// SetupWithManager registers the reconciler. A Topic's status depends on
+// the other Topics (conflicts), the Subscriptions and the sidecar pods of
+// its namespace, so a change to any of them requeues every Topic there.
+func (r *TopicReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.Topic{}).
+		Watches(&v1alpha1.Topic{}, handler.EnqueueRequestsFromMapFunc(r.topicsInNamespace)).
+		Watches(&v1alpha1.Subscription{}, handler.EnqueueRequestsFromMapFunc(r.topicsInNamespace)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.topicsInNamespace)).
+		Named("topic").
+		Complete(r)
+}
+
+func (r *TopicReconciler) topicsInNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
+	var topics v1alpha1.TopicList
+	if err := r.List(ctx, &topics, client.InNamespace(obj.GetNamespace())); err != nil {
+		logf.FromContext(ctx).Error(err, "listing topics to requeue", "namespace", obj.GetNamespace())
+		return nil
+	}
+	return requestsFor(topics.Items)
+}

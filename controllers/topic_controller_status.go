@@ -1,0 +1,98 @@
+package controllers
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/matcher"
+	"github.com/weighstation/weighstation/meshconfig"
+)
+
+// Reasons of the Topic conditions.
+const (
+	ReasonInForce           = "InForce"
+	ReasonShadowed          = "Shadowed"
+	ReasonInvalidPublishers = "InvalidPublishers"
+	ReasonSamePattern       = "SamePattern"
+	ReasonNoConflict        = "NoConflict"
+)
+
+// topicStatus computes a Topic's status from its namespace's Topics,
+// Subscriptions and sidecar pods (all from the Topic's namespace).
+func topicStatus(topic *v1alpha1.Topic, topics []v1alpha1.Topic, subscriptions []v1alpha1.Subscription, pods []corev1.Pod) v1alpha1.TopicStatus {
+	status := *topic.Status.DeepCopy()
+	status.ObservedGeneration = topic.Generation
+	gen := topic.Generation
+
+	inForce, conflicts := meshconfig.ResolveConflicts(topics)
+	if others := conflicts[topic.Name]; len(others) > 0 {
+		setCondition(&status.Conditions, gen, v1alpha1.ConditionConflicting, metav1.ConditionTrue, ReasonSamePattern,
+			fmt.Sprintf("Topic(s) %s have the same subject pattern %q; the one whose name sorts first is in force", strings.Join(others, ", "), topic.Spec.Subject))
+	} else {
+		setCondition(&status.Conditions, gen, v1alpha1.ConditionConflicting, metav1.ConditionFalse, ReasonNoConflict, "no other Topic of the namespace has this subject pattern")
+	}
+
+	publishers, selectorErr := publishersOf(topic)
+	isInForce := false
+	for _, t := range inForce {
+		if t.Name == topic.Name {
+			isInForce = true
+		}
+	}
+	switch {
+	case selectorErr != nil:
+		setCondition(&status.Conditions, gen, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonInvalidPublishers, fmt.Sprintf("spec.publishers: %v", selectorErr))
+	case !isInForce:
+		setCondition(&status.Conditions, gen, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonShadowed,
+			fmt.Sprintf("Topic %s has the same subject pattern and is in force", strings.Join(conflicts[topic.Name], ", ")))
+	default:
+		setCondition(&status.Conditions, gen, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonInForce,
+			fmt.Sprintf("governs the subjects matching %q that no more specific Topic matches", topic.Spec.Subject))
+	}
+
+	status.Subscriptions = 0
+	for _, s := range subscriptions {
+		if governing := governingTopic(inForce, string(s.Spec.Subject)); governing != nil && governing.Name == topic.Name && isInForce {
+			status.Subscriptions++
+		}
+	}
+	status.Pods = 0
+	if selectorErr == nil {
+		for _, p := range pods {
+			if publishers.Matches(labels.Set(p.Labels)) {
+				status.Pods++
+			}
+		}
+	}
+	return status
+}
+
+// publishersOf returns the Topic's publishers selector (everything when
+// unset).
+func publishersOf(topic *v1alpha1.Topic) (labels.Selector, error) {
+	if topic.Spec.Publishers == nil {
+		return labels.Everything(), nil
+	}
+	return metav1.LabelSelectorAsSelector(topic.Spec.Publishers)
+}
+
+// governingTopic returns the most specific Topic whose pattern covers the
+// whole of pattern, or nil.
+func governingTopic(topics []v1alpha1.Topic, pattern string) *v1alpha1.Topic {
+	var best *v1alpha1.Topic
+	for i := range topics {
+		t := &topics[i]
+		if !matcher.Covers(string(t.Spec.Subject), pattern) {
+			continue
+		}
+		if best == nil || matcher.CompareSpecificity(string(t.Spec.Subject), string(best.Spec.Subject)) > 0 {
+			best = t
+		}
+	}
+	return best
+}

@@ -1,0 +1,106 @@
+// Command weighstation is the whole mesh in one binary. Subcommands:
+//
+//	weighstation operator   the Kubernetes operator
+//
+// The sidecar, broker and bench subcommands arrive with their issues.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/controllers"
+	"github.com/weighstation/weighstation/meshconfig"
+)
+
+const usage = `usage: weighstation <command> [flags]
+
+commands:
+  operator   run the Kubernetes operator (weighstation operator -h for flags)
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "operator":
+		err = runOperator(os.Args[2:])
+	case "-h", "-help", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "weighstation: unknown command %q\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "weighstation %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
+
+func runOperator(args []string) error {
+	fs := flag.NewFlagSet("operator", flag.ExitOnError)
+	metricsAddr := fs.String("metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
+	probeAddr := fs.String("health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
+	leaderElect := fs.Bool("leader-elect", true, "elect a leader, so that only one replica reconciles at a time")
+	defaults := meshconfig.DefaultPolicy
+	fs.Int64Var(&defaults.MaxMessageBytes, "default-max-message-bytes", defaults.MaxMessageBytes, "largest message on subjects no Topic governs")
+	fs.Int64Var(&defaults.PublishRate.MessagesPerSecond, "default-messages-per-second", defaults.PublishRate.MessagesPerSecond, "per-pod publish rate on subjects no Topic governs")
+	fs.Int64Var(&defaults.PublishRate.MessagesBurst, "default-messages-burst", defaults.PublishRate.MessagesBurst, "per-pod publish burst, in messages, on subjects no Topic governs")
+	fs.Int64Var(&defaults.PublishRate.BytesPerSecond, "default-bytes-per-second", defaults.PublishRate.BytesPerSecond, "per-pod publish rate, in bytes, on subjects no Topic governs")
+	fs.Int64Var(&defaults.PublishRate.BytesBurst, "default-bytes-burst", defaults.PublishRate.BytesBurst, "per-pod publish burst, in bytes, on subjects no Topic governs")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if defaults.PublishRate.BytesBurst < defaults.MaxMessageBytes {
+		return fmt.Errorf("-default-bytes-burst (%d) must be at least -default-max-message-bytes (%d), or the largest messages are refused forever",
+			defaults.PublishRate.BytesBurst, defaults.MaxMessageBytes)
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+
+	restConfig, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("finding the Kubernetes API: %w", err)
+	}
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
+		HealthProbeBindAddress: *probeAddr,
+		LeaderElection:         *leaderElect,
+		LeaderElectionID:       "weighstation-operator.weighstation.io",
+		Cache:                  controllers.CacheOptions(),
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := controllers.SetupReconcilers(mgr, meshconfig.NewStore(), defaults); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding the health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding the readiness check: %w", err)
+	}
+	ctrl.Log.WithName("operator").Info("starting", "defaults", defaults)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

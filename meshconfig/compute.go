@@ -1,0 +1,205 @@
+package meshconfig
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/weighstation/weighstation/api/v1alpha1"
+)
+
+// Pod is what Compute needs to know of a pod.
+type Pod struct {
+	Namespace string
+	Name      string
+	Labels    map[string]string
+}
+
+// Compute returns the configuration of pod under the given Topics and
+// Subscriptions. It ignores every resource outside the pod's namespace, so
+// callers may pass more than they filtered. It is pure: same inputs, same
+// output, same Version.
+func Compute(pod Pod, topics []v1alpha1.Topic, subscriptions []v1alpha1.Subscription, defaults Defaults) (PodConfig, error) {
+	podLabels := labels.Set(pod.Labels)
+	cfg := PodConfig{
+		Namespace:     pod.Namespace,
+		Pod:           pod.Name,
+		Topics:        []TopicPolicy{},
+		Subscriptions: []SubscriptionPolicy{},
+		Default: TopicPolicy{
+			Subject:         ">",
+			MaxMessageBytes: defaults.MaxMessageBytes,
+			PublishRate:     rateOrNil(defaults.PublishRate),
+			MayPublish:      true,
+			StampHeader:     defaults.StampHeader,
+		},
+	}
+	inForce, _ := ResolveConflicts(inNamespace(topics, pod.Namespace))
+	for _, t := range inForce {
+		mayPublish, err := selects(t.Spec.Publishers, podLabels, true)
+		if err != nil {
+			return PodConfig{}, fmt.Errorf("topic %s/%s: publishers: %w", t.Namespace, t.Name, err)
+		}
+		cfg.Topics = append(cfg.Topics, topicPolicy(t, mayPublish))
+	}
+	for _, s := range inNamespace(subscriptions, pod.Namespace) {
+		selected, err := selects(&s.Spec.Selector, podLabels, false)
+		if err != nil {
+			return PodConfig{}, fmt.Errorf("subscription %s/%s: selector: %w", s.Namespace, s.Name, err)
+		}
+		if selected {
+			cfg.Subscriptions = append(cfg.Subscriptions, SubscriptionPolicyOf(s))
+		}
+	}
+	slices.SortFunc(cfg.Topics, func(a, b TopicPolicy) int { return cmp.Compare(a.Subject, b.Subject) })
+	slices.SortFunc(cfg.Subscriptions, func(a, b SubscriptionPolicy) int { return cmp.Compare(a.Name, b.Name) })
+	version, err := hashOf(cfg)
+	if err != nil {
+		return PodConfig{}, err
+	}
+	cfg.Version = version
+	return cfg, nil
+}
+
+// ResolveConflicts returns the Topics in force and, for each Topic that
+// shares its subject pattern with others, the names of those others. Equal
+// patterns are the only equally specific ones (see
+// matcher.CompareSpecificity); of each such group, the Topic whose name
+// sorts first is in force, so the choice is deterministic.
+func ResolveConflicts(topics []v1alpha1.Topic) (inForce []v1alpha1.Topic, conflicts map[string][]string) {
+	sorted := slices.Clone(topics)
+	slices.SortFunc(sorted, func(a, b v1alpha1.Topic) int {
+		return cmp.Or(cmp.Compare(a.Spec.Subject, b.Spec.Subject), cmp.Compare(a.Name, b.Name))
+	})
+	conflicts = map[string][]string{}
+	for i := 0; i < len(sorted); {
+		j := i + 1
+		for j < len(sorted) && sorted[j].Spec.Subject == sorted[i].Spec.Subject {
+			j++
+		}
+		inForce = append(inForce, sorted[i])
+		if j-i > 1 {
+			for _, t := range sorted[i:j] {
+				for _, other := range sorted[i:j] {
+					if other.Name != t.Name {
+						conflicts[t.Name] = append(conflicts[t.Name], other.Name)
+					}
+				}
+			}
+		}
+		i = j
+	}
+	return inForce, conflicts
+}
+
+// SubscriptionPolicyOf is a Subscription's policy as sidecars enforce it.
+func SubscriptionPolicyOf(s v1alpha1.Subscription) SubscriptionPolicy {
+	p := SubscriptionPolicy{
+		Name:       s.Name,
+		Subject:    string(s.Spec.Subject),
+		QueueGroup: s.Spec.QueueGroup,
+		Essential:  s.Spec.IsEssential(),
+		Limits: Limits{
+			MaxPendingMessages: s.Spec.Limits.MaxPendingMessages,
+			MaxPendingBytes:    s.Spec.Limits.MaxPendingBytes,
+			Overflow:           string(s.Spec.Limits.Overflow),
+		},
+	}
+	if ks := s.Spec.KillSwitch; ks != nil {
+		p.KillSwitch = KillSwitch{Engaged: ks.Engaged, Reason: ks.Reason}
+		if a := ks.Auto; a != nil {
+			auto := &AutoKillSwitch{
+				WindowMillis:   millis(a.Window),
+				CooldownMillis: millis(a.Cooldown),
+			}
+			if a.MaxPendingMessages != nil {
+				auto.MaxPendingMessages = *a.MaxPendingMessages
+			}
+			auto.MaxLatencyMillis = millis(a.MaxLatency)
+			p.KillSwitch.Auto = auto
+		}
+	}
+	return p
+}
+
+func topicPolicy(t v1alpha1.Topic, mayPublish bool) TopicPolicy {
+	p := TopicPolicy{
+		Name:            t.Name,
+		Subject:         string(t.Spec.Subject),
+		MaxMessageBytes: t.Spec.Limits.MaxMessageBytes,
+		MayPublish:      mayPublish,
+		StampHeader:     t.Spec.Latency.StampHeader == nil || *t.Spec.Latency.StampHeader,
+	}
+	if r := t.Spec.Limits.PublishRate; r != nil {
+		p.PublishRate = rateOrNil(Rate{
+			MessagesPerSecond: deref(r.MessagesPerSecond),
+			MessagesBurst:     deref(r.MessagesBurst),
+			BytesPerSecond:    deref(r.BytesPerSecond),
+			BytesBurst:        deref(r.BytesBurst),
+		})
+	}
+	return p
+}
+
+// selects reports whether selector admits the labels; a nil selector admits
+// everything when nilMeansAll, nothing otherwise.
+func selects(selector *metav1.LabelSelector, set labels.Set, nilMeansAll bool) (bool, error) {
+	if selector == nil {
+		return nilMeansAll, nil
+	}
+	s, err := metav1.LabelSelectorAsSelector(selector)
+	if err != nil {
+		return false, err
+	}
+	return s.Matches(set), nil
+}
+
+func inNamespace[T any, P interface {
+	*T
+	GetNamespace() string
+}](items []T, namespace string) []T {
+	var out []T
+	for i := range items {
+		if P(&items[i]).GetNamespace() == namespace {
+			out = append(out, items[i])
+		}
+	}
+	return out
+}
+
+func hashOf(cfg PodConfig) (string, error) {
+	cfg.Version = ""
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return "", fmt.Errorf("hashing pod configuration: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8]), nil
+}
+
+func rateOrNil(r Rate) *Rate {
+	if r == (Rate{}) {
+		return nil
+	}
+	return &r
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func millis(d *metav1.Duration) int64 {
+	if d == nil {
+		return 0
+	}
+	return d.Milliseconds()
+}

@@ -1,0 +1,222 @@
+package meshconfig_test
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/meshconfig"
+)
+
+func topic(ns, name, subject string, mutate ...func(*v1alpha1.Topic)) v1alpha1.Topic {
+	t := v1alpha1.Topic{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       v1alpha1.TopicSpec{Subject: v1alpha1.SubjectPattern(subject), Limits: v1alpha1.TopicLimits{MaxMessageBytes: 1 << 20}},
+	}
+	for _, m := range mutate {
+		m(&t)
+	}
+	return t
+}
+
+func subscription(ns, name, subject string, selector map[string]string, mutate ...func(*v1alpha1.Subscription)) v1alpha1.Subscription {
+	s := v1alpha1.Subscription{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.SubscriptionSpec{
+			Subject:  v1alpha1.SubjectPattern(subject),
+			Selector: metav1.LabelSelector{MatchLabels: selector},
+			Limits:   v1alpha1.SubscriptionLimits{MaxPendingMessages: 1000, MaxPendingBytes: 8 << 20, Overflow: v1alpha1.DropNewest},
+		},
+	}
+	for _, m := range mutate {
+		m(&s)
+	}
+	return s
+}
+
+var billingPod = meshconfig.Pod{Namespace: "shop", Name: "billing-0", Labels: map[string]string{"app": "billing"}}
+
+func TestCompute(t *testing.T) {
+	notEssential := false
+	tests := []struct {
+		name          string
+		topics        []v1alpha1.Topic
+		subscriptions []v1alpha1.Subscription
+		check         func(t *testing.T, cfg meshconfig.PodConfig)
+	}{
+		{
+			name: "no resources: the operator's defaults govern everything",
+			check: func(t *testing.T, cfg meshconfig.PodConfig) {
+				if len(cfg.Topics) != 0 || len(cfg.Subscriptions) != 0 {
+					t.Fatalf("topics %v subscriptions %v", cfg.Topics, cfg.Subscriptions)
+				}
+				d := cfg.Default
+				if d.Subject != ">" || d.MaxMessageBytes != 1<<20 || d.PublishRate == nil || d.PublishRate.MessagesPerSecond != 1000 || !d.MayPublish {
+					t.Fatalf("default policy %+v", d)
+				}
+			},
+		},
+		{
+			name:          "resources of other namespaces are ignored",
+			topics:        []v1alpha1.Topic{topic("other", "tight", ">"), topic("shop", "orders", "orders.>")},
+			subscriptions: []v1alpha1.Subscription{subscription("other", "all", ">", map[string]string{"app": "billing"})},
+			check: func(t *testing.T, cfg meshconfig.PodConfig) {
+				if len(cfg.Topics) != 1 || cfg.Topics[0].Name != "orders" || len(cfg.Subscriptions) != 0 {
+					t.Fatalf("topics %+v subscriptions %+v", cfg.Topics, cfg.Subscriptions)
+				}
+			},
+		},
+		{
+			name: "only subscriptions whose selector matches the pod",
+			subscriptions: []v1alpha1.Subscription{
+				subscription("shop", "billing", "orders.*", map[string]string{"app": "billing"}),
+				subscription("shop", "shipping", "orders.*", map[string]string{"app": "shipping"}),
+			},
+			check: func(t *testing.T, cfg meshconfig.PodConfig) {
+				if len(cfg.Subscriptions) != 1 || cfg.Subscriptions[0].Name != "billing" || !cfg.Subscriptions[0].Essential {
+					t.Fatalf("subscriptions %+v", cfg.Subscriptions)
+				}
+			},
+		},
+		{
+			name: "publishers selector decides MayPublish",
+			topics: []v1alpha1.Topic{
+				topic("shop", "open", "open.>"),
+				topic("shop", "mine", "mine.>", func(t *v1alpha1.Topic) { t.Spec.Publishers = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "billing"}} }),
+				topic("shop", "theirs", "theirs.>", func(t *v1alpha1.Topic) { t.Spec.Publishers = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "checkout"}} }),
+			},
+			check: func(t *testing.T, cfg meshconfig.PodConfig) {
+				got := map[string]bool{}
+				for _, p := range cfg.Topics {
+					got[p.Name] = p.MayPublish
+				}
+				if !got["open"] || !got["mine"] || got["theirs"] {
+					t.Fatalf("MayPublish %v", got)
+				}
+			},
+		},
+		{
+			name:   "of two Topics with one pattern, the name sorting first is in force",
+			topics: []v1alpha1.Topic{topic("shop", "zeta", "orders.*"), topic("shop", "alpha", "orders.*")},
+			check: func(t *testing.T, cfg meshconfig.PodConfig) {
+				if len(cfg.Topics) != 1 || cfg.Topics[0].Name != "alpha" {
+					t.Fatalf("topics %+v", cfg.Topics)
+				}
+			},
+		},
+		{
+			name: "limits, rate, stamping and the kill switch are carried over",
+			topics: []v1alpha1.Topic{topic("shop", "orders", "orders.>", func(t *v1alpha1.Topic) {
+				n, b := int64(10), int64(20)
+				no := false
+				t.Spec.Limits.MaxMessageBytes = 4096
+				t.Spec.Limits.PublishRate = &v1alpha1.PublishRate{MessagesPerSecond: &n, MessagesBurst: &b}
+				t.Spec.Latency.StampHeader = &no
+			})},
+			subscriptions: []v1alpha1.Subscription{subscription("shop", "recs", "orders.>", map[string]string{"app": "billing"}, func(s *v1alpha1.Subscription) {
+				pending := int32(50)
+				s.Spec.Essential = &notEssential
+				s.Spec.KillSwitch = &v1alpha1.KillSwitch{Engaged: true, Reason: "test", Auto: &v1alpha1.AutoKillSwitch{
+					MaxPendingMessages: &pending,
+					MaxLatency:         &metav1.Duration{Duration: 50 * time.Millisecond},
+					Window:             &metav1.Duration{Duration: 30 * time.Second},
+					Cooldown:           &metav1.Duration{Duration: time.Minute},
+				}}
+			})},
+			check: func(t *testing.T, cfg meshconfig.PodConfig) {
+				tp := cfg.Topics[0]
+				if tp.MaxMessageBytes != 4096 || tp.PublishRate == nil || tp.PublishRate.MessagesPerSecond != 10 || tp.PublishRate.MessagesBurst != 20 || tp.PublishRate.BytesPerSecond != 0 || tp.StampHeader {
+					t.Fatalf("topic policy %+v rate %+v", tp, tp.PublishRate)
+				}
+				sp := cfg.Subscriptions[0]
+				want := meshconfig.AutoKillSwitch{MaxPendingMessages: 50, MaxLatencyMillis: 50, WindowMillis: 30000, CooldownMillis: 60000}
+				if sp.Essential || !sp.KillSwitch.Engaged || sp.KillSwitch.Reason != "test" || sp.KillSwitch.Auto == nil || *sp.KillSwitch.Auto != want {
+					t.Fatalf("subscription policy %+v auto %+v", sp, sp.KillSwitch.Auto)
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := meshconfig.Compute(billingPod, tc.topics, tc.subscriptions, meshconfig.DefaultPolicy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Namespace != "shop" || cfg.Pod != "billing-0" || len(cfg.Version) != 16 {
+				t.Fatalf("identity %s/%s version %q", cfg.Namespace, cfg.Pod, cfg.Version)
+			}
+			tc.check(t, cfg)
+		})
+	}
+}
+
+// TestComputeIsDeterministic: the same resources in any order give the
+// same bytes and version; a change of content changes the version.
+func TestComputeIsDeterministic(t *testing.T) {
+	topics := []v1alpha1.Topic{topic("shop", "a", "a.>"), topic("shop", "b", "b.*"), topic("shop", "c", "c"), topic("shop", "c2", "c")}
+	subs := []v1alpha1.Subscription{
+		subscription("shop", "x", "a.*", map[string]string{"app": "billing"}),
+		subscription("shop", "y", "b.*", map[string]string{"app": "billing"}),
+	}
+	first, err := meshconfig.Compute(billingPod, topics, subs, meshconfig.DefaultPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstJSON, _ := json.Marshal(first)
+	slices.Reverse(topics)
+	slices.Reverse(subs)
+	again, err := meshconfig.Compute(billingPod, topics, subs, meshconfig.DefaultPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	againJSON, _ := json.Marshal(again)
+	if string(firstJSON) != string(againJSON) {
+		t.Fatalf("reordered input changed the output:\n%s\n%s", firstJSON, againJSON)
+	}
+	// topics[0] is now "c2", shadowed by "c" (same pattern, name sorts
+	// first): its limits are not in force, so the version stays.
+	topics[0].Spec.Limits.MaxMessageBytes = 1234
+	if shadowed, _ := meshconfig.Compute(billingPod, topics, subs, meshconfig.DefaultPolicy); shadowed.Version != first.Version {
+		t.Fatal("a change to a shadowed Topic changed the version")
+	}
+	topics[len(topics)-1].Spec.Limits.MaxMessageBytes = 1234 // "a", in force
+	changed, err := meshconfig.Compute(billingPod, topics, subs, meshconfig.DefaultPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed.Version == first.Version {
+		t.Fatal("a changed limit kept the version")
+	}
+}
+
+func TestComputeRefusesAnInvalidSelector(t *testing.T) {
+	bad := subscription("shop", "bad", "a", nil, func(s *v1alpha1.Subscription) {
+		s.Spec.Selector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}
+	})
+	_, err := meshconfig.Compute(billingPod, nil, []v1alpha1.Subscription{bad}, meshconfig.DefaultPolicy)
+	if err == nil || !strings.Contains(err.Error(), "subscription shop/bad: selector") {
+		t.Fatalf("Compute = %v, want an error naming the subscription's selector", err)
+	}
+}
+
+func TestStoreReportsChanges(t *testing.T) {
+	s := meshconfig.NewStore()
+	cfg, _ := meshconfig.Compute(billingPod, nil, nil, meshconfig.DefaultPolicy)
+	changed := s.Changed()
+	if !s.Set(cfg) {
+		t.Fatal("the first Set reported no change")
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("Changed was not closed by a change")
+	}
+	if s.Set(cfg) {
+		t.Fatal("setting the same version reported a change")
+	}
+}

@@ -1,0 +1,93 @@
+// Package meshconfig is the desired configuration of one sidecar: every
+// policy its pod is under, computed from the Topics and Subscriptions of the
+// pod's namespace by a pure function, and versioned by a hash of its
+// content. The operator computes it; the xDS server publishes it unchanged;
+// the sidecar enforces it.
+//
+// It must never read anything outside the pod's own namespace: policy is
+// namespaced, and no resource in another namespace may change a pod's
+// limits, quotas or permissions.
+package meshconfig
+
+// PodConfig is everything one sidecar enforces. Its JSON form is what
+// sidecars receive, and it is deterministic: slices are sorted, so equal
+// inputs give byte-equal output and an equal Version.
+type PodConfig struct {
+	// Namespace and Pod name the pod this configuration is for.
+	Namespace string `json:"namespace"`
+	Pod       string `json:"pod"`
+
+	// Version is a hash of everything below: it changes exactly when the
+	// content does.
+	Version string `json:"version"`
+
+	// Topics are the publishing policies of the pod's namespace, sorted by
+	// subject. For a published subject, the most specific matching Topic
+	// governs (matcher.CompareSpecificity); Default governs subjects no
+	// Topic matches, so nothing is unbounded.
+	Topics  []TopicPolicy `json:"topics"`
+	Default TopicPolicy   `json:"default"`
+
+	// Subscriptions are those whose selector matches the pod, sorted by
+	// name.
+	Subscriptions []SubscriptionPolicy `json:"subscriptions"`
+}
+
+// TopicPolicy is one Topic as it applies to this pod.
+type TopicPolicy struct {
+	// Name is the Topic's name ("" for the operator's default policy).
+	Name            string `json:"name,omitempty"`
+	Subject         string `json:"subject"`
+	MaxMessageBytes int64  `json:"maxMessageBytes"`
+	// PublishRate is the pod's publish quota; nil means none beyond the
+	// size limit.
+	PublishRate *Rate `json:"publishRate,omitempty"`
+	// MayPublish says whether the Topic's publishers selector (if any)
+	// admits this pod.
+	MayPublish bool `json:"mayPublish"`
+	// StampHeader allows the sidecar's latency timestamp header.
+	StampHeader bool `json:"stampHeader"`
+}
+
+// Rate is a pair of token buckets; a zero rate leaves that dimension
+// unlimited.
+type Rate struct {
+	MessagesPerSecond int64 `json:"messagesPerSecond,omitempty"`
+	MessagesBurst     int64 `json:"messagesBurst,omitempty"`
+	BytesPerSecond    int64 `json:"bytesPerSecond,omitempty"`
+	BytesBurst        int64 `json:"bytesBurst,omitempty"`
+}
+
+// SubscriptionPolicy is one Subscription that selects this pod.
+type SubscriptionPolicy struct {
+	Name       string     `json:"name"`
+	Subject    string     `json:"subject"`
+	QueueGroup string     `json:"queueGroup,omitempty"`
+	Essential  bool       `json:"essential"`
+	KillSwitch KillSwitch `json:"killSwitch"`
+	Limits     Limits     `json:"limits"`
+}
+
+// KillSwitch is a Subscription's kill switch state and automatic policy.
+type KillSwitch struct {
+	Engaged bool   `json:"engaged"`
+	Reason  string `json:"reason,omitempty"`
+	// Auto is nil unless the Subscription trips automatically.
+	Auto *AutoKillSwitch `json:"auto,omitempty"`
+}
+
+// AutoKillSwitch is when a kill switch trips by itself; durations are in
+// milliseconds so that the JSON is language-neutral.
+type AutoKillSwitch struct {
+	MaxPendingMessages int32 `json:"maxPendingMessages,omitempty"`
+	MaxLatencyMillis   int64 `json:"maxLatencyMillis,omitempty"`
+	WindowMillis       int64 `json:"windowMillis"`
+	CooldownMillis     int64 `json:"cooldownMillis"`
+}
+
+// Limits bound a subscription's pending queue in the sidecar.
+type Limits struct {
+	MaxPendingMessages int32  `json:"maxPendingMessages"`
+	MaxPendingBytes    int64  `json:"maxPendingBytes"`
+	Overflow           string `json:"overflow"`
+}

@@ -1,0 +1,71 @@
+package meshconfig
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Store holds the latest desired configuration of every sidecar pod. The
+// operator's pod reconciler writes it; the xDS server (a later issue) reads
+// it and publishes each entry unchanged. It is safe for concurrent use.
+type Store struct {
+	mu      sync.RWMutex
+	configs map[types.NamespacedName]PodConfig
+	// changed is closed and replaced on every change, so a reader can wait
+	// for the next one without polling.
+	changed chan struct{}
+}
+
+// NewStore returns an empty store.
+func NewStore() *Store {
+	return &Store{configs: map[types.NamespacedName]PodConfig{}, changed: make(chan struct{})}
+}
+
+func keyOf(cfg PodConfig) types.NamespacedName {
+	return types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Pod}
+}
+
+// Set stores cfg and reports whether it differs from what was stored.
+func (s *Store) Set(cfg PodConfig) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.configs[keyOf(cfg)]; ok && old.Version == cfg.Version {
+		return false
+	}
+	s.configs[keyOf(cfg)] = cfg
+	s.notifyLocked()
+	return true
+}
+
+// Delete forgets a pod's configuration and reports whether there was one.
+func (s *Store) Delete(pod types.NamespacedName) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.configs[pod]; !ok {
+		return false
+	}
+	delete(s.configs, pod)
+	s.notifyLocked()
+	return true
+}
+
+// Get returns a pod's configuration.
+func (s *Store) Get(pod types.NamespacedName) (PodConfig, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	cfg, ok := s.configs[pod]
+	return cfg, ok
+}
+
+// Changed returns a channel that is closed at the next change.
+func (s *Store) Changed() <-chan struct{} {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.changed
+}
+
+func (s *Store) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
