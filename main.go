@@ -23,6 +23,9 @@ import (
 	"github.com/weighstation/weighstation/meshconfig"
 )
 
+// LeaderElectionID names the operator's leader election lease.
+const LeaderElectionID = "weighstation-operator.weighstation.io"
+
 const usage = `usage: weighstation <command> [flags]
 
 commands:
@@ -56,6 +59,7 @@ func runOperator(args []string) error {
 	metricsAddr := fs.String("metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
 	probeAddr := fs.String("health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
 	leaderElect := fs.Bool("leader-elect", true, "elect a leader, so that only one replica reconciles at a time")
+	leaderNamespace := fs.String("leader-election-namespace", "", "namespace of the leader election lease (default: the pod's own, in a cluster)")
 	defaults := meshconfig.DefaultPolicy
 	fs.Int64Var(&defaults.MaxMessageBytes, "default-max-message-bytes", defaults.MaxMessageBytes, "largest message on subjects no Topic governs")
 	fs.Int64Var(&defaults.PublishRate.MessagesPerSecond, "default-messages-per-second", defaults.PublishRate.MessagesPerSecond, "per-pod publish rate on subjects no Topic governs")
@@ -82,12 +86,13 @@ func runOperator(args []string) error {
 		return fmt.Errorf("finding the Kubernetes API: %w", err)
 	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
-		HealthProbeBindAddress: *probeAddr,
-		LeaderElection:         *leaderElect,
-		LeaderElectionID:       "weighstation-operator.weighstation.io",
-		Cache:                  controllers.CacheOptions(),
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
+		HealthProbeBindAddress:  *probeAddr,
+		LeaderElection:          *leaderElect,
+		LeaderElectionID:        LeaderElectionID,
+		LeaderElectionNamespace: *leaderNamespace,
+		Cache:                   controllers.CacheOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)

@@ -48,8 +48,16 @@ func TestKubectlGetWsubShowsTheColumns(t *testing.T) {
 	if all := kubectl(t, "get", "weighstation", "-n", ns); !strings.Contains(all, "subscription.weighstation.io/billing") {
 		t.Fatalf("kubectl get weighstation does not list the subscription:\n%s", all)
 	}
-	if topics := kubectl(t, "get", "wtopic", "-n", ns); !strings.Contains(topics, "No resources found") {
-		t.Fatalf("kubectl get wtopic: %s", topics)
+	if err := k8sClient.Create(context.Background(), newTopic(ns, "orders", "orders.>")); err != nil {
+		t.Fatal(err)
+	}
+	topics := strings.Split(strings.TrimSpace(kubectl(t, "get", "wtopic", "-n", ns)), "\n")
+	wantTopic := []string{"NAME", "SUBJECT", "MAX-BYTES", "RATE", "READY", "AGE"}
+	if got := strings.Fields(topics[0]); strings.Join(got, " ") != strings.Join(wantTopic, " ") {
+		t.Fatalf("topic columns %v, want %v", got, wantTopic)
+	}
+	if row := strings.Fields(topics[1]); row[0] != "orders" || row[1] != "orders.>" || row[2] != "1048576" {
+		t.Fatalf("topic row %v: want orders, orders.>, the default 1048576 bytes", row)
 	}
 }
 

@@ -350,3 +350,69 @@ func TestSubscriptionStatus(t *testing.T) {
 		return conditionIs(got.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, 1, "3 sidecar pod(s)")
 	})
 }
+
+// TestTopicStatusCountsAndIsWrittenOnlyWhenChanged checks what the Topic
+// governs, that the status is written by server-side apply under the
+// operator's field manager, and that a requeue that changes nothing writes
+// nothing (the resourceVersion stays).
+func TestTopicStatusCountsAndIsWrittenOnlyWhenChanged(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	injected := map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled}
+	orders := newTopic(ns, "orders", "orders.>")
+	orders.Spec.Publishers = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "checkout"}}
+	for _, obj := range []client.Object{
+		orders,
+		newTopic(ns, "orders-eu", "orders.eu"),
+		newSubscription(ns, "created", "orders.*.created", nil), // governed by orders
+		newSubscription(ns, "eu", "orders.eu", nil),             // governed by orders-eu, the more specific
+		newPod(ns, "checkout-0", map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled, "app": "checkout"}),
+		newPod(ns, "billing-0", injected),
+	} {
+		if err := k8sClient.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var settled *v1alpha1.Topic
+	eventually(t, "orders governs one subscription and one publishing pod", func() error {
+		got, err := getTopic(ns, "orders")
+		if err != nil {
+			return err
+		}
+		if got.Status.Subscriptions != 1 || got.Status.Pods != 1 {
+			return fmt.Errorf("subscriptions %d, pods %d", got.Status.Subscriptions, got.Status.Pods)
+		}
+		settled = got
+		return nil
+	})
+	statusManagers := 0
+	for _, mf := range settled.ManagedFields {
+		if mf.Manager == "weighstation-operator" && mf.Subresource == "status" && mf.Operation == metav1.ManagedFieldsOperationApply {
+			statusManagers++
+		}
+	}
+	if statusManagers != 1 {
+		t.Fatalf("managed fields %+v: want the status applied by weighstation-operator", settled.ManagedFields)
+	}
+	// A Subscription the Topic does not govern requeues every Topic of the
+	// namespace but changes none of their status.
+	unrelated := newSubscription(ns, "payments", "payments.x", nil)
+	if err := k8sClient.Create(ctx, unrelated); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the unrelated subscription is reconciled", func() error {
+		var got v1alpha1.Subscription
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(unrelated), &got); err != nil {
+			return err
+		}
+		return conditionIs(got.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, 1, "")
+	})
+	time.Sleep(time.Second) // let the requeued Topic reconciles run
+	after, err := getTopic(ns, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != settled.ResourceVersion {
+		t.Fatalf("an unchanged status was written again: resourceVersion %s -> %s", settled.ResourceVersion, after.ResourceVersion)
+	}
+}

@@ -87,8 +87,12 @@ func TestCompute(t *testing.T) {
 			name: "publishers selector decides MayPublish",
 			topics: []v1alpha1.Topic{
 				topic("shop", "open", "open.>"),
-				topic("shop", "mine", "mine.>", func(t *v1alpha1.Topic) { t.Spec.Publishers = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "billing"}} }),
-				topic("shop", "theirs", "theirs.>", func(t *v1alpha1.Topic) { t.Spec.Publishers = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "checkout"}} }),
+				topic("shop", "mine", "mine.>", func(t *v1alpha1.Topic) {
+					t.Spec.Publishers = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "billing"}}
+				}),
+				topic("shop", "theirs", "theirs.>", func(t *v1alpha1.Topic) {
+					t.Spec.Publishers = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "checkout"}}
+				}),
 			},
 			check: func(t *testing.T, cfg meshconfig.PodConfig) {
 				got := map[string]bool{}

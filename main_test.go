@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/weighstation/weighstation/api/v1alpha1"
+)
+
+// TestOperatorCommand runs the real `weighstation operator` process against a
+// real apiserver: it must elect itself leader, answer its probes, serve
+// metrics, log in JSON, reconcile a Topic, and stop cleanly on SIGTERM.
+func TestOperatorCommand(t *testing.T) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`")
+	}
+	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting envtest: %v", err)
+	}
+	defer env.Stop()
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "weighstation")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building: %v\n%s", err, out)
+	}
+	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
+	logs := &lockedBuffer{}
+	cmd := exec.Command(bin, "operator",
+		"-metrics-bind-address", metricsAddr, "-health-probe-bind-address", probeAddr,
+		"-leader-elect", "-leader-election-namespace", "default")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+	}()
+
+	waitFor(t, "the probes answer", func() error {
+		for _, path := range []string{"/healthz", "/readyz"} {
+			if err := get200("http://"+probeAddr+path, ""); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	topic := &v1alpha1.Topic{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "orders"}, Spec: v1alpha1.TopicSpec{Subject: "orders.>"}}
+	if err := c.Create(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the operator reconciles a Topic", func() error {
+		var got v1alpha1.Topic
+		if err := c.Get(ctx, client.ObjectKeyFromObject(topic), &got); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionReady) {
+			return fmt.Errorf("not Ready: %+v", got.Status.Conditions)
+		}
+		return nil
+	})
+	var lease coordinationv1.Lease
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: LeaderElectionID}, &lease); err != nil || lease.Spec.HolderIdentity == nil {
+		t.Fatalf("no leader election lease held: %v %+v", err, lease.Spec)
+	}
+	waitFor(t, "metrics are served", func() error {
+		return get200("http://"+metricsAddr+"/metrics", `controller_runtime_reconcile_total{controller="topic"`)
+	})
+	if !strings.Contains(logs.String(), `"logger":"operator","msg":"starting"`) {
+		t.Fatalf("no structured (JSON) start line in the logs:\n%s", logs.String())
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("the operator exited with %v after SIGTERM:\n%s", err, logs.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the operator did not stop within 30s of SIGTERM")
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func get200(url, mustContain string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	if !strings.Contains(string(body), mustContain) {
+		return fmt.Errorf("GET %s: no %q yet", url, mustContain)
+	}
+	return nil
+}
+
+func waitFor(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = check(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: not after 60s: %v", what, err)
+}
+
+// lockedBuffer collects a child process's output from two pipes at once.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
