@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/meshconfig"
@@ -69,19 +68,12 @@ func (r *PodConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 
 // SetupWithManager registers the reconciler.
 func (r *PodConfigReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	podsInNamespace := handler.EnqueueRequestsFromMapFunc(requeueNamespace(r, func() client.ObjectList { return &corev1.PodList{} },
+		client.MatchingLabelsSelector{Selector: injectedPods}))
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&corev1.Pod{}).
-		Watches(&v1alpha1.Topic{}, handler.EnqueueRequestsFromMapFunc(r.podsInNamespace)).
-		Watches(&v1alpha1.Subscription{}, handler.EnqueueRequestsFromMapFunc(r.podsInNamespace)).
+		Watches(&v1alpha1.Topic{}, podsInNamespace).
+		Watches(&v1alpha1.Subscription{}, podsInNamespace).
 		Named("podconfig").
 		Complete(r)
-}
-
-func (r *PodConfigReconciler) podsInNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
-	pods, err := listInjectedPods(ctx, r, obj.GetNamespace())
-	if err != nil {
-		logf.FromContext(ctx).Error(err, "listing pods to requeue", "namespace", obj.GetNamespace())
-		return nil
-	}
-	return requestsFor(pods)
 }

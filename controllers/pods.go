@@ -5,10 +5,13 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
@@ -37,15 +40,26 @@ func listInjectedPods(ctx context.Context, c client.Reader, namespace string) ([
 
 func isInjected(pod *corev1.Pod) bool { return injectedPods.Matches(labels.Set(pod.Labels)) }
 
-// requestsFor turns objects into reconcile requests.
-func requestsFor[T any, P interface {
-	*T
-	client.Object
-}](items []T) []reconcile.Request {
-	reqs := make([]reconcile.Request, 0, len(items))
-	for i := range items {
-		o := P(&items[i])
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}})
+// requeueNamespace returns a map function that requeues every object of
+// the kind newList lists in the namespace of the object that changed.
+func requeueNamespace(c client.Reader, newList func() client.ObjectList, opts ...client.ListOption) handler.MapFunc {
+	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+		list := newList()
+		if err := c.List(ctx, list, append([]client.ListOption{client.InNamespace(obj.GetNamespace())}, opts...)...); err != nil {
+			logf.FromContext(ctx).Error(err, "listing objects to requeue", "namespace", obj.GetNamespace())
+			return nil
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			logf.FromContext(ctx).Error(err, "reading the list to requeue")
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(items))
+		for _, item := range items {
+			if o, ok := item.(client.Object); ok {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}})
+			}
+		}
+		return reqs
 	}
-	return reqs
 }

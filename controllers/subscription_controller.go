@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/meshconfig"
@@ -117,16 +116,7 @@ func policyVersion(p meshconfig.SubscriptionPolicy) (string, error) {
 func (r *SubscriptionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Subscription{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.subscriptionsInNamespace)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(requeueNamespace(r, func() client.ObjectList { return &v1alpha1.SubscriptionList{} }))).
 		Named("subscription").
 		Complete(r)
-}
-
-func (r *SubscriptionReconciler) subscriptionsInNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
-	var subs v1alpha1.SubscriptionList
-	if err := r.List(ctx, &subs, client.InNamespace(obj.GetNamespace())); err != nil {
-		logf.FromContext(ctx).Error(err, "listing subscriptions to requeue", "namespace", obj.GetNamespace())
-		return nil
-	}
-	return requestsFor(subs.Items)
 }

@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
 )
@@ -58,20 +57,12 @@ func (r *TopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 // the other Topics (conflicts), the Subscriptions and the sidecar pods of
 // its namespace, so a change to any of them requeues every Topic there.
 func (r *TopicReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	topicsInNamespace := handler.EnqueueRequestsFromMapFunc(requeueNamespace(r, func() client.ObjectList { return &v1alpha1.TopicList{} }))
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Topic{}).
-		Watches(&v1alpha1.Topic{}, handler.EnqueueRequestsFromMapFunc(r.topicsInNamespace)).
-		Watches(&v1alpha1.Subscription{}, handler.EnqueueRequestsFromMapFunc(r.topicsInNamespace)).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.topicsInNamespace)).
+		Watches(&v1alpha1.Topic{}, topicsInNamespace).
+		Watches(&v1alpha1.Subscription{}, topicsInNamespace).
+		Watches(&corev1.Pod{}, topicsInNamespace).
 		Named("topic").
 		Complete(r)
-}
-
-func (r *TopicReconciler) topicsInNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
-	var topics v1alpha1.TopicList
-	if err := r.List(ctx, &topics, client.InNamespace(obj.GetNamespace())); err != nil {
-		logf.FromContext(ctx).Error(err, "listing topics to requeue", "namespace", obj.GetNamespace())
-		return nil
-	}
-	return requestsFor(topics.Items)
 }

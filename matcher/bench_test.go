@@ -166,6 +166,14 @@ func loadHot(idx index) index {
 	return idx
 }
 
+// loadFanIn subscribes fanInSubscribers values to one subject.
+func loadFanIn(idx index) index {
+	for v := range fanInSubscribers {
+		idx.Subscribe(fanInSubject, v)
+	}
+	return idx
+}
+
 func benchMatchSequence(b *testing.B, idx index, subjects []string) {
 	match := idx.NewReader()
 	buf := make([]int, 0, 256)
@@ -217,10 +225,7 @@ func BenchmarkMatcher(b *testing.B) {
 	}
 	for _, impl := range implementations {
 		b.Run("fanin/impl="+impl.name, func(b *testing.B) {
-			idx := impl.new()
-			for v := range fanInSubscribers {
-				idx.Subscribe(fanInSubject, v)
-			}
+			idx := loadFanIn(impl.new())
 			b.ReportAllocs()
 			b.ResetTimer()
 			// One op is a subscribe of a new value and its unsubscribe, so
@@ -235,10 +240,7 @@ func BenchmarkMatcher(b *testing.B) {
 	}
 	for _, impl := range implementations {
 		b.Run("faninsert/impl="+impl.name, func(b *testing.B) {
-			idx := impl.new()
-			for v := range fanInSubscribers {
-				idx.Subscribe(fanInSubject, v)
-			}
+			idx := loadFanIn(impl.new())
 			b.ReportAllocs()
 			b.ResetTimer()
 			// Inserts alone: the set grows from 30,000 by b.N, which only

@@ -11,27 +11,6 @@ import (
 	"github.com/weighstation/weighstation/matcher"
 )
 
-// TestRulesMatchTheSharedTable keeps the shared table's rule texts (which
-// the CRD tests also use) equal to the matcher's.
-func TestRulesMatchTheSharedTable(t *testing.T) {
-	pairs := [][2]string{
-		{matcher.RuleEmpty, subjectcases.RuleEmpty},
-		{matcher.RuleTooLong, subjectcases.RuleTooLong},
-		{matcher.RuleTooManyTokens, subjectcases.RuleTooManyTokens},
-		{matcher.RuleEmptyToken, subjectcases.RuleEmptyToken},
-		{matcher.RuleWhitespace, subjectcases.RuleWhitespace},
-		{matcher.RuleFullWildcardEnd, subjectcases.RuleFullWildcardEnd},
-	}
-	for _, p := range pairs {
-		if p[0] != p[1] {
-			t.Errorf("matcher says %q, the shared table says %q", p[0], p[1])
-		}
-	}
-	if subjectcases.MaxLength != matcher.MaxSubjectLength || subjectcases.MaxTokens != matcher.MaxTokens {
-		t.Errorf("the shared table's limits differ from matcher's")
-	}
-}
-
 var subjectCases = subjectcases.Cases
 
 func TestValidatePatternNamesTheRule(t *testing.T) {

@@ -4,32 +4,31 @@
 // server.IsValidSubject (asserted in matcher's tests).
 package subjectcases
 
-import "strings"
+import (
+	"strings"
 
-// Case is one subject, with the rule it breaks (Rule names the matcher
-// Rule* constant's text; "" when the subject is a valid pattern) and
-// whether it is also a valid literal subject.
+	"github.com/weighstation/weighstation/matcher"
+)
+
+// Case is one subject, with the rule it breaks (one of matcher's Rule*
+// texts; "" when the subject is a valid pattern) and whether it is also a
+// valid literal subject.
 type Case struct {
 	Subject string
 	Rule    string
 	Literal bool
 }
 
-// Rules, as matcher names them. Kept here as text so that this package
-// imports nothing; matcher's tests check that they equal matcher's.
+// The rules and limits, as matcher names them.
 const (
-	RuleEmpty           = "a subject must not be empty"
-	RuleTooLong         = "a subject must be at most 1024 bytes (MaxSubjectLength)"
-	RuleTooManyTokens   = "a subject must have at most 32 tokens (MaxTokens)"
-	RuleEmptyToken      = "tokens must not be empty (no leading, trailing or double '.')"
-	RuleWhitespace      = "tokens must not contain whitespace (space, \\t, \\n, \\r, \\f)"
-	RuleFullWildcardEnd = "'>' is only allowed as the last token"
-)
-
-// MaxLength and MaxTokens are the limits the cases probe at their edges.
-const (
-	MaxLength = 1024
-	MaxTokens = 32
+	RuleEmpty           = matcher.RuleEmpty
+	RuleTooLong         = matcher.RuleTooLong
+	RuleTooManyTokens   = matcher.RuleTooManyTokens
+	RuleEmptyToken      = matcher.RuleEmptyToken
+	RuleWhitespace      = matcher.RuleWhitespace
+	RuleFullWildcardEnd = matcher.RuleFullWildcardEnd
+	MaxLength           = matcher.MaxSubjectLength
+	MaxTokens           = matcher.MaxTokens
 )
 
 // Cases covers every rule and the edges of both limits.
