@@ -31,6 +31,10 @@ fuzz-matcher: ## Fuzz subject validation and differential operation sequences (F
 	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $${FUZZTIME:-30s} ./matcher/
 	$(GO) test -run '^$$' -fuzz '^FuzzDifferential$$' -fuzztime $${FUZZTIME:-30s} ./matcher/
 
+.PHONY: fuzz-protocol
+fuzz-protocol: ## Fuzz the sidecar's NATS protocol reader (FUZZTIME).
+	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $${FUZZTIME:-30s} ./sidecar/protocol/
+
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs and RBAC from the markers; `make test` fails if this changes anything.
 	$(CONTROLLER_GEN) object paths=./api/...

@@ -1,0 +1,264 @@
+package protocol
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Op is a client command.
+type Op uint8
+
+const (
+	OpConnect Op = iota + 1
+	OpPub
+	OpHPub
+	OpSub
+	OpUnsub
+	OpPing
+	OpPong
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpConnect:
+		return "CONNECT"
+	case OpPub:
+		return "PUB"
+	case OpHPub:
+		return "HPUB"
+	case OpSub:
+		return "SUB"
+	case OpUnsub:
+		return "UNSUB"
+	case OpPing:
+		return "PING"
+	case OpPong:
+		return "PONG"
+	}
+	return fmt.Sprintf("Op(%d)", uint8(o))
+}
+
+// Command is one parsed client command. Its byte slices point into the
+// Reader's buffers: they are valid until the next call to Next, and a
+// caller that keeps them must copy them.
+type Command struct {
+	Op Op
+	// Subject and Reply: PUB, HPUB, SUB (no Reply for SUB).
+	Subject, Reply []byte
+	// Queue: SUB's queue group, if any.
+	Queue []byte
+	// SID: SUB and UNSUB.
+	SID []byte
+	// MaxMsgs: UNSUB's optional limit (0 when absent).
+	MaxMsgs int
+	// HeaderSize: HPUB's header length; Body holds the headers, then the
+	// payload (PUB: the payload only).
+	HeaderSize int
+	Body       []byte
+	// Options: CONNECT's JSON.
+	Options []byte
+}
+
+// Header returns HPUB's headers and Payload the rest of the body.
+func (c *Command) Header() []byte  { return c.Body[:c.HeaderSize] }
+func (c *Command) Payload() []byte { return c.Body[c.HeaderSize:] }
+
+// Reader parses client commands from a stream.
+type Reader struct {
+	br     *bufio.Reader
+	limits Limits
+	line   []byte // the current control line, copied out of br (reading the body refills br)
+	body   []byte // the current body and its CRLF, reused
+}
+
+// NewReader reads commands from r within limits.
+func NewReader(r io.Reader, limits Limits) *Reader {
+	// The buffer holds one control line and its CRLF: ReadSlice reports a
+	// longer line as bufio.ErrBufferFull before we buffer any more of it.
+	return &Reader{
+		br:     bufio.NewReaderSize(r, limits.MaxControlLine+2),
+		limits: limits,
+		line:   make([]byte, 0, limits.MaxControlLine+2),
+	}
+}
+
+// Next reads the next command into cmd. It returns a *Error for a protocol
+// violation (errors.Is with ErrControlLineTooLong, ErrPayloadTooLarge,
+// ErrUnknownOperation or ErrMalformed), or the stream's error (io.EOF
+// between commands, io.ErrUnexpectedEOF inside one).
+func (r *Reader) Next(cmd *Command) error {
+	*cmd = Command{}
+	raw, err := r.br.ReadSlice('\n')
+	switch {
+	case errors.Is(err, bufio.ErrBufferFull):
+		return controlLineTooLong(r.limits.MaxControlLine)
+	case errors.Is(err, io.EOF) && len(raw) > 0:
+		return io.ErrUnexpectedEOF
+	case err != nil:
+		return err
+	}
+	line := bytes.TrimSuffix(raw[:len(raw)-1], []byte{'\r'})
+	if len(line) > r.limits.MaxControlLine {
+		return controlLineTooLong(r.limits.MaxControlLine)
+	}
+	r.line = append(r.line[:0], line...)
+	return r.parse(r.line, cmd)
+}
+
+func (r *Reader) parse(line []byte, cmd *Command) error {
+	verb, rest := cutToken(line)
+	var args [maxArgs][]byte
+	switch {
+	case bytes.EqualFold(verb, []byte("PUB")):
+		n := split(rest, &args)
+		if n != 2 && n != 3 {
+			return malformed("PUB takes a subject, an optional reply subject and a size, got %d arguments", n)
+		}
+		cmd.Op, cmd.Subject = OpPub, args[0]
+		if n == 3 {
+			cmd.Reply = args[1]
+		}
+		size, err := r.size("PUB", args[n-1])
+		if err != nil {
+			return err
+		}
+		return r.readBody(cmd, size)
+	case bytes.EqualFold(verb, []byte("HPUB")):
+		n := split(rest, &args)
+		if n != 3 && n != 4 {
+			return malformed("HPUB takes a subject, an optional reply subject, a header size and a total size, got %d arguments", n)
+		}
+		cmd.Op, cmd.Subject = OpHPub, args[0]
+		if n == 4 {
+			cmd.Reply = args[1]
+		}
+		headerSize, err := parseSize(args[n-2])
+		if err != nil {
+			return malformed("HPUB header size %q: %v", args[n-2], err)
+		}
+		total, err := r.size("HPUB", args[n-1])
+		if err != nil {
+			return err
+		}
+		if headerSize > total {
+			return malformed("HPUB header size %d exceeds its total size %d", headerSize, total)
+		}
+		cmd.HeaderSize = headerSize
+		return r.readBody(cmd, total)
+	case bytes.EqualFold(verb, []byte("SUB")):
+		n := split(rest, &args)
+		if n != 2 && n != 3 {
+			return malformed("SUB takes a subject, an optional queue group and a sid, got %d arguments", n)
+		}
+		cmd.Op, cmd.Subject, cmd.SID = OpSub, args[0], args[n-1]
+		if n == 3 {
+			cmd.Queue = args[1]
+		}
+		return nil
+	case bytes.EqualFold(verb, []byte("UNSUB")):
+		n := split(rest, &args)
+		if n != 1 && n != 2 {
+			return malformed("UNSUB takes a sid and an optional message count, got %d arguments", n)
+		}
+		cmd.Op, cmd.SID = OpUnsub, args[0]
+		if n == 2 {
+			max, err := parseSize(args[1])
+			if err != nil {
+				return malformed("UNSUB message count %q: %v", args[1], err)
+			}
+			cmd.MaxMsgs = max
+		}
+		return nil
+	case bytes.EqualFold(verb, []byte("PING")) && len(bytes.TrimSpace(rest)) == 0:
+		cmd.Op = OpPing
+		return nil
+	case bytes.EqualFold(verb, []byte("PONG")) && len(bytes.TrimSpace(rest)) == 0:
+		cmd.Op = OpPong
+		return nil
+	case bytes.EqualFold(verb, []byte("CONNECT")):
+		cmd.Op, cmd.Options = OpConnect, bytes.TrimSpace(rest)
+		return nil
+	}
+	return unknownOperation()
+}
+
+// size parses a body size and holds it to MaxPayload.
+func (r *Reader) size(op string, arg []byte) (int, error) {
+	size, err := parseSize(arg)
+	if err != nil {
+		return 0, malformed("%s size %q: %v", op, arg, err)
+	}
+	if size > r.limits.MaxPayload {
+		return 0, payloadTooLarge(size, r.limits.MaxPayload)
+	}
+	return size, nil
+}
+
+// readBody reads size bytes and the CRLF after them.
+func (r *Reader) readBody(cmd *Command, size int) error {
+	if cap(r.body) < size+2 {
+		r.body = make([]byte, size+2)
+	}
+	body := r.body[:size+2]
+	if _, err := io.ReadFull(r.br, body); err != nil {
+		if errors.Is(err, io.EOF) {
+			return io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	if body[size] != '\r' || body[size+1] != '\n' {
+		return malformed("%s body of %d bytes is not followed by CRLF", cmd.Op, size)
+	}
+	cmd.Body = body[:size]
+	return nil
+}
+
+// parseSize parses a non-negative decimal that fits comfortably in an int.
+func parseSize(b []byte) (int, error) {
+	if len(b) == 0 || len(b) > 10 {
+		return 0, errors.New("not a size of 1 to 10 digits")
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, errors.New("not a decimal number")
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, nil
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' }
+
+// cutToken returns the first space-separated token and what follows it.
+func cutToken(b []byte) (token, rest []byte) {
+	i := 0
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	j := i
+	for j < len(b) && !isSpace(b[j]) {
+		j++
+	}
+	return b[i:j], b[j:]
+}
+
+// split fills args with the space-separated tokens of b and returns how many
+// there are; past len(args) it keeps counting without storing.
+func split(b []byte, args *[maxArgs][]byte) int {
+	n := 0
+	for {
+		var tok []byte
+		tok, b = cutToken(b)
+		if len(tok) == 0 {
+			return n
+		}
+		if n < len(args) {
+			args[n] = tok
+		}
+		n++
+	}
+}

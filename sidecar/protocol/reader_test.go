@@ -1,0 +1,180 @@
+package protocol_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/weighstation/weighstation/sidecar/protocol"
+)
+
+var testLimits = protocol.Limits{MaxControlLine: 64, MaxPayload: 16}
+
+// parsed is a comparable summary of a command.
+type parsed struct {
+	op                                    protocol.Op
+	subject, reply, queue, sid, body, opt string
+	headerSize, maxMsgs                   int
+}
+
+func summary(c *protocol.Command) parsed {
+	return parsed{c.Op, string(c.Subject), string(c.Reply), string(c.Queue), string(c.SID), string(c.Body), string(c.Options), c.HeaderSize, c.MaxMsgs}
+}
+
+func TestReaderParsesEveryCommand(t *testing.T) {
+	tests := []struct {
+		name  string
+		input string
+		want  parsed
+	}{
+		{"pub", "PUB orders.eu 5\r\nhello\r\n", parsed{op: protocol.OpPub, subject: "orders.eu", body: "hello"}},
+		{"pub with reply", "PUB orders.eu _INBOX.a.b 5\r\nhello\r\n", parsed{op: protocol.OpPub, subject: "orders.eu", reply: "_INBOX.a.b", body: "hello"}},
+		{"empty pub", "PUB a 0\r\n\r\n", parsed{op: protocol.OpPub, subject: "a"}},
+		{"hpub", "HPUB a 12 14\r\nNATS/1.0\r\n\r\nhi\r\n", parsed{op: protocol.OpHPub, subject: "a", body: "NATS/1.0\r\n\r\nhi", headerSize: 12}},
+		{"hpub with reply", "HPUB a r 12 12\r\nNATS/1.0\r\n\r\n\r\n", parsed{op: protocol.OpHPub, subject: "a", reply: "r", body: "NATS/1.0\r\n\r\n", headerSize: 12}},
+		{"sub", "SUB orders.* 7\r\n", parsed{op: protocol.OpSub, subject: "orders.*", sid: "7"}},
+		{"sub with queue", "SUB orders.* billing 7\r\n", parsed{op: protocol.OpSub, subject: "orders.*", queue: "billing", sid: "7"}},
+		{"unsub", "UNSUB 7\r\n", parsed{op: protocol.OpUnsub, sid: "7"}},
+		{"unsub with max", "UNSUB 7 10\r\n", parsed{op: protocol.OpUnsub, sid: "7", maxMsgs: 10}},
+		{"ping", "PING\r\n", parsed{op: protocol.OpPing}},
+		{"pong", "PONG\r\n", parsed{op: protocol.OpPong}},
+		{"connect", `CONNECT {"verbose":false,"headers":true}` + "\r\n", parsed{op: protocol.OpConnect, opt: `{"verbose":false,"headers":true}`}},
+		{"lower-case verb", "pub a 1\r\nx\r\n", parsed{op: protocol.OpPub, subject: "a", body: "x"}},
+		{"tabs and extra spaces", "SUB\t a \t q\t 1 \r\n", parsed{op: protocol.OpSub, subject: "a", queue: "q", sid: "1"}},
+		{"LF only", "PING\n", parsed{op: protocol.OpPing}},
+		{"payload at the limit", "PUB a 16\r\n0123456789abcdef\r\n", parsed{op: protocol.OpPub, subject: "a", body: "0123456789abcdef"}},
+		{"payload holding CRLF", "PUB a 4\r\n\r\n\r\n\r\n", parsed{op: protocol.OpPub, subject: "a", body: "\r\n\r\n"}},
+		{"control line at the limit", "SUB " + strings.Repeat("a", 58) + " 1\r\n", parsed{op: protocol.OpSub, subject: strings.Repeat("a", 58), sid: "1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// One byte at a time, so that every read boundary is crossed.
+			r := protocol.NewReader(iotest.OneByteReader(strings.NewReader(tc.input)), testLimits)
+			var cmd protocol.Command
+			if err := r.Next(&cmd); err != nil {
+				t.Fatalf("Next: %v", err)
+			}
+			if got := summary(&cmd); got != tc.want {
+				t.Fatalf("got %+v\nwant %+v", got, tc.want)
+			}
+			if err := r.Next(&cmd); err != io.EOF {
+				t.Fatalf("after the command: %v, want io.EOF", err)
+			}
+		})
+	}
+}
+
+func TestReaderRefusesWithTheRule(t *testing.T) {
+	tests := []struct {
+		name  string
+		input string
+		kind  error
+		text  string
+	}{
+		{"unknown verb", "PUBLISH a 1\r\nx\r\n", protocol.ErrUnknownOperation, "Unknown Protocol Operation"},
+		{"ping with an argument", "PING now\r\n", protocol.ErrUnknownOperation, "Unknown Protocol Operation"},
+		{"pub without a size", "PUB a\r\n", protocol.ErrMalformed, "PUB takes a subject"},
+		{"pub with too many arguments", "PUB a b c 1\r\nx\r\n", protocol.ErrMalformed, "got 4 arguments"},
+		{"negative size", "PUB a -1\r\n", protocol.ErrMalformed, "not a decimal number"},
+		{"absurd size", "PUB a 99999999999\r\n", protocol.ErrMalformed, "1 to 10 digits"},
+		{"payload over max_payload", "PUB a 17\r\n0123456789abcdefg\r\n", protocol.ErrPayloadTooLarge, "Maximum Payload Violation"},
+		{"hpub total over max_payload", "HPUB a 12 17\r\n", protocol.ErrPayloadTooLarge, "Maximum Payload Violation"},
+		{"hpub header larger than total", "HPUB a 5 3\r\nabc\r\n", protocol.ErrMalformed, "header size 5 exceeds its total size 3"},
+		{"payload without CRLF", "PUB a 1\r\nxy\r\n", protocol.ErrMalformed, "not followed by CRLF"},
+		{"control line over the limit", "SUB " + strings.Repeat("a", 59) + " 1\r\n", protocol.ErrControlLineTooLong, "Maximum Control Line Exceeded (max_control_line 64)"},
+		{"control line over the limit, LF only", "SUB " + strings.Repeat("a", 60) + " 1\n", protocol.ErrControlLineTooLong, "Maximum Control Line Exceeded"},
+		{"endless line", strings.Repeat("x", 1000), protocol.ErrControlLineTooLong, "Maximum Control Line Exceeded"},
+		{"unsub with a bad count", "UNSUB 1 many\r\n", protocol.ErrMalformed, "UNSUB message count"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := protocol.NewReader(strings.NewReader(tc.input), testLimits)
+			var cmd protocol.Command
+			err := r.Next(&cmd)
+			var perr *protocol.Error
+			if !errors.Is(err, tc.kind) || !errors.As(err, &perr) || !perr.Close || !strings.Contains(perr.Text, tc.text) {
+				t.Fatalf("Next = %v, want %v with text containing %q (closing)", err, tc.kind, tc.text)
+			}
+		})
+	}
+}
+
+func TestReaderReportsTruncation(t *testing.T) {
+	for _, input := range []string{"PUB a 5\r\nhel", "SUB a", "PUB a 5\r\nhello"} {
+		r := protocol.NewReader(strings.NewReader(input), testLimits)
+		var cmd protocol.Command
+		if err := r.Next(&cmd); err != io.ErrUnexpectedEOF {
+			t.Errorf("%q: Next = %v, want io.ErrUnexpectedEOF", input, err)
+		}
+	}
+}
+
+// endless repeats one chunk forever.
+type endless struct {
+	chunk []byte
+	off   int
+}
+
+func (e *endless) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		c := copy(p[n:], e.chunk[e.off:])
+		n += c
+		e.off = (e.off + c) % len(e.chunk)
+	}
+	return n, nil
+}
+
+func TestReaderDoesNotAllocatePerMessage(t *testing.T) {
+	payload := bytes.Repeat([]byte("x"), 1024)
+	msg := append([]byte("PUB orders.eu.created _INBOX.abc.1 1024\r\n"), payload...)
+	msg = append(msg, "\r\n"...)
+	r := protocol.NewReader(&endless{chunk: msg}, protocol.DefaultLimits)
+	var cmd protocol.Command
+	if err := r.Next(&cmd); err != nil { // grows the body buffer once
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if err := r.Next(&cmd); err != nil || len(cmd.Body) != 1024 {
+			t.Fatalf("Next: %v, body %d", err, len(cmd.Body))
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("Next allocates %.1f times per message, want 0", allocs)
+	}
+}
+
+// FuzzReader feeds arbitrary bytes to the reader: it must never panic, never
+// return a body over MaxPayload or a header larger than its body, and only
+// fail with a *protocol.Error or an I/O error.
+func FuzzReader(f *testing.F) {
+	for _, seed := range []string{
+		"PUB a 5\r\nhello\r\n", "HPUB a r 12 17\r\nNATS/1.0\r\n\r\nhello\r\n", "SUB a q 1\r\nUNSUB 1 5\r\n",
+		"PING\r\nPONG\r\n", "CONNECT {}\r\n", "PUB a 99999999999\r\n", "\r\n\r\n", "HPUB a 9 3\r\nabc\r\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := protocol.NewReader(bytes.NewReader(data), testLimits)
+		var cmd protocol.Command
+		for range 1000 {
+			err := r.Next(&cmd)
+			if err != nil {
+				var perr *protocol.Error
+				if !errors.As(err, &perr) && err != io.EOF && err != io.ErrUnexpectedEOF {
+					t.Fatalf("unexpected error type %T: %v", err, err)
+				}
+				return
+			}
+			if len(cmd.Body) > testLimits.MaxPayload || cmd.HeaderSize > len(cmd.Body) {
+				t.Fatalf("body %d bytes, header %d: over the limits", len(cmd.Body), cmd.HeaderSize)
+			}
+			if (cmd.Op == protocol.OpPub || cmd.Op == protocol.OpHPub || cmd.Op == protocol.OpSub) && len(cmd.Subject) == 0 {
+				t.Fatalf("%v without a subject", cmd.Op)
+			}
+		}
+	})
+}

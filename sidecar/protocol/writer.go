@@ -1,0 +1,60 @@
+package protocol
+
+import "strconv"
+
+// Server-to-client control lines that take no arguments.
+var (
+	OK   = []byte("+OK\r\n")
+	Ping = []byte("PING\r\n")
+	Pong = []byte("PONG\r\n")
+)
+
+// AppendInfo appends "INFO <json>\r\n".
+func AppendInfo(dst, infoJSON []byte) []byte {
+	dst = append(dst, "INFO "...)
+	dst = append(dst, infoJSON...)
+	return append(dst, "\r\n"...)
+}
+
+// AppendErr appends "-ERR '<text>'\r\n", nats-server's form.
+func AppendErr(dst []byte, text string) []byte {
+	dst = append(dst, "-ERR '"...)
+	dst = append(dst, text...)
+	return append(dst, "'\r\n"...)
+}
+
+// AppendMsg appends "MSG <subject> <sid> [reply] <size>\r\n<payload>\r\n".
+func AppendMsg(dst, subject, sid, reply, payload []byte) []byte {
+	dst = append(dst, "MSG "...)
+	dst = appendSubjectSIDReply(dst, subject, sid, reply)
+	dst = strconv.AppendInt(dst, int64(len(payload)), 10)
+	dst = append(dst, "\r\n"...)
+	dst = append(dst, payload...)
+	return append(dst, "\r\n"...)
+}
+
+// AppendHMsg appends "HMSG <subject> <sid> [reply] <header size> <total
+// size>\r\n<header><payload>\r\n".
+func AppendHMsg(dst, subject, sid, reply, header, payload []byte) []byte {
+	dst = append(dst, "HMSG "...)
+	dst = appendSubjectSIDReply(dst, subject, sid, reply)
+	dst = strconv.AppendInt(dst, int64(len(header)), 10)
+	dst = append(dst, ' ')
+	dst = strconv.AppendInt(dst, int64(len(header)+len(payload)), 10)
+	dst = append(dst, "\r\n"...)
+	dst = append(dst, header...)
+	dst = append(dst, payload...)
+	return append(dst, "\r\n"...)
+}
+
+func appendSubjectSIDReply(dst, subject, sid, reply []byte) []byte {
+	dst = append(dst, subject...)
+	dst = append(dst, ' ')
+	dst = append(dst, sid...)
+	dst = append(dst, ' ')
+	if len(reply) > 0 {
+		dst = append(dst, reply...)
+		dst = append(dst, ' ')
+	}
+	return dst
+}
