@@ -1,0 +1,205 @@
+// Package pending holds the messages that wait in the sidecar for one local
+// subscription: a bounded FIFO per subscription, so that an application
+// that stops reading fills only its own queues, never memory without bound.
+// Every message that arrives is accounted for exactly once: delivered,
+// dropped with a reason, in flight to the socket, or still pending.
+package pending
+
+import (
+	"fmt"
+	"sync"
+)
+
+// Overflow is what a full queue does with the next message.
+type Overflow uint8
+
+const (
+	// DropNewest refuses the arriving message.
+	DropNewest Overflow = iota
+	// DropOldest evicts the message that waited longest to make room.
+	DropOldest
+)
+
+// Reason says why a message was dropped.
+type Reason uint8
+
+const (
+	// ReasonOverflow: the queue was full (by messages or bytes).
+	ReasonOverflow Reason = iota
+	// ReasonClosed: the connection closed before the message was written.
+	ReasonClosed
+	numReasons
+)
+
+func (r Reason) String() string {
+	switch r {
+	case ReasonOverflow:
+		return "overflow"
+	case ReasonClosed:
+		return "closed"
+	}
+	return fmt.Sprintf("Reason(%d)", uint8(r))
+}
+
+// Limits bound one queue. Both must be at least 1.
+type Limits struct {
+	MaxMessages int
+	MaxBytes    int64
+	Overflow    Overflow
+}
+
+// Message is one message waiting for delivery. Size is what counts against
+// MaxBytes (headers and payload).
+type Message struct {
+	Subject []byte
+	Reply   []byte
+	Header  []byte
+	Data    []byte
+	// ArrivedNanos is when the message entered the sidecar (monotonic), for
+	// the dwell-time histogram.
+	ArrivedNanos int64
+}
+
+// Size is the message's weight against MaxBytes.
+func (m *Message) Size() int64 { return int64(len(m.Header) + len(m.Data)) }
+
+// Counts is a snapshot of a queue's accounting. At any instant
+// Arrived == Delivered + sum(Dropped) + InFlight + Pending.
+type Counts struct {
+	Arrived      uint64
+	Delivered    uint64
+	Dropped      [numReasons]uint64
+	InFlight     uint64
+	Pending      uint64
+	PendingBytes int64
+}
+
+// Balanced reports whether the accounting identity holds.
+func (c Counts) Balanced() bool {
+	dropped := uint64(0)
+	for _, d := range c.Dropped {
+		dropped += d
+	}
+	return c.Arrived == c.Delivered+dropped+c.InFlight+c.Pending
+}
+
+// Queue is a bounded FIFO with exact accounting. It is safe for one
+// producer (the upstream) and one consumer (the connection's writer) at
+// once, or more: every method takes its mutex, held only for O(1) work.
+type Queue struct {
+	mu     sync.Mutex
+	limits Limits
+	ring   []Message // grows by doubling up to MaxMessages, never beyond
+	head   int
+	counts Counts
+}
+
+// New returns an empty queue; it panics on limits below 1, which the
+// configuration's validation refuses first.
+func New(limits Limits) *Queue {
+	if limits.MaxMessages < 1 || limits.MaxBytes < 1 {
+		panic(fmt.Sprintf("pending: limits must be at least 1, got %+v", limits))
+	}
+	return &Queue{limits: limits}
+}
+
+// Push offers a message and reports whether it was queued. Under
+// DropOldest it may evict older messages to make room (counted as
+// overflow); a message larger than MaxBytes on its own is always refused.
+func (q *Queue) Push(m Message) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.counts.Arrived++
+	size := m.Size()
+	if size > q.limits.MaxBytes {
+		q.counts.Dropped[ReasonOverflow]++
+		return false
+	}
+	for q.full(size) {
+		if q.limits.Overflow == DropNewest {
+			q.counts.Dropped[ReasonOverflow]++
+			return false
+		}
+		q.popLocked()
+		q.counts.Dropped[ReasonOverflow]++
+	}
+	q.pushLocked(m)
+	return true
+}
+
+func (q *Queue) full(size int64) bool {
+	return int(q.counts.Pending) >= q.limits.MaxMessages || q.counts.PendingBytes+size > q.limits.MaxBytes
+}
+
+func (q *Queue) pushLocked(m Message) {
+	n := int(q.counts.Pending)
+	if n == len(q.ring) {
+		q.grow()
+	}
+	q.ring[(q.head+n)%len(q.ring)] = m
+	q.counts.Pending++
+	q.counts.PendingBytes += m.Size()
+}
+
+func (q *Queue) grow() {
+	size := min(max(2*len(q.ring), 8), q.limits.MaxMessages)
+	ring := make([]Message, size)
+	n := int(q.counts.Pending)
+	for i := range n {
+		ring[i] = q.ring[(q.head+i)%len(q.ring)]
+	}
+	q.ring, q.head = ring, 0
+}
+
+func (q *Queue) popLocked() Message {
+	m := q.ring[q.head]
+	q.ring[q.head] = Message{} // let the payload be collected
+	q.head = (q.head + 1) % len(q.ring)
+	q.counts.Pending--
+	q.counts.PendingBytes -= m.Size()
+	return m
+}
+
+// Take removes the oldest message for writing; it is in flight until Done.
+func (q *Queue) Take() (Message, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.counts.Pending == 0 {
+		return Message{}, false
+	}
+	q.counts.InFlight++
+	return q.popLocked(), true
+}
+
+// Done settles a message from Take: delivered, or dropped because the
+// connection closed before it was written.
+func (q *Queue) Done(delivered bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.counts.InFlight--
+	if delivered {
+		q.counts.Delivered++
+	} else {
+		q.counts.Dropped[ReasonClosed]++
+	}
+}
+
+// DropAll empties the queue with a reason (the connection closed, or the
+// subscription was removed) and returns how many messages it dropped.
+func (q *Queue) DropAll(reason Reason) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := int(q.counts.Pending)
+	for q.counts.Pending > 0 {
+		q.popLocked()
+	}
+	q.counts.Dropped[reason] += uint64(n)
+	return n
+}
+
+// Counts returns a consistent snapshot of the accounting.
+func (q *Queue) Counts() Counts {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.counts
+}
