@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/nats-io/nats-server/v2 v2.15.2
+	github.com/nats-io/nats.go v1.55.0
 	go.uber.org/zap v1.27.1
 	k8s.io/api v0.37.0
 	k8s.io/apiextensions-apiserver v0.37.0

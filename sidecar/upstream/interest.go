@@ -1,0 +1,132 @@
+// Package upstream is the sidecar's side of the broker: its single
+// connection, and the interest it holds there on behalf of the local
+// subscriptions.
+//
+// Local interest is reference-counted and de-duplicated: ten local
+// "SUB orders.*" make one upstream subscription, a queue group maps to one
+// upstream queue subscription, and the upstream interest goes when the last
+// local one goes. One connection carries it all, so that a request and its
+// reply inbox share it (the broker's own no-responders answer depends on
+// that).
+package upstream
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Key identifies one upstream subscription: a subject pattern and an
+// optional queue group.
+type Key struct {
+	Subject string
+	Queue   string
+}
+
+func (k Key) String() string {
+	if k.Queue == "" {
+		return k.Subject
+	}
+	return k.Subject + " (queue " + k.Queue + ")"
+}
+
+// Deliver receives every message of an upstream subscription, on that
+// subscription's nats.go goroutine (one per subscription, none per
+// message). It must hand the message on quickly: to bounded local queues.
+type Deliver func(key Key, msg *nats.Msg)
+
+// Interest holds the upstream subscriptions. It is safe for concurrent use.
+type Interest struct {
+	nc      *nats.Conn
+	deliver Deliver
+	// limits bound what nats.go itself buffers per subscription before the
+	// sidecar's queues take over; nats.go drops past them and counts it.
+	pendingMsgs, pendingBytes int
+
+	mu   sync.Mutex
+	subs map[Key]*interest
+}
+
+type interest struct {
+	sub  *nats.Subscription
+	refs int
+}
+
+// Default per-subscription buffering inside nats.go: the sidecar moves
+// messages into its own bounded queues at once, so a small buffer suffices.
+// nats.go's own default (512k messages, 64 MiB per subscription) would be an
+// implicit limit far above the sidecar's memory budget.
+const (
+	DefaultPendingMessages = 65536
+	DefaultPendingBytes    = 16 << 20
+)
+
+// NewInterest returns an empty registry over nc.
+func NewInterest(nc *nats.Conn, deliver Deliver) *Interest {
+	return &Interest{nc: nc, deliver: deliver, pendingMsgs: DefaultPendingMessages, pendingBytes: DefaultPendingBytes, subs: map[Key]*interest{}}
+}
+
+// Add registers one more local interest in key and reports whether it is
+// the first (so that an upstream subscription was made).
+func (i *Interest) Add(key Key) (first bool, err error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if in, ok := i.subs[key]; ok {
+		in.refs++
+		return false, nil
+	}
+	handler := func(m *nats.Msg) { i.deliver(key, m) }
+	var sub *nats.Subscription
+	if key.Queue == "" {
+		sub, err = i.nc.Subscribe(key.Subject, handler)
+	} else {
+		sub, err = i.nc.QueueSubscribe(key.Subject, key.Queue, handler)
+	}
+	if err != nil {
+		return false, fmt.Errorf("subscribing upstream to %s: %w", key, err)
+	}
+	if err := sub.SetPendingLimits(i.pendingMsgs, i.pendingBytes); err != nil {
+		_ = sub.Unsubscribe()
+		return false, fmt.Errorf("bounding the upstream buffer of %s: %w", key, err)
+	}
+	i.subs[key] = &interest{sub: sub, refs: 1}
+	return true, nil
+}
+
+// Remove drops one local interest in key and reports whether it was the
+// last (so that the upstream subscription was removed).
+func (i *Interest) Remove(key Key) (last bool, err error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	in, ok := i.subs[key]
+	if !ok {
+		return false, fmt.Errorf("removing interest in %s: none is registered", key)
+	}
+	in.refs--
+	if in.refs > 0 {
+		return false, nil
+	}
+	delete(i.subs, key)
+	if err := in.sub.Unsubscribe(); err != nil {
+		return true, fmt.Errorf("unsubscribing upstream from %s: %w", key, err)
+	}
+	return true, nil
+}
+
+// Subscriptions returns the number of upstream subscriptions held.
+func (i *Interest) Subscriptions() int {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return len(i.subs)
+}
+
+// Refs returns how many local interests key has.
+func (i *Interest) Refs(key Key) int {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if in, ok := i.subs[key]; ok {
+		return in.refs
+	}
+	return 0
+}

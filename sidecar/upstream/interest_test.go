@@ -1,0 +1,124 @@
+package upstream_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/weighstation/weighstation/sidecar/upstream"
+)
+
+// startBroker runs an embedded nats-server on a random port.
+func startBroker(t *testing.T) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+func connect(t *testing.T, s *server.Server) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// received collects deliveries per key.
+type received struct {
+	mu  sync.Mutex
+	got map[upstream.Key][]string
+}
+
+func (r *received) deliver(key upstream.Key, m *nats.Msg) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got[key] = append(r.got[key], string(m.Data))
+}
+
+func (r *received) count(key upstream.Key) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.got[key])
+}
+
+func TestInterestIsDeduplicatedAndReferenceCounted(t *testing.T) {
+	broker := startBroker(t)
+	nc := connect(t, broker)
+	rec := &received{got: map[upstream.Key][]string{}}
+	in := upstream.NewInterest(nc, rec.deliver)
+	orders := upstream.Key{Subject: "orders.*"}
+	billing := upstream.Key{Subject: "orders.*", Queue: "billing"}
+	// The broker counts its own internal subscriptions too.
+	base := broker.NumSubscriptions()
+
+	for i := range 10 {
+		first, err := in.Add(orders)
+		if err != nil || first != (i == 0) {
+			t.Fatalf("Add #%d = %v, %v", i, first, err)
+		}
+	}
+	if _, err := in.Add(billing); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Ten local interests in orders.* and one in the queue group: two
+	// upstream subscriptions, as the broker itself counts them.
+	if got := broker.NumSubscriptions() - base; got != 2 || in.Subscriptions() != 2 || in.Refs(orders) != 10 {
+		t.Fatalf("broker has %d subscriptions, registry %d, refs %d; want 2, 2, 10", got, in.Subscriptions(), in.Refs(orders))
+	}
+
+	pub := connect(t, broker)
+	for range 3 {
+		if err := pub.Publish("orders.eu", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return rec.count(orders) == 3 && rec.count(billing) == 3 })
+
+	for i := range 9 {
+		if last, err := in.Remove(orders); err != nil || last {
+			t.Fatalf("Remove #%d = %v, %v; want not the last", i, last, err)
+		}
+	}
+	if last, err := in.Remove(orders); err != nil || !last {
+		t.Fatalf("last Remove = %v, %v", last, err)
+	}
+	if _, err := in.Remove(orders); err == nil {
+		t.Fatal("removing interest that is gone did not fail")
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := broker.NumSubscriptions() - base; got != 1 {
+		t.Fatalf("broker has %d subscriptions after the last local orders.* went, want 1 (the queue group)", got)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
