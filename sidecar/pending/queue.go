@@ -28,6 +28,9 @@ const (
 	ReasonOverflow Reason = iota
 	// ReasonClosed: the connection closed before the message was written.
 	ReasonClosed
+	// ReasonUnsubscribed: the application unsubscribed (or reached its
+	// UNSUB message count) while the message waited.
+	ReasonUnsubscribed
 	numReasons
 )
 
@@ -37,6 +40,8 @@ func (r Reason) String() string {
 		return "overflow"
 	case ReasonClosed:
 		return "closed"
+	case ReasonUnsubscribed:
+		return "unsubscribed"
 	}
 	return fmt.Sprintf("Reason(%d)", uint8(r))
 }

@@ -5,36 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/sidecar/upstream"
 )
-
-// startBroker runs an embedded nats-server on a random port.
-func startBroker(t *testing.T) *server.Server {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	t.Cleanup(s.Shutdown)
-	return s
-}
-
-func connect(t *testing.T, s *server.Server) *nats.Conn {
-	t.Helper()
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
-}
 
 // received collects deliveries per key.
 type received struct {
@@ -55,8 +30,8 @@ func (r *received) count(key upstream.Key) int {
 }
 
 func TestInterestIsDeduplicatedAndReferenceCounted(t *testing.T) {
-	broker := startBroker(t)
-	nc := connect(t, broker)
+	broker := natstest.StartBroker(t, nil)
+	nc := natstest.Connect(t, broker.ClientURL())
 	rec := &received{got: map[upstream.Key][]string{}}
 	in := upstream.NewInterest(nc, rec.deliver)
 	orders := upstream.Key{Subject: "orders.*"}
@@ -82,7 +57,7 @@ func TestInterestIsDeduplicatedAndReferenceCounted(t *testing.T) {
 		t.Fatalf("broker has %d subscriptions, registry %d, refs %d; want 2, 2, 10", got, in.Subscriptions(), in.Refs(orders))
 	}
 
-	pub := connect(t, broker)
+	pub := natstest.Connect(t, broker.ClientURL())
 	for range 3 {
 		if err := pub.Publish("orders.eu", []byte("x")); err != nil {
 			t.Fatal(err)

@@ -1,0 +1,41 @@
+// Package natstest starts embedded nats-servers for tests.
+package natstest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// StartBroker runs an embedded nats-server on a random loopback port until
+// the test ends. opts may be nil; its Host, Port, NoLog and NoSigs are set.
+func StartBroker(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	if opts == nil {
+		opts = &server.Options{}
+	}
+	opts.Host, opts.Port, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, true, true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatalf("configuring nats-server: %v", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start within 10s")
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+// Connect opens a nats.go connection that closes when the test ends.
+func Connect(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatalf("connecting to %s: %v", url, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}

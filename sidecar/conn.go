@@ -1,0 +1,334 @@
+package sidecar
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/weighstation/weighstation/matcher"
+	"github.com/weighstation/weighstation/sidecar/pending"
+	"github.com/weighstation/weighstation/sidecar/protocol"
+	"github.com/weighstation/weighstation/sidecar/upstream"
+)
+
+// connectOptions are the CONNECT fields the sidecar honours.
+type connectOptions struct {
+	Verbose      bool `json:"verbose"`
+	Pedantic     bool `json:"pedantic"`
+	Headers      bool `json:"headers"`
+	NoResponders bool `json:"no_responders"`
+}
+
+// conn is one application connection. Its reader goroutine parses commands;
+// its writer goroutine drains control replies and the subscriptions'
+// queues into the socket. Nothing a slow reader of this connection does can
+// block another connection: each has its own queues and writer.
+type conn struct {
+	srv     *Server
+	netConn net.Conn
+	opts    connectOptions // the reader's
+	headers atomic.Bool    // opts.Headers, for the writer
+	// sentUpstream is set when this connection has published or changed its
+	// interest since its last PING (the reader's).
+	sentUpstream bool
+
+	mu      sync.Mutex
+	control []byte               // queued control replies
+	subs    map[string]*localSub // by sid
+	order   []*localSub          // copy-on-write list the writer walks
+
+	wake      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// localSub is one SUB of one connection, with its bounded queue.
+type localSub struct {
+	conn      *conn
+	sid       []byte
+	key       upstream.Key
+	queue     *pending.Queue
+	maxMsgs   atomic.Int64 // UNSUB's count; 0 means none
+	delivered atomic.Int64
+	removed   atomic.Bool
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	return &conn{srv: s, netConn: nc, subs: map[string]*localSub{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+func (c *conn) serve() {
+	defer c.close()
+	c.queueControl(protocol.AppendInfo(nil, c.srv.info))
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writer()
+	}()
+	defer func() { <-writerDone }()
+
+	r := protocol.NewReader(c.netConn, c.srv.opts.Protocol)
+	var cmd protocol.Command
+	for {
+		if err := r.Next(&cmd); err != nil {
+			var perr *protocol.Error
+			if errors.As(err, &perr) {
+				c.sendErrAndClose(perr.Text)
+			}
+			return
+		}
+		if !c.handle(&cmd) {
+			return
+		}
+	}
+}
+
+// handle runs one command; it returns false when the connection must close.
+func (c *conn) handle(cmd *protocol.Command) bool {
+	switch cmd.Op {
+	case protocol.OpConnect:
+		if err := json.Unmarshal(cmd.Options, &c.opts); err != nil {
+			c.sendErrAndClose("Parser Error: CONNECT options are not valid JSON")
+			return false
+		}
+		c.headers.Store(c.opts.Headers)
+	case protocol.OpPing:
+		// A client's PING/PONG (nats.go's Flush) promises that the server
+		// has everything sent before it. Through a proxy, the server that
+		// matters is the broker: flush the upstream connection first.
+		if c.sentUpstream {
+			c.sentUpstream = false
+			_ = c.srv.nc.FlushTimeout(c.srv.opts.UpstreamFlushTimeout)
+		}
+		c.queueControl(protocol.Pong)
+		return true
+	case protocol.OpPong:
+		return true
+	case protocol.OpPub, protocol.OpHPub:
+		c.sentUpstream = true
+		if !c.publish(cmd) {
+			return true
+		}
+	case protocol.OpSub:
+		c.sentUpstream = true
+		if !c.subscribe(cmd) {
+			return true
+		}
+	case protocol.OpUnsub:
+		c.sentUpstream = true
+		c.unsubscribe(cmd)
+	}
+	if c.opts.Verbose {
+		c.queueControl(protocol.OK)
+	}
+	return true
+}
+
+func (c *conn) publish(cmd *protocol.Command) bool {
+	subject := string(cmd.Subject)
+	if matcher.ValidateSubject(subject) != nil || (len(cmd.Reply) > 0 && matcher.ValidateSubject(string(cmd.Reply)) != nil) {
+		c.queueErr("Invalid Subject")
+		return false
+	}
+	msg := &nats.Msg{Subject: subject, Reply: string(cmd.Reply), Data: cmd.Payload()}
+	if cmd.Op == protocol.OpHPub {
+		h, err := nats.DecodeHeadersMsg(cmd.Header())
+		if err != nil {
+			c.queueErr("Parser Error: invalid headers")
+			return false
+		}
+		msg.Header = h
+	}
+	// nats.go copies the message into its buffer before returning, so the
+	// reader's buffers can be reused at once.
+	if err := c.srv.nc.PublishMsg(msg); err != nil {
+		c.queueErr("Permissions Violation for Publish to " + `"` + subject + `": the broker is unavailable`)
+		return false
+	}
+	return true
+}
+
+func (c *conn) subscribe(cmd *protocol.Command) bool {
+	subject := string(cmd.Subject)
+	if matcher.ValidatePattern(subject) != nil {
+		c.queueErr("Invalid Subject")
+		return false
+	}
+	sid := string(cmd.SID)
+	c.mu.Lock()
+	_, dup := c.subs[sid]
+	c.mu.Unlock()
+	if dup {
+		c.queueErr("Parser Error: duplicate sid " + sid)
+		return false
+	}
+	ls := &localSub{conn: c, sid: []byte(sid), key: upstream.Key{Subject: subject, Queue: string(cmd.Queue)}, queue: pending.New(c.srv.opts.Queue)}
+	c.mu.Lock()
+	c.subs[sid] = ls
+	c.order = append(append([]*localSub(nil), c.order...), ls)
+	c.mu.Unlock()
+	if err := c.srv.subscribe(ls); err != nil {
+		c.removeSub(ls, pending.ReasonUnsubscribed)
+		c.queueErr("Permissions Violation for Subscription to " + `"` + subject + `": the broker refused it`)
+		return false
+	}
+	return true
+}
+
+func (c *conn) unsubscribe(cmd *protocol.Command) {
+	c.mu.Lock()
+	ls := c.subs[string(cmd.SID)]
+	c.mu.Unlock()
+	if ls == nil {
+		return // nats-server ignores an unknown sid too
+	}
+	if cmd.MaxMsgs > 0 && ls.delivered.Load() < int64(cmd.MaxMsgs) {
+		ls.maxMsgs.Store(int64(cmd.MaxMsgs))
+		c.wakeWriter() // the writer removes it when the count is reached
+		return
+	}
+	c.removeSub(ls, pending.ReasonUnsubscribed)
+}
+
+// removeSub forgets a subscription once, drops what it still had pending,
+// and releases its upstream interest.
+func (c *conn) removeSub(ls *localSub, reason pending.Reason) {
+	if ls.removed.Swap(true) {
+		return
+	}
+	c.mu.Lock()
+	delete(c.subs, string(ls.sid))
+	order := make([]*localSub, 0, len(c.order))
+	for _, x := range c.order {
+		if x != ls {
+			order = append(order, x)
+		}
+	}
+	c.order = order
+	c.mu.Unlock()
+	_ = c.srv.unsubscribe(ls) // an error means the upstream connection is gone; its interest went with it
+	ls.queue.DropAll(reason)
+}
+
+func (c *conn) queueControl(b []byte) {
+	c.mu.Lock()
+	if len(c.control)+len(b) > c.srv.opts.MaxControlBytes {
+		c.mu.Unlock()
+		c.close() // a slow consumer of its own PONGs and errors
+		return
+	}
+	c.control = append(c.control, b...)
+	c.mu.Unlock()
+	c.wakeWriter()
+}
+
+func (c *conn) queueErr(text string) { c.queueControl(protocol.AppendErr(nil, text)) }
+
+// sendErrAndClose tells the client why before closing, waiting at most a
+// second for a client that does not read.
+func (c *conn) sendErrAndClose(text string) {
+	_ = c.netConn.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = c.netConn.Write(protocol.AppendErr(nil, text))
+	c.close()
+}
+
+func (c *conn) wakeWriter() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writer gathers control replies and queued messages into batches and
+// writes them, settling every message it took as delivered or dropped.
+func (c *conn) writer() {
+	type taken struct {
+		ls *localSub
+		n  int
+	}
+	batch := make([]byte, 0, c.srv.opts.WriteBatchBytes)
+	var tookFrom []taken
+	for {
+		select {
+		case <-c.wake:
+		case <-c.done:
+			return
+		}
+		for {
+			batch, tookFrom = batch[:0], tookFrom[:0]
+			c.mu.Lock()
+			batch = append(batch, c.control...)
+			c.control = c.control[:0]
+			order := c.order
+			c.mu.Unlock()
+			for _, ls := range order {
+				n := 0
+				for len(batch) < c.srv.opts.WriteBatchBytes && !ls.removed.Load() {
+					if max := ls.maxMsgs.Load(); max > 0 && ls.delivered.Load()+int64(n) >= max {
+						break
+					}
+					m, ok := ls.queue.Take()
+					if !ok {
+						break
+					}
+					batch = c.appendMsg(batch, ls, &m)
+					n++
+				}
+				if n > 0 {
+					tookFrom = append(tookFrom, taken{ls, n})
+				}
+			}
+			if len(batch) == 0 {
+				break
+			}
+			_, err := c.netConn.Write(batch)
+			for _, t := range tookFrom {
+				for range t.n {
+					t.ls.queue.Done(err == nil)
+				}
+				if err == nil {
+					if max := t.ls.maxMsgs.Load(); max > 0 && t.ls.delivered.Add(int64(t.n)) >= max {
+						c.removeSub(t.ls, pending.ReasonUnsubscribed)
+					} else if max == 0 {
+						t.ls.delivered.Add(int64(t.n))
+					}
+				}
+			}
+			if err != nil {
+				c.close()
+				return
+			}
+		}
+	}
+}
+
+// appendMsg writes a message as MSG, or as HMSG to a client that declared
+// headers.
+func (c *conn) appendMsg(dst []byte, ls *localSub, m *pending.Message) []byte {
+	if len(m.Header) > 0 && c.headers.Load() {
+		return protocol.AppendHMsg(dst, m.Subject, ls.sid, m.Reply, m.Header, m.Data)
+	}
+	return protocol.AppendMsg(dst, m.Subject, ls.sid, m.Reply, m.Data)
+}
+
+func (c *conn) close() {
+	c.closeOnce.Do(func() {
+		close(c.done)
+		_ = c.netConn.Close()
+		c.mu.Lock()
+		subs := make([]*localSub, 0, len(c.subs))
+		for _, ls := range c.subs {
+			subs = append(subs, ls)
+		}
+		c.mu.Unlock()
+		for _, ls := range subs {
+			c.removeSub(ls, pending.ReasonClosed)
+		}
+		c.srv.forget(c)
+	})
+}

@@ -1,0 +1,277 @@
+// Package sidecar is the NATS-protocol proxy that sits beside an
+// application: it listens where the application expects a NATS server,
+// forwards publishes to the broker over one upstream connection, and
+// delivers the broker's messages to the application's subscriptions through
+// bounded queues, one per subscription, so that an application that stops
+// reading can only fill its own queues.
+//
+// This is the proxy's core: protocol, upstream interest, routing, bounded
+// delivery. Policy (per-topic limits, quotas, kill switches), latency
+// histograms and configuration come with it in later steps.
+package sidecar
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/weighstation/weighstation/sidecar/pending"
+	"github.com/weighstation/weighstation/sidecar/protocol"
+	"github.com/weighstation/weighstation/sidecar/upstream"
+)
+
+// Options configure a sidecar. Every limit is explicit; DefaultOptions
+// documents the values.
+type Options struct {
+	// Listen is where applications connect.
+	Listen string
+	// Protocol bounds each connection's control lines and bodies. The
+	// payload limit advertised to clients is the smaller of
+	// Protocol.MaxPayload and the broker's max_payload.
+	Protocol protocol.Limits
+	// MaxConnections bounds the application connections at once.
+	MaxConnections int
+	// Queue bounds each local subscription's pending messages.
+	Queue pending.Limits
+	// MaxControlBytes bounds a connection's queued control replies (PONG,
+	// +OK, -ERR); a client that lets them pile up is closed as a slow
+	// consumer.
+	MaxControlBytes int
+	// WriteBatchBytes is how much a connection's writer gathers into one
+	// socket write.
+	WriteBatchBytes int
+	// UpstreamFlushTimeout bounds how long a client's PING waits for the
+	// broker to confirm what the client sent before it.
+	UpstreamFlushTimeout time.Duration
+}
+
+// DefaultOptions: nats-server's protocol defaults, 256 connections (a pod
+// runs one application), the Subscription defaults of the API (1,000
+// messages or 8 MiB per subscription, dropping the newest), 64 KiB of
+// control replies, 64 KiB write batches, and 2 s for the broker to confirm
+// before a PONG (nats.go's own Flush waits 10 s).
+var DefaultOptions = Options{
+	Listen:               "127.0.0.1:4222",
+	Protocol:             protocol.DefaultLimits,
+	MaxConnections:       256,
+	Queue:                pending.Limits{MaxMessages: 1000, MaxBytes: 8 << 20, Overflow: pending.DropNewest},
+	MaxControlBytes:      64 << 10,
+	WriteBatchBytes:      64 << 10,
+	UpstreamFlushTimeout: 2 * time.Second,
+}
+
+// Server is a running sidecar.
+type Server struct {
+	opts     Options
+	nc       *nats.Conn
+	interest *upstream.Interest
+	ln       net.Listener
+	info     []byte
+
+	mu     sync.RWMutex
+	routes map[upstream.Key]*route
+	conns  map[*conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+
+	// unrouted counts upstream messages that arrived for interest no local
+	// subscription holds any more (in the instant between an UNSUB and the
+	// broker learning of it).
+	unrouted atomic.Uint64
+	// refusedConnections counts connections over MaxConnections.
+	refusedConnections atomic.Uint64
+}
+
+// route is the local subscriptions behind one upstream subscription.
+type route struct {
+	subs []*localSub
+	next atomic.Uint64 // round robin among a queue group's local members
+}
+
+// serverInfo is the INFO a client sees. The sidecar speaks for the broker:
+// its version, and its max_payload unless ours is smaller.
+type serverInfo struct {
+	ServerID   string `json:"server_id"`
+	ServerName string `json:"server_name"`
+	Version    string `json:"version"`
+	Proto      int    `json:"proto"`
+	Headers    bool   `json:"headers"`
+	MaxPayload int64  `json:"max_payload"`
+}
+
+// New returns a sidecar that proxies to the broker behind nc. It does not
+// listen until Start.
+func New(nc *nats.Conn, opts Options) (*Server, error) {
+	if opts.MaxConnections < 1 || opts.MaxControlBytes < 1 || opts.WriteBatchBytes < 1 || opts.UpstreamFlushTimeout <= 0 {
+		return nil, fmt.Errorf("sidecar options: MaxConnections, MaxControlBytes, WriteBatchBytes and UpstreamFlushTimeout must be positive, got %+v", opts)
+	}
+	if broker := int(nc.MaxPayload()); broker > 0 && broker < opts.Protocol.MaxPayload {
+		opts.Protocol.MaxPayload = broker
+	}
+	info, err := json.Marshal(serverInfo{
+		ServerID:   "weighstation-sidecar",
+		ServerName: "weighstation-sidecar",
+		Version:    nc.ConnectedServerVersion(),
+		Proto:      1,
+		Headers:    true,
+		MaxPayload: int64(opts.Protocol.MaxPayload),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encoding INFO: %w", err)
+	}
+	s := &Server{opts: opts, nc: nc, info: info, routes: map[upstream.Key]*route{}, conns: map[*conn]struct{}{}}
+	s.interest = upstream.NewInterest(nc, s.deliver)
+	return s, nil
+}
+
+// Start listens and serves applications until Close.
+func (s *Server) Start() error {
+	ln, err := net.Listen("tcp", s.opts.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", s.opts.Listen, err)
+	}
+	s.ln = ln
+	s.wg.Add(1)
+	go s.accept()
+	return nil
+}
+
+// Addr is the address applications connect to.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Interest exposes the upstream interest, for status and tests.
+func (s *Server) Interest() *upstream.Interest { return s.interest }
+
+func (s *Server) accept() {
+	defer s.wg.Done()
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		s.mu.Lock()
+		if s.closed || len(s.conns) >= s.opts.MaxConnections {
+			s.mu.Unlock()
+			s.refusedConnections.Add(1)
+			// nats-server's text for the same limit.
+			_, _ = nc.Write(protocol.AppendErr(nil, "maximum connections exceeded"))
+			_ = nc.Close()
+			continue
+		}
+		c := newConn(s, nc)
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+		}()
+	}
+}
+
+// Close stops listening, closes every connection and waits for them.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	if s.ln != nil {
+		_ = s.ln.Close()
+	}
+	for _, c := range conns {
+		c.close()
+	}
+	s.wg.Wait()
+}
+
+func (s *Server) forget(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// subscribe routes key's messages to ls, then makes sure the broker sends
+// them.
+func (s *Server) subscribe(ls *localSub) error {
+	s.mu.Lock()
+	r := s.routes[ls.key]
+	if r == nil {
+		r = &route{}
+		s.routes[ls.key] = r
+	}
+	r.subs = append(append([]*localSub(nil), r.subs...), ls) // copy: deliver reads it under RLock
+	s.mu.Unlock()
+	if _, err := s.interest.Add(ls.key); err != nil {
+		s.unroute(ls)
+		return err
+	}
+	return nil
+}
+
+// unsubscribe stops routing to ls and drops its upstream interest.
+func (s *Server) unsubscribe(ls *localSub) error {
+	s.unroute(ls)
+	_, err := s.interest.Remove(ls.key)
+	return err
+}
+
+func (s *Server) unroute(ls *localSub) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.routes[ls.key]
+	if r == nil {
+		return
+	}
+	subs := make([]*localSub, 0, len(r.subs))
+	for _, x := range r.subs {
+		if x != ls {
+			subs = append(subs, x)
+		}
+	}
+	if len(subs) == 0 {
+		delete(s.routes, ls.key)
+		return
+	}
+	r.subs = subs
+}
+
+// deliver is called by the upstream subscription of key for each message:
+// every local subscriber gets it, or one member of a local queue group.
+func (s *Server) deliver(key upstream.Key, m *nats.Msg) {
+	arrived := nanotime()
+	s.mu.RLock()
+	r := s.routes[key]
+	var targets []*localSub
+	if r != nil {
+		targets = r.subs
+		if key.Queue != "" && len(targets) > 0 {
+			i := r.next.Add(1) % uint64(len(targets))
+			targets = targets[i : i+1]
+		}
+	}
+	s.mu.RUnlock()
+	if len(targets) == 0 {
+		s.unrouted.Add(1)
+		return
+	}
+	msg := pending.Message{Subject: []byte(m.Subject), Reply: []byte(m.Reply), Data: m.Data, ArrivedNanos: arrived}
+	if len(m.Header) > 0 {
+		msg.Header = appendHeaderBlock(nil, m.Header)
+	}
+	for _, ls := range targets {
+		ls.queue.Push(msg)
+		ls.conn.wakeWriter()
+	}
+}

@@ -1,0 +1,280 @@
+package sidecar_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/weighstation/weighstation/internal/natstest"
+	"github.com/weighstation/weighstation/sidecar"
+)
+
+// rig is an embedded broker with a sidecar in front of it.
+type rig struct {
+	broker *server.Server
+	side   *sidecar.Server
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	broker := natstest.StartBroker(t, nil)
+	up := natstest.Connect(t, broker.ClientURL())
+	opts := sidecar.DefaultOptions
+	opts.Listen = "127.0.0.1:0"
+	side, err := sidecar.New(up, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := side.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(side.Close)
+	return &rig{broker: broker, side: side}
+}
+
+// app connects a stock nats.go client to the sidecar, as an application.
+func (r *rig) app(t *testing.T) *nats.Conn {
+	t.Helper()
+	return natstest.Connect(t, "nats://"+r.side.Addr().String(), nats.NoReconnect())
+}
+
+// direct connects straight to the broker, as something outside the pod.
+func (r *rig) direct(t *testing.T) *nats.Conn {
+	t.Helper()
+	return natstest.Connect(t, r.broker.ClientURL())
+}
+
+// collector counts messages per subscription.
+type collector struct {
+	mu   sync.Mutex
+	msgs []*nats.Msg
+}
+
+func (c *collector) add(m *nats.Msg) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.msgs = append(c.msgs, m)
+}
+
+func (c *collector) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.msgs)
+}
+
+func flush(t *testing.T, conns ...*nats.Conn) {
+	t.Helper()
+	for _, nc := range conns {
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestPubSubWithWildcards(t *testing.T) {
+	r := newRig(t)
+	app, outside := r.app(t), r.direct(t)
+	star, full, literal := &collector{}, &collector{}, &collector{}
+	for subject, c := range map[string]*collector{"orders.*": star, "orders.>": full, "orders.eu": literal} {
+		if _, err := app.Subscribe(subject, c.add); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush(t, app)
+	for _, subject := range []string{"orders.eu", "orders.us", "orders.eu.1", "payments.eu"} {
+		if err := outside.Publish(subject, []byte(subject)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// And the other way: the application publishes, the outside receives.
+	got := &collector{}
+	if _, err := outside.Subscribe("from.app", got.add); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, outside)
+	if err := app.Publish("from.app", []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, app, outside)
+	waitFor(t, "deliveries", func() bool { return star.len() == 2 && full.len() == 3 && literal.len() == 1 && got.len() == 1 })
+	time.Sleep(50 * time.Millisecond) // nothing more arrives
+	if star.len() != 2 || full.len() != 3 || literal.len() != 1 {
+		t.Fatalf("orders.* got %d (want 2), orders.> %d (want 3), orders.eu %d (want 1)", star.len(), full.len(), literal.len())
+	}
+}
+
+func TestUpstreamInterestIsDeduplicated(t *testing.T) {
+	r := newRig(t)
+	base := r.broker.NumSubscriptions()
+	apps := []*nats.Conn{r.app(t), r.app(t)}
+	var subs []*nats.Subscription
+	for i := range 10 {
+		s, err := apps[i%2].Subscribe("orders.*", func(*nats.Msg) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, s)
+	}
+	flush(t, apps...)
+	waitFor(t, "one upstream subscription", func() bool { return r.side.Interest().Subscriptions() == 1 })
+	flush(t, apps...)
+	if got := r.broker.NumSubscriptions() - base; got != 1 {
+		t.Fatalf("ten local SUB orders.* made %d upstream subscriptions, want 1", got)
+	}
+	for _, s := range subs {
+		if err := s.Unsubscribe(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush(t, apps...)
+	waitFor(t, "upstream interest gone with the last local one", func() bool { return r.side.Interest().Subscriptions() == 0 })
+}
+
+func TestQueueGroupsShareTheLoad(t *testing.T) {
+	r := newRig(t)
+	local1, local2 := &collector{}, &collector{}
+	a, b := r.app(t), r.app(t)
+	if _, err := a.QueueSubscribe("work", "workers", local1.add); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.QueueSubscribe("work", "workers", local2.add); err != nil {
+		t.Fatal(err)
+	}
+	outsideWorker := &collector{}
+	outside := r.direct(t)
+	if _, err := outside.QueueSubscribe("work", "workers", outsideWorker.add); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, a, b, outside)
+	pub := r.direct(t)
+	const n = 600
+	for i := range n {
+		if err := pub.Publish("work", []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush(t, pub)
+	waitFor(t, "every message delivered once", func() bool { return local1.len()+local2.len()+outsideWorker.len() == n })
+	time.Sleep(50 * time.Millisecond)
+	if total := local1.len() + local2.len() + outsideWorker.len(); total != n {
+		t.Fatalf("%d deliveries for %d messages", total, n)
+	}
+	if local1.len() == 0 || local2.len() == 0 || outsideWorker.len() == 0 {
+		t.Fatalf("a member got nothing: %d, %d, outside %d", local1.len(), local2.len(), outsideWorker.len())
+	}
+}
+
+func TestRequestReplyAndHeaders(t *testing.T) {
+	r := newRig(t)
+	responder, requester := r.app(t), r.app(t)
+	if _, err := responder.Subscribe("echo", func(m *nats.Msg) {
+		reply := nats.NewMsg(m.Reply)
+		reply.Header = m.Header
+		reply.Header.Set("Answered-By", "responder")
+		reply.Data = m.Data
+		if err := m.RespondMsg(reply); err != nil {
+			t.Error(err)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, responder)
+	req := nats.NewMsg("echo")
+	req.Header.Set("Trace", "abc")
+	req.Header.Add("Multi", "1")
+	req.Header.Add("Multi", "2")
+	req.Data = []byte("payload")
+	for _, nc := range []*nats.Conn{requester, r.direct(t)} { // through the sidecar, and from outside
+		resp, err := nc.RequestMsg(req, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := nats.Header{"Trace": {"abc"}, "Multi": {"1", "2"}, "Answered-By": {"responder"}}
+		if string(resp.Data) != "payload" || !headersEqual(resp.Header, want) {
+			t.Fatalf("reply %q with headers %v, want payload and %v", resp.Data, resp.Header, want)
+		}
+	}
+	// Nobody listens: the broker's no-responders answer reaches the client.
+	if _, err := requester.Request("nobody.home", nil, 5*time.Second); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("request without responders: %v, want nats.ErrNoResponders", err)
+	}
+}
+
+func headersEqual(a, b nats.Header) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !slices.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestPublishWithoutHeadersArrivesAsMSG(t *testing.T) {
+	r := newRig(t)
+	app := r.app(t)
+	got := make(chan *nats.Msg, 1)
+	if _, err := app.Subscribe("plain", func(m *nats.Msg) { got <- m }); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, app)
+	if err := r.direct(t).Publish("plain", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-got:
+		if len(m.Header) != 0 || string(m.Data) != "x" {
+			t.Fatalf("got headers %v and %q", m.Header, m.Data)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("nothing arrived")
+	}
+}
+
+func TestUnsubscribeWithMax(t *testing.T) {
+	r := newRig(t)
+	app := r.app(t)
+	var count atomic.Int32
+	sub, err := app.Subscribe("limited", func(*nats.Msg) { count.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.AutoUnsubscribe(3); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, app)
+	pub := r.direct(t)
+	for range 10 {
+		if err := pub.Publish("limited", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush(t, pub)
+	waitFor(t, "three delivered and the interest gone", func() bool {
+		return count.Load() == 3 && r.side.Interest().Subscriptions() == 0
+	})
+	time.Sleep(50 * time.Millisecond)
+	if count.Load() != 3 {
+		t.Fatalf("delivered %d, want 3", count.Load())
+	}
+}
