@@ -36,6 +36,8 @@ type conn struct {
 	// sentUpstream is set when this connection has published or changed its
 	// interest since its last PING (the reader's).
 	sentUpstream bool
+	// connected is set once CONNECT arrived (the reader's).
+	connected bool
 
 	mu      sync.Mutex
 	control []byte               // queued control replies
@@ -74,13 +76,29 @@ func (c *conn) serve() {
 
 	r := protocol.NewReader(c.netConn, c.srv.opts.Protocol)
 	var cmd protocol.Command
+	deadline := c.srv.opts.ConnectTimeout
 	for {
+		_ = c.netConn.SetReadDeadline(time.Now().Add(deadline))
 		if err := r.Next(&cmd); err != nil {
 			var perr *protocol.Error
-			if errors.As(err, &perr) {
+			var nerr net.Error
+			switch {
+			case errors.As(err, &perr):
 				c.sendErrAndClose(perr.Text)
+			case errors.As(err, &nerr) && nerr.Timeout():
+				if deadline == c.srv.opts.ConnectTimeout && !c.connected {
+					c.sendErrAndClose("Authentication Timeout") // nats-server's text
+				} else {
+					c.sendErrAndClose("Stale Connection")
+				}
 			}
 			return
+		}
+		if cmd.Op == protocol.OpConnect {
+			c.connected = true
+		}
+		if c.connected {
+			deadline = c.srv.opts.MaxIdle
 		}
 		if !c.handle(&cmd) {
 			return

@@ -49,13 +49,21 @@ type Options struct {
 	// UpstreamFlushTimeout bounds how long a client's PING waits for the
 	// broker to confirm what the client sent before it.
 	UpstreamFlushTimeout time.Duration
+	// ConnectTimeout is how long a new connection has to send CONNECT.
+	ConnectTimeout time.Duration
+	// MaxIdle is how long one command may take to arrive, so that a client
+	// that dribbles a line (a slow-loris) or falls silent is closed. Stock
+	// clients PING every 2 minutes, so an idle but healthy one never hits
+	// it.
+	MaxIdle time.Duration
 }
 
 // DefaultOptions: nats-server's protocol defaults, 256 connections (a pod
 // runs one application), the Subscription defaults of the API (1,000
 // messages or 8 MiB per subscription, dropping the newest), 64 KiB of
-// control replies, 64 KiB write batches, and 2 s for the broker to confirm
-// before a PONG (nats.go's own Flush waits 10 s).
+// control replies, 64 KiB write batches, 2 s for the broker to confirm
+// before a PONG (nats.go's own Flush waits 10 s), 2 s to send CONNECT
+// (nats-server's auth timeout) and 5 minutes for any command to arrive.
 var DefaultOptions = Options{
 	Listen:               "127.0.0.1:4222",
 	Protocol:             protocol.DefaultLimits,
@@ -64,6 +72,8 @@ var DefaultOptions = Options{
 	MaxControlBytes:      64 << 10,
 	WriteBatchBytes:      64 << 10,
 	UpstreamFlushTimeout: 2 * time.Second,
+	ConnectTimeout:       2 * time.Second,
+	MaxIdle:              5 * time.Minute,
 }
 
 // Server is a running sidecar.
@@ -108,8 +118,9 @@ type serverInfo struct {
 // New returns a sidecar that proxies to the broker behind nc. It does not
 // listen until Start.
 func New(nc *nats.Conn, opts Options) (*Server, error) {
-	if opts.MaxConnections < 1 || opts.MaxControlBytes < 1 || opts.WriteBatchBytes < 1 || opts.UpstreamFlushTimeout <= 0 {
-		return nil, fmt.Errorf("sidecar options: MaxConnections, MaxControlBytes, WriteBatchBytes and UpstreamFlushTimeout must be positive, got %+v", opts)
+	if opts.MaxConnections < 1 || opts.MaxControlBytes < 1 || opts.WriteBatchBytes < 1 ||
+		opts.UpstreamFlushTimeout <= 0 || opts.ConnectTimeout <= 0 || opts.MaxIdle <= 0 {
+		return nil, fmt.Errorf("sidecar options: every limit must be positive, got %+v", opts)
 	}
 	if broker := int(nc.MaxPayload()); broker > 0 && broker < opts.Protocol.MaxPayload {
 		opts.Protocol.MaxPayload = broker

@@ -22,12 +22,15 @@ type rig struct {
 	side   *sidecar.Server
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T, configure ...func(*sidecar.Options)) *rig {
 	t.Helper()
 	broker := natstest.StartBroker(t, nil)
 	up := natstest.Connect(t, broker.ClientURL())
 	opts := sidecar.DefaultOptions
 	opts.Listen = "127.0.0.1:0"
+	for _, c := range configure {
+		c(&opts)
+	}
 	side, err := sidecar.New(up, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,159 @@
+package sidecar_test
+
+import (
+	"bufio"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/weighstation/weighstation/sidecar"
+)
+
+// rawClient is a TCP client that speaks the protocol by hand, badly if told.
+type rawClient struct {
+	t    *testing.T
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+func (r *rig) raw(t *testing.T) *rawClient {
+	t.Helper()
+	conn, err := net.Dial("tcp", r.side.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := &rawClient{t: t, conn: conn, r: bufio.NewReader(conn)}
+	if line := c.line(); !strings.HasPrefix(line, "INFO ") {
+		t.Fatalf("first line %q, want INFO", line)
+	}
+	return c
+}
+
+func (c *rawClient) send(s string) {
+	c.t.Helper()
+	if _, err := c.conn.Write([]byte(s)); err != nil {
+		c.t.Fatalf("writing: %v", err)
+	}
+}
+
+// line reads one line, failing after 5 s.
+func (c *rawClient) line() string {
+	c.t.Helper()
+	_ = c.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	l, err := c.r.ReadString('\n')
+	if err != nil {
+		c.t.Fatalf("reading a line: %v (got %q)", err, l)
+	}
+	return strings.TrimRight(l, "\r\n")
+}
+
+// closedAfter expects the given -ERR line, then the connection to close.
+func (c *rawClient) closedAfter(wantErr string) {
+	c.t.Helper()
+	if got := c.line(); got != wantErr {
+		c.t.Fatalf("got %q, want %q", got, wantErr)
+	}
+	_ = c.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if l, err := c.r.ReadString('\n'); err == nil {
+		c.t.Fatalf("the connection stayed open and sent %q", l)
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		c.t.Fatal("the connection stayed open")
+	}
+}
+
+// stillWorks checks that a well-behaved application on the same sidecar is
+// unaffected.
+func (r *rig) stillWorks(t *testing.T, app *nats.Conn) {
+	t.Helper()
+	got := make(chan struct{}, 1)
+	sub, err := app.Subscribe("health.check", func(*nats.Msg) { got <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	flush(t, app)
+	if err := app.Publish("health.check", nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a well-behaved connection stopped working")
+	}
+}
+
+func TestMalformedInputGetsAClearErrorAndAClose(t *testing.T) {
+	tests := []struct {
+		name  string
+		input string
+		err   string
+	}{
+		{"malformed PUB", "CONNECT {}\r\nPUB a\r\n", "-ERR 'Parser Error: PUB takes a subject, an optional reply subject and a size, got 1 arguments'"},
+		{"unknown operation", "CONNECT {}\r\nFLY me.to.the.moon\r\n", "-ERR 'Unknown Protocol Operation'"},
+		{"oversize control line", "CONNECT {}\r\nSUB " + strings.Repeat("a", 5000) + " 1\r\n", "-ERR 'Maximum Control Line Exceeded (max_control_line 4096)'"},
+		{"payload over max_payload", "CONNECT {}\r\nPUB a 2000000\r\n", "-ERR 'Maximum Payload Violation'"},
+		{"CONNECT that is not JSON", "CONNECT {verbose\r\n", "-ERR 'Parser Error: CONNECT options are not valid JSON'"},
+	}
+	r := newRig(t)
+	app := r.app(t)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := r.raw(t)
+			c.send(tc.input)
+			c.closedAfter(tc.err)
+			r.stillWorks(t, app)
+		})
+	}
+}
+
+func TestInvalidSubjectsAreRefusedWithoutClosing(t *testing.T) {
+	r := newRig(t)
+	c := r.raw(t)
+	c.send("CONNECT {}\r\nSUB a..b 1\r\nPUB a.> 1\r\nx\r\nPING\r\n")
+	for _, want := range []string{"-ERR 'Invalid Subject'", "-ERR 'Invalid Subject'", "PONG"} {
+		if got := c.line(); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+}
+
+func TestSlowAndSilentClientsAreClosed(t *testing.T) {
+	r := newRig(t, func(o *sidecar.Options) {
+		o.ConnectTimeout = 300 * time.Millisecond
+		o.MaxIdle = 300 * time.Millisecond
+	})
+	t.Run("silent before CONNECT", func(t *testing.T) {
+		r.raw(t).closedAfter("-ERR 'Authentication Timeout'")
+	})
+	t.Run("slow-loris: a line that never ends", func(t *testing.T) {
+		c := r.raw(t)
+		c.send("CONNECT {}\r\nSUB orders.")
+		for range 3 { // keep dribbling, more slowly than MaxIdle allows for the line
+			time.Sleep(150 * time.Millisecond)
+			if _, err := c.conn.Write([]byte("x")); err != nil {
+				break // already closed, as it should be
+			}
+		}
+		c.closedAfter("-ERR 'Stale Connection'")
+	})
+	// Other connections are unaffected. (With MaxIdle this short, a stock
+	// client idle for 300ms is closed too, so the check uses a fresh one.)
+	r.stillWorks(t, r.app(t))
+}
+
+func TestConnectionLimit(t *testing.T) {
+	r := newRig(t, func(o *sidecar.Options) { o.MaxConnections = 2 })
+	r.app(t)
+	r.app(t)
+	conn, err := net.Dial("tcp", r.side.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := &rawClient{t: t, conn: conn, r: bufio.NewReader(conn)}
+	c.closedAfter("-ERR 'maximum connections exceeded'")
+}
