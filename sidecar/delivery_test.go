@@ -1,0 +1,68 @@
+package sidecar_test
+
+import (
+	"bytes"
+	"sync/atomic"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/weighstation/weighstation/sidecar"
+	"github.com/weighstation/weighstation/sidecar/pending"
+)
+
+// TestStalledConsumerFillsOnlyItsOwnQueue: a raw client subscribes and then
+// stops reading its socket. Its queue fills and drops by its policy, with
+// exact counts, while a stock client on the same subject gets everything.
+func TestStalledConsumerFillsOnlyItsOwnQueue(t *testing.T) {
+	for _, policy := range []pending.Overflow{pending.DropNewest, pending.DropOldest} {
+		t.Run(map[pending.Overflow]string{pending.DropNewest: "DropNewest", pending.DropOldest: "DropOldest"}[policy], func(t *testing.T) {
+			r := newRig(t, func(o *sidecar.Options) {
+				o.Queue = pending.Limits{MaxMessages: 50, MaxBytes: 1 << 30, Overflow: policy}
+			})
+			stalled := r.raw(t)
+			stalled.send("CONNECT {}\r\nSUB flood stalled-1\r\nPING\r\n")
+			if got := stalled.line(); got != "PONG" {
+				t.Fatalf("got %q, want PONG", got)
+			}
+			// From here on, the stalled client never reads.
+			healthy := r.app(t)
+			var received atomic.Int64
+			if _, err := healthy.Subscribe("flood", func(*nats.Msg) { received.Add(1) }); err != nil {
+				t.Fatal(err)
+			}
+			flush(t, healthy)
+
+			const n, batch = 3000, 20
+			payload := bytes.Repeat([]byte("x"), 8<<10) // 24 MiB in all: more than the socket buffers hold
+			pub := r.direct(t)
+			// Paced to the healthy consumer, whose queue (50 messages, like
+			// every queue here) must never overflow: only the stalled one does.
+			for i := 0; i < n; i += batch {
+				for range batch {
+					if err := pub.Publish("flood", payload); err != nil {
+						t.Fatal(err)
+					}
+				}
+				flush(t, pub)
+				waitFor(t, "the healthy consumer keeps up", func() bool { return received.Load() == int64(i+batch) })
+			}
+
+			var counts pending.Counts
+			waitFor(t, "every message reached the stalled subscription's accounting", func() bool {
+				for _, s := range r.side.Stats() {
+					if s.SID == "stalled-1" {
+						counts = s.Counts
+					}
+				}
+				return counts.Arrived == n
+			})
+			dropped := counts.Dropped[pending.ReasonOverflow]
+			if !counts.Balanced() || dropped == 0 || counts.Pending > 50 {
+				t.Fatalf("stalled subscription: %+v; want balanced, some overflow drops, at most 50 pending", counts)
+			}
+			t.Logf("stalled subscription: %d arrived = %d delivered + %d dropped + %d in flight + %d pending",
+				counts.Arrived, counts.Delivered, dropped, counts.InFlight, counts.Pending)
+		})
+	}
+}
