@@ -12,6 +12,7 @@ import (
 
 	"github.com/weighstation/weighstation/matcher"
 	"github.com/weighstation/weighstation/sidecar/pending"
+	"github.com/weighstation/weighstation/sidecar/policy"
 	"github.com/weighstation/weighstation/sidecar/protocol"
 	"github.com/weighstation/weighstation/sidecar/upstream"
 )
@@ -38,6 +39,10 @@ type conn struct {
 	sentUpstream bool
 	// connected is set once CONNECT arrived (the reader's).
 	connected bool
+	// errs coalesces this connection's refusals (the reader's).
+	errs *protocol.ErrorCoalescer
+	// topics is scratch space for governing-Topic lookups (the reader's).
+	topics []*policy.Topic
 
 	mu      sync.Mutex
 	control []byte               // queued control replies
@@ -61,12 +66,13 @@ type localSub struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{srv: s, netConn: nc, subs: map[string]*localSub{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	return &conn{srv: s, netConn: nc, subs: map[string]*localSub{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		errs: protocol.NewErrorCoalescer(protocol.DefaultErrorInterval, protocol.DefaultErrorKeys)}
 }
 
 func (c *conn) serve() {
 	defer c.close()
-	c.queueControl(protocol.AppendInfo(nil, c.srv.info))
+	c.queueControl(protocol.AppendInfo(nil, *c.srv.info.Load()))
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -153,6 +159,17 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 		c.queueErr("Invalid Subject")
 		return false
 	}
+	var topic *policy.Topic
+	topic, c.topics = c.srv.policy.Load().Governing(subject, c.topics)
+	now := time.Now()
+	if v := topic.Check(len(cmd.Body), now); v != policy.Allow {
+		// A refusal keeps the connection: the text starts with the prefix
+		// nats.go treats as transient. Repeats are coalesced and counted.
+		if c.errs.Allow(subject, now) {
+			c.queueErr(topic.Refusal(v, subject, len(cmd.Body)))
+		}
+		return false
+	}
 	msg := &nats.Msg{Subject: subject, Reply: string(cmd.Reply), Data: cmd.Payload()}
 	if cmd.Op == protocol.OpHPub {
 		h, err := nats.DecodeHeadersMsg(cmd.Header())
@@ -165,9 +182,11 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 	// nats.go copies the message into its buffer before returning, so the
 	// reader's buffers can be reused at once.
 	if err := c.srv.nc.PublishMsg(msg); err != nil {
+		topic.Counters.FailedUpstream.Add(1)
 		c.queueErr("Permissions Violation for Publish to " + `"` + subject + `": the broker is unavailable`)
 		return false
 	}
+	topic.Counters.Forwarded.Add(1)
 	return true
 }
 

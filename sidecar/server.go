@@ -21,7 +21,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar/pending"
+	"github.com/weighstation/weighstation/sidecar/policy"
 	"github.com/weighstation/weighstation/sidecar/protocol"
 	"github.com/weighstation/weighstation/sidecar/upstream"
 )
@@ -82,7 +84,14 @@ type Server struct {
 	nc       *nats.Conn
 	interest *upstream.Interest
 	ln       net.Listener
-	info     []byte
+
+	// policy and info change together with the configuration; readers
+	// load them without locks.
+	policy   atomic.Pointer[policy.Publish]
+	info     atomic.Pointer[[]byte]
+	counters *policy.Counters
+	// configMu serializes configuration changes.
+	configMu sync.Mutex
 
 	mu     sync.RWMutex
 	routes map[upstream.Key]*route
@@ -125,21 +134,58 @@ func New(nc *nats.Conn, opts Options) (*Server, error) {
 	if broker := int(nc.MaxPayload()); broker > 0 && broker < opts.Protocol.MaxPayload {
 		opts.Protocol.MaxPayload = broker
 	}
+	s := &Server{opts: opts, nc: nc, counters: policy.NewCounters(), routes: map[upstream.Key]*route{}, conns: map[*conn]struct{}{}}
+	s.interest = upstream.NewInterest(nc, s.deliver)
+	// Until a configuration arrives, the operator's documented defaults
+	// govern every subject: nothing is unbounded.
+	initial, err := meshconfig.Compute(meshconfig.Pod{}, nil, nil, meshconfig.DefaultPolicy)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.SetConfig(initial); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// SetConfig compiles and installs a pod configuration. An invalid one is
+// refused with the reason and the current one stays in force. When the
+// largest message allowed changes, every client gets a complete new INFO
+// (nats.go replaces its whole server info on one).
+func (s *Server) SetConfig(cfg meshconfig.PodConfig) error {
+	s.configMu.Lock()
+	defer s.configMu.Unlock()
+	compiled, err := policy.Compile(cfg, s.counters)
+	if err != nil {
+		return fmt.Errorf("refusing configuration %s: %w", cfg.Version, err)
+	}
 	info, err := json.Marshal(serverInfo{
 		ServerID:   "weighstation-sidecar",
 		ServerName: "weighstation-sidecar",
-		Version:    nc.ConnectedServerVersion(),
+		Version:    s.nc.ConnectedServerVersion(),
 		Proto:      1,
 		Headers:    true,
-		MaxPayload: int64(opts.Protocol.MaxPayload),
+		MaxPayload: min(int64(s.opts.Protocol.MaxPayload), compiled.MaxMessageBytes),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("encoding INFO: %w", err)
+		return fmt.Errorf("encoding INFO: %w", err)
 	}
-	s := &Server{opts: opts, nc: nc, info: info, routes: map[upstream.Key]*route{}, conns: map[*conn]struct{}{}}
-	s.interest = upstream.NewInterest(nc, s.deliver)
-	return s, nil
+	old := s.info.Load()
+	s.policy.Store(compiled)
+	s.info.Store(&info)
+	if old != nil && string(*old) != string(info) {
+		s.mu.RLock()
+		for c := range s.conns {
+			c.queueControl(protocol.AppendInfo(nil, info))
+		}
+		s.mu.RUnlock()
+	}
+	return nil
 }
+
+// TopicCounters reports the publish counters by Topic name ("" is the
+// default policy).
+func (s *Server) TopicCounters() map[string]policy.CountsSnapshot { return s.counters.Snapshot() }
 
 // Start listens and serves applications until Close.
 func (s *Server) Start() error {

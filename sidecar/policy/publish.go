@@ -1,0 +1,205 @@
+// Package policy turns a pod's configuration (meshconfig.PodConfig) into the
+// checks the sidecar runs on every publish: which Topic governs the subject
+// (the most specific matching pattern, found with matcher), whether the
+// message fits the Topic's size limit, and whether the pod's quota for it
+// (token buckets for messages and bytes) allows it. A compiled Publish is
+// immutable except for its buckets and counters, so the sidecar swaps whole
+// configurations atomically and never blocks the data path.
+package policy
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/weighstation/weighstation/matcher"
+	"github.com/weighstation/weighstation/meshconfig"
+)
+
+// Verdict is the outcome of a publish check.
+type Verdict uint8
+
+const (
+	Allow Verdict = iota
+	// RefuseSize: the message exceeds the governing Topic's maxMessageBytes.
+	RefuseSize
+	// RefuseRate: the pod's quota for the Topic is spent.
+	RefuseRate
+)
+
+// TopicCounters balance exactly: Attempts == Forwarded + RefusedSize +
+// RefusedRate + FailedUpstream. The sidecar counts the last two kinds after
+// forwarding. They outlive configuration changes, keyed by Topic name.
+type TopicCounters struct {
+	Attempts, Forwarded, RefusedSize, RefusedRate, FailedUpstream atomic.Uint64
+}
+
+// Topic is one compiled publishing policy.
+type Topic struct {
+	Policy   meshconfig.TopicPolicy
+	messages *rate.Limiter // nil: no message quota
+	bytes    *rate.Limiter // nil: no byte quota
+	Counters *TopicCounters
+}
+
+// Publish is a compiled configuration.
+type Publish struct {
+	trie       *matcher.Trie[*Topic]
+	defaultPol *Topic
+	// MaxMessageBytes is the largest message any policy allows, for INFO's
+	// max_payload.
+	MaxMessageBytes int64
+}
+
+// Counters keeps every Topic's counters across recompilations.
+type Counters struct {
+	mu     sync.Mutex
+	topics map[string]*TopicCounters
+}
+
+// NewCounters returns an empty set.
+func NewCounters() *Counters { return &Counters{topics: map[string]*TopicCounters{}} }
+
+func (c *Counters) forTopic(name string) *TopicCounters {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tc := c.topics[name]
+	if tc == nil {
+		tc = &TopicCounters{}
+		c.topics[name] = tc
+	}
+	return tc
+}
+
+// CountsSnapshot is a copy of one Topic's counters.
+type CountsSnapshot struct {
+	Attempts, Forwarded, RefusedSize, RefusedRate, FailedUpstream uint64
+}
+
+// Balanced reports whether every attempt is accounted for.
+func (c CountsSnapshot) Balanced() bool {
+	return c.Attempts == c.Forwarded+c.RefusedSize+c.RefusedRate+c.FailedUpstream
+}
+
+// Snapshot copies the counters, by Topic name ("" is the default policy).
+func (c *Counters) Snapshot() map[string]CountsSnapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]CountsSnapshot, len(c.topics))
+	for name, tc := range c.topics {
+		out[name] = CountsSnapshot{tc.Attempts.Load(), tc.Forwarded.Load(), tc.RefusedSize.Load(), tc.RefusedRate.Load(), tc.FailedUpstream.Load()}
+	}
+	return out
+}
+
+// Compile builds the checks for cfg. It refuses an invalid configuration
+// with the reason, so that the last good one stays in force.
+func Compile(cfg meshconfig.PodConfig, counters *Counters) (*Publish, error) {
+	p := &Publish{trie: matcher.New[*Topic]()}
+	compileTopic := func(tp meshconfig.TopicPolicy) (*Topic, error) {
+		if tp.MaxMessageBytes < 1 {
+			return nil, fmt.Errorf("topic %q: maxMessageBytes must be at least 1, got %d", tp.Name, tp.MaxMessageBytes)
+		}
+		t := &Topic{Policy: tp, Counters: counters.forTopic(tp.Name)}
+		if r := tp.PublishRate; r != nil {
+			if r.MessagesPerSecond > 0 {
+				t.messages = rate.NewLimiter(rate.Limit(r.MessagesPerSecond), int(r.MessagesBurst))
+			}
+			if r.BytesPerSecond > 0 {
+				if r.BytesBurst < tp.MaxMessageBytes {
+					return nil, fmt.Errorf("topic %q: bytesBurst %d is below maxMessageBytes %d, which would refuse the largest messages forever", tp.Name, r.BytesBurst, tp.MaxMessageBytes)
+				}
+				t.bytes = rate.NewLimiter(rate.Limit(r.BytesPerSecond), int(r.BytesBurst))
+			}
+		}
+		p.MaxMessageBytes = max(p.MaxMessageBytes, tp.MaxMessageBytes)
+		return t, nil
+	}
+	def, err := compileTopic(cfg.Default)
+	if err != nil {
+		return nil, fmt.Errorf("default policy: %w", err)
+	}
+	p.defaultPol = def
+	for _, tp := range cfg.Topics {
+		t, err := compileTopic(tp)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.trie.Subscribe(tp.Subject, t); err != nil {
+			return nil, fmt.Errorf("topic %q: %w", tp.Name, err)
+		}
+	}
+	return p, nil
+}
+
+// Governing returns the Topic that governs subject: the most specific
+// matching pattern, or the default policy. buf is scratch space the caller
+// reuses so that the lookup does not allocate.
+func (p *Publish) Governing(subject string, buf []*Topic) (*Topic, []*Topic) {
+	buf = p.trie.Match(subject, buf[:0])
+	best := p.defaultPol
+	for _, t := range buf {
+		if best == p.defaultPol || matcher.CompareSpecificity(t.Policy.Subject, best.Policy.Subject) > 0 {
+			best = t
+		}
+	}
+	return best, buf
+}
+
+// Check judges one publish of size bytes (headers and payload) against the
+// governing Topic, spending quota only when it allows, and counts it.
+func (t *Topic) Check(size int, now time.Time) Verdict {
+	t.Counters.Attempts.Add(1)
+	if int64(size) > t.Policy.MaxMessageBytes {
+		t.Counters.RefusedSize.Add(1)
+		return RefuseSize
+	}
+	if !t.take(size, now) {
+		t.Counters.RefusedRate.Add(1)
+		return RefuseRate
+	}
+	return Allow
+}
+
+// take spends one message and size bytes from the buckets, or nothing.
+func (t *Topic) take(size int, now time.Time) bool {
+	var m *rate.Reservation
+	if t.messages != nil {
+		if m = t.messages.ReserveN(now, 1); !m.OK() || m.DelayFrom(now) > 0 {
+			m.CancelAt(now)
+			return false
+		}
+	}
+	if t.bytes != nil {
+		if b := t.bytes.ReserveN(now, size); !b.OK() || b.DelayFrom(now) > 0 {
+			b.CancelAt(now)
+			if m != nil {
+				m.CancelAt(now)
+			}
+			return false
+		}
+	}
+	return true
+}
+
+// Refusal is the error text a refused publish gets. It starts with the
+// prefix nats.go keeps the connection open for, and names the limit.
+func (t *Topic) Refusal(v Verdict, subject string, size int) string {
+	name := t.Policy.Name
+	if name == "" {
+		name = "the operator's default policy"
+	} else {
+		name = "Topic " + name
+	}
+	switch v {
+	case RefuseSize:
+		return fmt.Sprintf("Permissions Violation for Publish to %q: message of %d bytes exceeds maxMessageBytes %d of %s", subject, size, t.Policy.MaxMessageBytes, name)
+	default:
+		r := t.Policy.PublishRate
+		return fmt.Sprintf("Permissions Violation for Publish to %q: publish quota of %s exceeded (%d messages/s, burst %d; %d bytes/s, burst %d)",
+			subject, name, r.MessagesPerSecond, r.MessagesBurst, r.BytesPerSecond, r.BytesBurst)
+	}
+}

@@ -1,0 +1,150 @@
+package sidecar_test
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/weighstation/weighstation/internal/natstest"
+	"github.com/weighstation/weighstation/meshconfig"
+)
+
+// asyncErrors records what a stock client's async error handler sees.
+type asyncErrors struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (a *asyncErrors) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.errs = append(a.errs, err.Error())
+}
+
+func (a *asyncErrors) all() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.errs...)
+}
+
+// appWithErrors connects an application whose async errors are recorded.
+func (r *rig) appWithErrors(t *testing.T) (*nats.Conn, *asyncErrors) {
+	errs := &asyncErrors{}
+	return natstest.Connect(t, "nats://"+r.side.Addr().String(), nats.NoReconnect(), nats.ErrorHandler(errs.handler)), errs
+}
+
+// countOutside counts what a client outside the pod receives on subject.
+func (r *rig) countOutside(t *testing.T, subject string) *atomic.Int32 {
+	t.Helper()
+	outside := r.direct(t)
+	var got atomic.Int32
+	if _, err := outside.Subscribe(subject, func(*nats.Msg) { got.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, outside)
+	return &got
+}
+
+func configWith(topics ...meshconfig.TopicPolicy) meshconfig.PodConfig {
+	cfg, _ := meshconfig.Compute(meshconfig.Pod{}, nil, nil, meshconfig.DefaultPolicy)
+	cfg.Topics = topics
+	return cfg
+}
+
+func TestOversizePublishIsRefusedAndTheConnectionKept(t *testing.T) {
+	r := newRig(t)
+	if err := r.side.SetConfig(configWith(meshconfig.TopicPolicy{Name: "small", Subject: "small.>", MaxMessageBytes: 100, MayPublish: true})); err != nil {
+		t.Fatal(err)
+	}
+	app, errs := r.appWithErrors(t)
+	got := r.countOutside(t, "small.x")
+
+	if err := app.Publish("small.x", make([]byte, 101)); err != nil { // one byte over
+		t.Fatal(err)
+	}
+	if err := app.Publish("small.x", make([]byte, 100)); err != nil { // at the limit
+		t.Fatal(err)
+	}
+	flush(t, app)
+	waitFor(t, "the refusal reaches the client", func() bool { return len(errs.all()) == 1 })
+	if e := errs.all()[0]; !strings.Contains(e, `Permissions Violation for Publish to "small.x"`) || !strings.Contains(e, "exceeds maxMessageBytes 100 of Topic small") {
+		t.Fatalf("client saw %q", e)
+	}
+	waitFor(t, "the message at the limit arrives", func() bool { return got.Load() == 1 })
+	if !app.IsConnected() {
+		t.Fatal("the refusal closed the connection")
+	}
+	c := r.side.TopicCounters()["small"]
+	if c.Attempts != 2 || c.Forwarded != 1 || c.RefusedSize != 1 || !c.Balanced() {
+		t.Fatalf("counters %+v", c)
+	}
+}
+
+func TestQuotaRefusalsAreCoalescedAndCounted(t *testing.T) {
+	r := newRig(t)
+	if err := r.side.SetConfig(configWith(meshconfig.TopicPolicy{
+		Name: "rated", Subject: "rated.>", MaxMessageBytes: 1024, MayPublish: true,
+		PublishRate: &meshconfig.Rate{MessagesPerSecond: 1, MessagesBurst: 5},
+	})); err != nil {
+		t.Fatal(err)
+	}
+	app, errs := r.appWithErrors(t)
+	got := r.countOutside(t, "rated.x")
+	const n = 50
+	for range n {
+		if err := app.Publish("rated.x", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush(t, app)
+	c := r.side.TopicCounters()["rated"]
+	if c.Attempts != n || !c.Balanced() || c.RefusedRate == 0 || c.Forwarded < 5 {
+		t.Fatalf("counters %+v: want %d attempts, the burst of 5 (or a refill) forwarded, the rest refused", c, n)
+	}
+	waitFor(t, "the outside receives exactly what was forwarded", func() bool { return uint64(got.Load()) == c.Forwarded })
+	// Many refusals within a second: the client hears of it once.
+	time.Sleep(100 * time.Millisecond)
+	if e := errs.all(); len(e) != 1 || !strings.Contains(e[0], "publish quota of Topic rated exceeded") {
+		t.Fatalf("client saw %d errors: %q", len(e), e)
+	}
+	if !app.IsConnected() {
+		t.Fatal("the refusals closed the connection")
+	}
+}
+
+func TestMaxPayloadFollowsTheConfiguration(t *testing.T) {
+	r := newRig(t)
+	small := configWith(meshconfig.TopicPolicy{Name: "t", Subject: "t.>", MaxMessageBytes: 4096, MayPublish: true})
+	small.Default.MaxMessageBytes = 65536
+	small.Default.PublishRate = nil
+	if err := r.side.SetConfig(small); err != nil {
+		t.Fatal(err)
+	}
+	app := r.app(t)
+	if got := app.MaxPayload(); got != 65536 {
+		t.Fatalf("max_payload %d, want 65536 (the largest policy)", got)
+	}
+	bigger := small
+	bigger.Topics = []meshconfig.TopicPolicy{{Name: "t", Subject: "t.>", MaxMessageBytes: 262144, MayPublish: true}}
+	if err := r.side.SetConfig(bigger); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the client gets the new INFO", func() bool { return app.MaxPayload() == 262144 })
+
+	// An invalid configuration is refused with its reason; the last good
+	// one stays in force.
+	invalid := bigger
+	invalid.Topics = []meshconfig.TopicPolicy{{Name: "bad", Subject: "bad..subject", MaxMessageBytes: 10}}
+	err := r.side.SetConfig(invalid)
+	if err == nil || !strings.Contains(err.Error(), `topic "bad"`) || !strings.Contains(err.Error(), "tokens must not be empty") {
+		t.Fatalf("SetConfig(invalid) = %v", err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if got := app.MaxPayload(); got != 262144 {
+		t.Fatalf("max_payload %d after a refused configuration, want 262144", got)
+	}
+}
