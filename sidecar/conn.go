@@ -204,7 +204,14 @@ func (c *conn) subscribe(cmd *protocol.Command) bool {
 		c.queueErr("Parser Error: duplicate sid " + sid)
 		return false
 	}
-	ls := &localSub{conn: c, sid: []byte(sid), key: upstream.Key{Subject: subject, Queue: string(cmd.Queue)}, queue: pending.New(c.srv.opts.Queue)}
+	limits := c.srv.opts.Queue
+	if sp, ok := c.srv.policy.Load().SubscriptionFor(subject); ok {
+		limits = pending.Limits{MaxMessages: int(sp.Limits.MaxPendingMessages), MaxBytes: sp.Limits.MaxPendingBytes, Overflow: pending.DropNewest}
+		if sp.Limits.Overflow == "DropOldest" {
+			limits.Overflow = pending.DropOldest
+		}
+	}
+	ls := &localSub{conn: c, sid: []byte(sid), key: upstream.Key{Subject: subject, Queue: string(cmd.Queue)}, queue: pending.New(limits)}
 	c.mu.Lock()
 	c.subs[sid] = ls
 	c.order = append(append([]*localSub(nil), c.order...), ls)

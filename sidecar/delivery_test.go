@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar"
 	"github.com/weighstation/weighstation/sidecar/pending"
 )
@@ -64,5 +65,43 @@ func TestStalledConsumerFillsOnlyItsOwnQueue(t *testing.T) {
 			t.Logf("stalled subscription: %d arrived = %d delivered + %d dropped + %d in flight + %d pending",
 				counts.Arrived, counts.Delivered, dropped, counts.InFlight, counts.Pending)
 		})
+	}
+}
+
+// TestLocalSubscriptionsTakeTheirSubscriptionsLimits: a SUB covered by a
+// Subscription of the configuration gets that Subscription's queue limits.
+func TestLocalSubscriptionsTakeTheirSubscriptionsLimits(t *testing.T) {
+	r := newRig(t)
+	cfg := configWith()
+	cfg.Subscriptions = []meshconfig.SubscriptionPolicy{{Name: "flood", Subject: "flood.>", Essential: true,
+		Limits: meshconfig.Limits{MaxPendingMessages: 7, MaxPendingBytes: 1 << 30, Overflow: "DropOldest"}}}
+	if err := r.side.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	stalled := r.raw(t)
+	stalled.send("CONNECT {}\r\nSUB flood.x stalled-1\r\nPING\r\n")
+	if got := stalled.line(); got != "PONG" {
+		t.Fatalf("got %q, want PONG", got)
+	}
+	pub := r.direct(t)
+	payload := bytes.Repeat([]byte("x"), 64<<10)
+	const n = 400 // 25 MiB: far more than the socket buffers hold
+	for range n {
+		if err := pub.Publish("flood.x", payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush(t, pub)
+	var counts pending.Counts
+	waitFor(t, "every message accounted for", func() bool {
+		for _, s := range r.side.Stats() {
+			if s.SID == "stalled-1" {
+				counts = s.Counts
+			}
+		}
+		return counts.Arrived == n
+	})
+	if counts.Pending != 7 || !counts.Balanced() || counts.Dropped[pending.ReasonOverflow] == 0 {
+		t.Fatalf("counts %+v: want exactly 7 pending (the Subscription's limit), balanced, overflow drops", counts)
 	}
 }

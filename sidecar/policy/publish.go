@@ -9,6 +9,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,8 @@ type Topic struct {
 type Publish struct {
 	trie       *matcher.Trie[*Topic]
 	defaultPol *Topic
+	// subscriptions are the pod's Subscriptions, most specific first.
+	subscriptions []meshconfig.SubscriptionPolicy
 	// MaxMessageBytes is the largest message any policy allows, for INFO's
 	// max_payload.
 	MaxMessageBytes int64
@@ -123,6 +126,18 @@ func Compile(cfg meshconfig.PodConfig, counters *Counters) (*Publish, error) {
 		return nil, fmt.Errorf("default policy: %w", err)
 	}
 	p.defaultPol = def
+	for _, sp := range cfg.Subscriptions {
+		if err := matcher.ValidatePattern(sp.Subject); err != nil {
+			return nil, fmt.Errorf("subscription %q: %w", sp.Name, err)
+		}
+		if sp.Limits.MaxPendingMessages < 1 || sp.Limits.MaxPendingBytes < 1 {
+			return nil, fmt.Errorf("subscription %q: pending limits must be at least 1, got %+v", sp.Name, sp.Limits)
+		}
+		p.subscriptions = append(p.subscriptions, sp)
+	}
+	slices.SortStableFunc(p.subscriptions, func(a, b meshconfig.SubscriptionPolicy) int {
+		return matcher.CompareSpecificity(b.Subject, a.Subject)
+	})
 	for _, tp := range cfg.Topics {
 		t, err := compileTopic(tp)
 		if err != nil {
@@ -133,6 +148,18 @@ func Compile(cfg meshconfig.PodConfig, counters *Counters) (*Publish, error) {
 		}
 	}
 	return p, nil
+}
+
+// SubscriptionFor returns the policy of the most specific Subscription whose
+// pattern covers a local SUB's pattern, or false when none does (an inbox,
+// say): the sidecar's defaults apply then.
+func (p *Publish) SubscriptionFor(pattern string) (meshconfig.SubscriptionPolicy, bool) {
+	for _, sp := range p.subscriptions {
+		if matcher.Covers(sp.Subject, pattern) {
+			return sp, true
+		}
+	}
+	return meshconfig.SubscriptionPolicy{}, false
 }
 
 // Governing returns the Topic that governs subject: the most specific

@@ -1,0 +1,119 @@
+package policy_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/weighstation/weighstation/meshconfig"
+	"github.com/weighstation/weighstation/sidecar/policy"
+)
+
+func TestGoverningTopicIsTheMostSpecific(t *testing.T) {
+	cfg, _ := meshconfig.Compute(meshconfig.Pod{}, nil, nil, meshconfig.DefaultPolicy)
+	cfg.Topics = []meshconfig.TopicPolicy{
+		{Name: "all-orders", Subject: "orders.>", MaxMessageBytes: 100},
+		{Name: "eu-orders", Subject: "orders.eu.*", MaxMessageBytes: 200},
+		{Name: "eu-created", Subject: "orders.eu.created", MaxMessageBytes: 300},
+	}
+	p, err := policy.Compile(cfg, policy.NewCounters())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ subject, want string }{
+		{"orders.eu.created", "eu-created"},
+		{"orders.eu.paid", "eu-orders"},
+		{"orders.us.created", "all-orders"},
+		{"orders.eu.created.late", "all-orders"},
+		{"payments.eu", ""}, // the default policy
+	}
+	var buf []*policy.Topic
+	for _, tc := range tests {
+		var got *policy.Topic
+		got, buf = p.Governing(tc.subject, buf)
+		if got.Policy.Name != tc.want {
+			t.Errorf("%s is governed by %q, want %q", tc.subject, got.Policy.Name, tc.want)
+		}
+	}
+}
+
+func TestQuotaSpendsBothBucketsOrNeither(t *testing.T) {
+	cfg, _ := meshconfig.Compute(meshconfig.Pod{}, nil, nil, meshconfig.DefaultPolicy)
+	cfg.Topics = []meshconfig.TopicPolicy{{Name: "q", Subject: "q", MaxMessageBytes: 100,
+		PublishRate: &meshconfig.Rate{MessagesPerSecond: 1, MessagesBurst: 3, BytesPerSecond: 1, BytesBurst: 150}}}
+	p, err := policy.Compile(cfg, policy.NewCounters())
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, _ := p.Governing("q", nil)
+	now := time.Unix(0, 0)
+	steps := []struct {
+		size int
+		want policy.Verdict
+	}{
+		{101, policy.RefuseSize}, // over the size limit: spends nothing
+		{100, policy.Allow},      // 1 message, 100 bytes
+		{60, policy.RefuseRate},  // 60 > 50 bytes left: the message token is not spent either
+		{50, policy.Allow},       // 2 messages, 150 bytes
+		{0, policy.Allow},        // 3 messages
+		{0, policy.RefuseRate},   // no message tokens left
+	}
+	for i, s := range steps {
+		if got := topic.Check(s.size, now); got != s.want {
+			t.Fatalf("step %d (size %d): %v, want %v", i, s.size, got, s.want)
+		}
+	}
+	c := topic.Counters
+	if c.Attempts.Load() != 6 || c.RefusedSize.Load() != 1 || c.RefusedRate.Load() != 2 {
+		t.Fatalf("attempts %d, size refusals %d, rate refusals %d", c.Attempts.Load(), c.RefusedSize.Load(), c.RefusedRate.Load())
+	}
+}
+
+func TestInvalidConfigurationsAreRefused(t *testing.T) {
+	base, _ := meshconfig.Compute(meshconfig.Pod{}, nil, nil, meshconfig.DefaultPolicy)
+	tests := []struct {
+		name   string
+		mutate func(*meshconfig.PodConfig)
+	}{
+		{"bad topic pattern", func(c *meshconfig.PodConfig) {
+			c.Topics = []meshconfig.TopicPolicy{{Name: "x", Subject: "a..b", MaxMessageBytes: 1}}
+		}},
+		{"zero size limit", func(c *meshconfig.PodConfig) { c.Default.MaxMessageBytes = 0 }},
+		{"byte burst below the size limit", func(c *meshconfig.PodConfig) {
+			c.Topics = []meshconfig.TopicPolicy{{Name: "x", Subject: "a", MaxMessageBytes: 100, PublishRate: &meshconfig.Rate{BytesPerSecond: 10, BytesBurst: 99}}}
+		}},
+		{"bad subscription pattern", func(c *meshconfig.PodConfig) {
+			c.Subscriptions = []meshconfig.SubscriptionPolicy{{Name: "s", Subject: "a.>.b", Limits: meshconfig.Limits{MaxPendingMessages: 1, MaxPendingBytes: 1}}}
+		}},
+		{"zero pending limit", func(c *meshconfig.PodConfig) {
+			c.Subscriptions = []meshconfig.SubscriptionPolicy{{Name: "s", Subject: "a", Limits: meshconfig.Limits{MaxPendingMessages: 0, MaxPendingBytes: 1}}}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := base
+			tc.mutate(&cfg)
+			if _, err := policy.Compile(cfg, policy.NewCounters()); err == nil {
+				t.Fatal("compiled")
+			}
+		})
+	}
+}
+
+func TestSubscriptionForPicksTheMostSpecificCover(t *testing.T) {
+	cfg, _ := meshconfig.Compute(meshconfig.Pod{}, nil, nil, meshconfig.DefaultPolicy)
+	lim := meshconfig.Limits{MaxPendingMessages: 1, MaxPendingBytes: 1}
+	cfg.Subscriptions = []meshconfig.SubscriptionPolicy{
+		{Name: "all", Subject: "orders.>", Limits: lim},
+		{Name: "eu", Subject: "orders.eu.*", Limits: lim},
+	}
+	p, err := policy.Compile(cfg, policy.NewCounters())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pattern, want := range map[string]string{"orders.eu.created": "eu", "orders.eu.*": "eu", "orders.us.*": "all", "orders.>": "all", "_INBOX.abc.*": ""} {
+		sp, ok := p.SubscriptionFor(pattern)
+		if sp.Name != want || ok != (want != "") {
+			t.Errorf("SubscriptionFor(%q) = %q, %v; want %q", pattern, sp.Name, ok, want)
+		}
+	}
+}
