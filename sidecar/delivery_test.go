@@ -49,15 +49,7 @@ func TestStalledConsumerFillsOnlyItsOwnQueue(t *testing.T) {
 				waitFor(t, "the healthy consumer keeps up", func() bool { return received.Load() == int64(i+batch) })
 			}
 
-			var counts pending.Counts
-			waitFor(t, "every message reached the stalled subscription's accounting", func() bool {
-				for _, s := range r.side.Stats() {
-					if s.SID == "stalled-1" {
-						counts = s.Counts
-					}
-				}
-				return counts.Arrived == n
-			})
+			counts := r.countsOnceArrived(t, "stalled-1", n)
 			dropped := counts.Dropped[pending.ReasonOverflow]
 			if !counts.Balanced() || dropped == 0 || counts.Pending > 50 {
 				t.Fatalf("stalled subscription: %+v; want balanced, some overflow drops, at most 50 pending", counts)
@@ -92,16 +84,24 @@ func TestLocalSubscriptionsTakeTheirSubscriptionsLimits(t *testing.T) {
 		}
 	}
 	flush(t, pub)
+	counts := r.countsOnceArrived(t, "stalled-1", n)
+	if counts.Pending != 7 || !counts.Balanced() || counts.Dropped[pending.ReasonOverflow] == 0 {
+		t.Fatalf("counts %+v: want exactly 7 pending (the Subscription's limit), balanced, overflow drops", counts)
+	}
+}
+
+// countsOnceArrived waits until the subscription with sid has seen n
+// messages arrive, and returns its accounting.
+func (r *rig) countsOnceArrived(t *testing.T, sid string, n uint64) pending.Counts {
+	t.Helper()
 	var counts pending.Counts
-	waitFor(t, "every message accounted for", func() bool {
+	waitFor(t, "every message reached "+sid+"'s accounting", func() bool {
 		for _, s := range r.side.Stats() {
-			if s.SID == "stalled-1" {
+			if s.SID == sid {
 				counts = s.Counts
 			}
 		}
 		return counts.Arrived == n
 	})
-	if counts.Pending != 7 || !counts.Balanced() || counts.Dropped[pending.ReasonOverflow] == 0 {
-		t.Fatalf("counts %+v: want exactly 7 pending (the Subscription's limit), balanced, overflow drops", counts)
-	}
+	return counts
 }
