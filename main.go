@@ -1,8 +1,10 @@
 // Command weighstation is the whole mesh in one binary. Subcommands:
 //
 //	weighstation operator   the Kubernetes operator
+//	weighstation sidecar    the NATS-protocol proxy beside each application
+//	weighstation broker     the embedded NATS broker
 //
-// The sidecar, broker and bench subcommands arrive with their issues.
+// The bench subcommand arrives with its issue.
 package main
 
 import (
@@ -29,7 +31,11 @@ const LeaderElectionID = "weighstation-operator.weighstation.io"
 const usage = `usage: weighstation <command> [flags]
 
 commands:
-  operator   run the Kubernetes operator (weighstation operator -h for flags)
+  operator   run the Kubernetes operator
+  sidecar    run the sidecar beside an application
+  broker     run the embedded NATS broker
+
+weighstation <command> -h lists a command's flags.
 `
 
 func main() {
@@ -41,6 +47,10 @@ func main() {
 	switch os.Args[1] {
 	case "operator":
 		err = runOperator(os.Args[2:])
+	case "sidecar":
+		err = runSidecar(os.Args[2:])
+	case "broker":
+		err = runBroker(os.Args[2:])
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/internal/natstest"
 )
 
 // TestOperatorCommand runs the real `weighstation operator` process against a
@@ -46,11 +47,8 @@ func TestOperatorCommand(t *testing.T) {
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "weighstation")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building: %v\n%s", err, out)
-	}
-	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
+	bin := buildBinary(t)
+	metricsAddr, probeAddr := natstest.FreeAddr(t), natstest.FreeAddr(t)
 	logs := &lockedBuffer{}
 	cmd := exec.Command(bin, "operator",
 		"-metrics-bind-address", metricsAddr, "-health-probe-bind-address", probeAddr,
@@ -123,16 +121,6 @@ func TestOperatorCommand(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func get200(url, mustContain string) error {
 	resp, err := http.Get(url)
 	if err != nil {
@@ -178,4 +166,129 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+// buildBinary builds weighstation once for the package's tests.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "weighstation-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "weighstation")
+		if out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("building: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBin
+}
+
+// process runs the binary with args until the test ends, then checks that
+// it stops cleanly on SIGTERM.
+func process(t *testing.T, args ...string) *lockedBuffer {
+	t.Helper()
+	logs := &lockedBuffer{}
+	cmd := exec.Command(buildBinary(t), args...)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("weighstation %s exited with %v after SIGTERM:\n%s", args[0], err, logs.String())
+			}
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("weighstation %s did not stop within 30s of SIGTERM", args[0])
+		}
+	})
+	return logs
+}
+
+// TestBrokerAndSidecarCommands runs `weighstation broker` and `weighstation
+// sidecar` as processes: a stock client talks through the sidecar, the
+// sidecar's configuration file is enforced, and a client without the
+// broker's token is refused by the broker.
+func TestBrokerAndSidecarCommands(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	configFile := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(configFile, []byte(`
+version: from-file
+default: {subject: ">", maxMessageBytes: 1048576, mayPublish: true}
+topics:
+- {name: small, subject: "small.>", maxMessageBytes: 10, mayPublish: true}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	brokerAddr, sidecarAddr := natstest.FreeAddr(t), natstest.FreeAddr(t)
+	process(t, "broker", "-listen", brokerAddr, "-token-file", tokenFile)
+	waitFor(t, "the broker listens", func() error {
+		nc, err := nats.Connect("nats://"+brokerAddr, nats.Token("s3cret"))
+		if err == nil {
+			nc.Close()
+		}
+		return err
+	})
+	if _, err := nats.Connect("nats://" + brokerAddr); err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+		t.Fatalf("a client without the token reached the broker: %v", err)
+	}
+	process(t, "sidecar", "-listen", sidecarAddr, "-broker", "nats://"+brokerAddr, "-token-file", tokenFile, "-config", configFile)
+
+	var app *nats.Conn
+	errs := make(chan error, 10)
+	waitFor(t, "the sidecar listens", func() error {
+		var err error
+		app, err = nats.Connect("nats://"+sidecarAddr, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+		return err
+	})
+	defer app.Close()
+	got := make(chan string, 1)
+	if _, err := app.Subscribe("greetings", func(m *nats.Msg) { got <- string(m.Data) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Publish("greetings", []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-got:
+		if m != "hello" {
+			t.Fatalf("got %q", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the message did not come back through sidecar and broker")
+	}
+	if err := app.Publish("small.x", []byte("eleven bytes")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errs:
+		if !strings.Contains(err.Error(), "exceeds maxMessageBytes 10 of Topic small") {
+			t.Fatalf("refusal %q", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the configuration file's limit was not enforced")
+	}
 }

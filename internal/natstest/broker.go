@@ -2,6 +2,7 @@
 package natstest
 
 import (
+	"net"
 	"testing"
 	"time"
 
@@ -38,4 +39,16 @@ func Connect(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// FreeAddr returns a loopback address with a port that was free a moment
+// ago, for a server the test starts itself.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

@@ -1,0 +1,105 @@
+// Package broker runs weighstation's embedded NATS broker: nats-server/v2
+// inside our binary, with every limit explicit and authentication that only
+// sidecars can pass (they alone hold the token), so applications can reach
+// the mesh only through their sidecar and its policy.
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Options configure the broker.
+type Options struct {
+	// Listen is the client address, host:port.
+	Listen string
+	// Token is required of every client. Empty refuses to start: an
+	// unauthenticated broker would let applications bypass their sidecars.
+	Token string
+	// MaxPayload is the largest message, in bytes.
+	MaxPayload int32
+	// MaxPending is the most bytes buffered for one client (a sidecar)
+	// before the broker treats it as a slow consumer.
+	MaxPending int64
+	// MaxConnections bounds the client connections (sidecars).
+	MaxConnections int
+	// ClusterName, ClusterListen and Routes join brokers into a cluster;
+	// ClusterListen empty means no clustering.
+	ClusterName   string
+	ClusterListen string
+	Routes        []string
+}
+
+// DefaultOptions: nats-server's own defaults for payload (1 MiB) and
+// pending (64 MiB), and 10,000 connections (one per sidecar pod).
+var DefaultOptions = Options{
+	Listen:         "0.0.0.0:4222",
+	MaxPayload:     1 << 20,
+	MaxPending:     64 << 20,
+	MaxConnections: 10_000,
+	ClusterName:    "weighstation",
+}
+
+// New configures a broker; Start it with (*server.Server).Start.
+func New(o Options) (*server.Server, error) {
+	if o.Token == "" {
+		return nil, errors.New("broker: a token is required, so that only sidecars can connect")
+	}
+	if o.MaxPayload < 1 || o.MaxPending < int64(o.MaxPayload) || o.MaxConnections < 1 {
+		return nil, fmt.Errorf("broker: limits must be positive and max_pending at least max_payload, got %+v", o)
+	}
+	host, port, err := splitHostPort(o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("broker: listen address: %w", err)
+	}
+	opts := &server.Options{
+		Host:          host,
+		Port:          port,
+		Authorization: o.Token,
+		MaxPayload:    o.MaxPayload,
+		MaxPending:    o.MaxPending,
+		MaxConn:       o.MaxConnections,
+		NoSigs:        true,
+		WriteDeadline: 10 * time.Second,
+	}
+	if o.ClusterListen != "" {
+		chost, cport, err := splitHostPort(o.ClusterListen)
+		if err != nil {
+			return nil, fmt.Errorf("broker: cluster address: %w", err)
+		}
+		opts.Cluster = server.ClusterOpts{Name: o.ClusterName, Host: chost, Port: cport}
+		for _, r := range o.Routes {
+			u, err := url.Parse(r)
+			if err != nil {
+				return nil, fmt.Errorf("broker: route %q: %w", r, err)
+			}
+			opts.Routes = append(opts.Routes, u)
+		}
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	return s, nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, fmt.Errorf("port %q: %w", p, err)
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	return host, port, nil
+}

@@ -1,0 +1,114 @@
+package broker_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/weighstation/weighstation/broker"
+	"github.com/weighstation/weighstation/internal/natstest"
+)
+
+func start(t *testing.T, o broker.Options) string {
+	t.Helper()
+	s, err := broker.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetLoggerV2(nil, false, false, false)
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("broker did not start")
+	}
+	t.Cleanup(s.Shutdown)
+	return s.ClientURL()
+}
+
+func TestOnlyClientsWithTheTokenConnect(t *testing.T) {
+	o := broker.DefaultOptions
+	o.Listen, o.Token, o.MaxPayload = "127.0.0.1:0", "sidecar-secret", 65536
+	url := start(t, o)
+	if _, err := nats.Connect(url); err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+		t.Fatalf("a client without the token: %v, want an authorization violation", err)
+	}
+	if _, err := nats.Connect(url, nats.Token("wrong")); err == nil {
+		t.Fatal("a client with the wrong token connected")
+	}
+	nc, err := nats.Connect(url, nats.Token("sidecar-secret"))
+	if err != nil {
+		t.Fatalf("a sidecar with the token: %v", err)
+	}
+	defer nc.Close()
+	if nc.MaxPayload() != 65536 {
+		t.Fatalf("max_payload %d, want the configured 65536", nc.MaxPayload())
+	}
+}
+
+func TestExplicitLimitsAreRequired(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*broker.Options)
+		want   string
+	}{
+		{"no token", func(o *broker.Options) { o.Token = "" }, "a token is required"},
+		{"pending below payload", func(o *broker.Options) { o.MaxPending = 10 }, "max_pending at least max_payload"},
+		{"no connections", func(o *broker.Options) { o.MaxConnections = 0 }, "limits must be positive"},
+		{"bad address", func(o *broker.Options) { o.Listen = "nowhere" }, "listen address"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := broker.DefaultOptions
+			o.Listen, o.Token = "127.0.0.1:0", "x"
+			tc.mutate(&o)
+			if _, err := broker.New(o); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestBrokersFormACluster(t *testing.T) {
+	routeA, routeB := natstest.FreeAddr(t), natstest.FreeAddr(t)
+	a := broker.DefaultOptions
+	a.Listen, a.Token, a.ClusterListen = "127.0.0.1:0", "s", routeA
+	urlA := start(t, a)
+	b := a
+	b.ClusterListen, b.Routes = routeB, []string{"nats://" + routeA}
+	urlB := start(t, b)
+	subscriber, err := nats.Connect(urlA, nats.Token("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer subscriber.Close()
+	got := make(chan string, 1)
+	if _, err := subscriber.Subscribe("across", func(m *nats.Msg) { got <- string(m.Data) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := subscriber.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	publisher, err := nats.Connect(urlB, nats.Token("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer publisher.Close()
+	deadline := time.After(10 * time.Second)
+	for {
+		// The route forms asynchronously: publish until it carries one.
+		if err := publisher.Publish("across", []byte("hello")); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m := <-got:
+			if m != "hello" {
+				t.Fatalf("got %q", m)
+			}
+			return
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no message crossed the route within 10s")
+		}
+	}
+}

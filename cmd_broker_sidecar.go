@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/weighstation/weighstation/broker"
+	"github.com/weighstation/weighstation/meshconfig"
+	"github.com/weighstation/weighstation/sidecar"
+	"github.com/weighstation/weighstation/sidecar/configfile"
+)
+
+// readToken reads a credential from a file, so that it never shows in a
+// process listing.
+func readToken(path string) (string, error) {
+	if path == "" {
+		return "", errors.New("-token-file is required: the broker admits sidecars only")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the token: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return token, nil
+}
+
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+}
+
+func runBroker(args []string) error {
+	fs := flag.NewFlagSet("broker", flag.ExitOnError)
+	o := broker.DefaultOptions
+	fs.StringVar(&o.Listen, "listen", o.Listen, "client address")
+	tokenFile := fs.String("token-file", "", "file holding the token every sidecar must present")
+	maxPayload := fs.Int("max-payload", int(o.MaxPayload), "largest message, in bytes")
+	fs.Int64Var(&o.MaxPending, "max-pending", o.MaxPending, "most bytes buffered for one client before it is a slow consumer")
+	fs.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "most client connections")
+	fs.StringVar(&o.ClusterName, "cluster-name", o.ClusterName, "cluster name")
+	fs.StringVar(&o.ClusterListen, "cluster-listen", "", "route address, host:port (empty: no clustering)")
+	routes := fs.String("routes", "", "comma-separated route URLs of the other brokers")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	token, err := readToken(*tokenFile)
+	if err != nil {
+		return err
+	}
+	o.Token, o.MaxPayload = token, int32(*maxPayload)
+	if *routes != "" {
+		o.Routes = strings.Split(*routes, ",")
+	}
+	s, err := broker.New(o)
+	if err != nil {
+		return err
+	}
+	s.ConfigureLogger()
+	go s.Start()
+	if !s.ReadyForConnections(30 * time.Second) {
+		return errors.New("the broker did not become ready within 30s")
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	<-ctx.Done()
+	s.Shutdown()
+	s.WaitForShutdown()
+	return nil
+}
+
+func runSidecar(args []string) error {
+	fs := flag.NewFlagSet("sidecar", flag.ExitOnError)
+	opts := sidecar.DefaultOptions
+	fs.StringVar(&opts.Listen, "listen", opts.Listen, "where the application connects")
+	brokerURL := fs.String("broker", "nats://weighstation-broker:4222", "the broker's URL")
+	tokenFile := fs.String("token-file", "", "file holding the broker token (the application never sees it)")
+	configPath := fs.String("config", "", "pod configuration file (JSON or YAML), reloaded on change; empty: the documented defaults")
+	reload := fs.Duration("reload-interval", time.Second, "how often the configuration file is checked")
+	fs.IntVar(&opts.MaxConnections, "max-connections", opts.MaxConnections, "most application connections")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("sidecar")
+	token, err := readToken(*tokenFile)
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(*brokerURL, nats.Token(token), nats.Name("weighstation-sidecar"), nats.MaxReconnects(-1))
+	if err != nil {
+		return fmt.Errorf("connecting to the broker %s: %w", *brokerURL, err)
+	}
+	defer nc.Close()
+	s, err := sidecar.New(nc, opts)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	if *configPath != "" {
+		err := configfile.Watch(ctx, *configPath, *reload, func(cfg meshconfig.PodConfig) error {
+			if err := s.SetConfig(cfg); err != nil {
+				return err
+			}
+			log.Info("configuration applied", "version", cfg.Version, "topics", len(cfg.Topics), "subscriptions", len(cfg.Subscriptions))
+			return nil
+		}, func(err error) { log.Error(err, "configuration refused; the last good one stays in force") })
+		if err != nil {
+			return err
+		}
+	}
+	if err := s.Start(); err != nil {
+		return err
+	}
+	log.Info("serving", "listen", s.Addr().String(), "broker", *brokerURL)
+	<-ctx.Done()
+	s.Close()
+	return nil
+}
