@@ -63,6 +63,7 @@ type localSub struct {
 	maxMsgs   atomic.Int64 // UNSUB's count; 0 means none
 	delivered atomic.Int64
 	removed   atomic.Bool
+	latency   *latencies // shared by the SUBs of one Subscription policy
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -177,7 +178,16 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 			c.queueErr("Parser Error: invalid headers")
 			return false
 		}
+		if _, removed := removeStamp(h); removed {
+			c.srv.strippedStamps.Add(1) // the header is reserved for sidecars
+		}
 		msg.Header = h
+	}
+	if shouldStamp(topic.Policy.StampHeader, subject) {
+		if msg.Header == nil {
+			msg.Header = nats.Header{}
+		}
+		stamp(msg.Header, now)
 	}
 	// nats.go copies the message into its buffer before returning, so the
 	// reader's buffers can be reused at once.
@@ -205,13 +215,16 @@ func (c *conn) subscribe(cmd *protocol.Command) bool {
 		return false
 	}
 	limits := c.srv.opts.Queue
+	policyName := ""
 	if sp, ok := c.srv.policy.Load().SubscriptionFor(subject); ok {
+		policyName = sp.Name
 		limits = pending.Limits{MaxMessages: int(sp.Limits.MaxPendingMessages), MaxBytes: sp.Limits.MaxPendingBytes, Overflow: pending.DropNewest}
 		if sp.Limits.Overflow == "DropOldest" {
 			limits.Overflow = pending.DropOldest
 		}
 	}
-	ls := &localSub{conn: c, sid: []byte(sid), key: upstream.Key{Subject: subject, Queue: string(cmd.Queue)}, queue: pending.New(limits)}
+	ls := &localSub{conn: c, sid: []byte(sid), key: upstream.Key{Subject: subject, Queue: string(cmd.Queue)}, queue: pending.New(limits),
+		latency: c.srv.latenciesFor(policyName)}
 	c.mu.Lock()
 	c.subs[sid] = ls
 	c.order = append(append([]*localSub(nil), c.order...), ls)
@@ -295,8 +308,13 @@ func (c *conn) writer() {
 		ls *localSub
 		n  int
 	}
+	type timing struct {
+		ls                  *localSub
+		arrived, sentUnixNs int64
+	}
 	batch := make([]byte, 0, c.srv.opts.WriteBatchBytes)
 	var tookFrom []taken
+	var timings []timing
 	for {
 		select {
 		case <-c.wake:
@@ -304,7 +322,7 @@ func (c *conn) writer() {
 			return
 		}
 		for {
-			batch, tookFrom = batch[:0], tookFrom[:0]
+			batch, tookFrom, timings = batch[:0], tookFrom[:0], timings[:0]
 			c.mu.Lock()
 			batch = append(batch, c.control...)
 			c.control = c.control[:0]
@@ -321,6 +339,7 @@ func (c *conn) writer() {
 						break
 					}
 					batch = c.appendMsg(batch, ls, &m)
+					timings = append(timings, timing{ls, m.ArrivedNanos, m.SentUnixNanos})
 					n++
 				}
 				if n > 0 {
@@ -331,6 +350,18 @@ func (c *conn) writer() {
 				break
 			}
 			_, err := c.netConn.Write(batch)
+			if err == nil {
+				// Response time from the message's arrival in this sidecar
+				// (dwell) and from the publishing sidecar's stamp (end to
+				// end), both at the moment of the write.
+				writtenMono, writtenWall := nanotime(), time.Now().UnixNano()
+				for _, tm := range timings {
+					tm.ls.latency.Dwell.Record(time.Duration(writtenMono - tm.arrived))
+					if tm.sentUnixNs != 0 {
+						tm.ls.latency.EndToEnd.Record(time.Duration(writtenWall - tm.sentUnixNs))
+					}
+				}
+			}
 			for _, t := range tookFrom {
 				for range t.n {
 					t.ls.queue.Done(err == nil)

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weighstation/weighstation/meshconfig"
+	"github.com/weighstation/weighstation/sidecar/latency"
 	"github.com/weighstation/weighstation/sidecar/pending"
 	"github.com/weighstation/weighstation/sidecar/policy"
 	"github.com/weighstation/weighstation/sidecar/protocol"
@@ -105,7 +106,47 @@ type Server struct {
 	unrouted atomic.Uint64
 	// refusedConnections counts connections over MaxConnections.
 	refusedConnections atomic.Uint64
+	// strippedStamps counts StampHeader headers that applications supplied.
+	strippedStamps atomic.Uint64
+
+	latencyMu sync.Mutex
+	latency   map[string]*latencies // by Subscription policy name ("" for SUBs none covers)
 }
+
+// latencies are the distributions of one Subscription policy in this pod.
+type latencies struct {
+	Dwell    *latency.Recorder // arrival in this sidecar to the write to the application
+	EndToEnd *latency.Recorder // the publishing sidecar's receive to this sidecar's write
+}
+
+// latenciesFor returns a policy's recorders. There is one set per
+// Subscription of the configuration (and one for SUBs none covers), so
+// their memory is bounded by the configuration, not by the SUBs.
+func (s *Server) latenciesFor(policyName string) *latencies {
+	s.latencyMu.Lock()
+	defer s.latencyMu.Unlock()
+	l := s.latency[policyName]
+	if l == nil {
+		l = &latencies{Dwell: latency.NewRecorder(), EndToEnd: latency.NewRecorder()}
+		s.latency[policyName] = l
+	}
+	return l
+}
+
+// Latency snapshots the distributions by Subscription policy name.
+func (s *Server) Latency() map[string][2]latency.Snapshot {
+	s.latencyMu.Lock()
+	defer s.latencyMu.Unlock()
+	out := make(map[string][2]latency.Snapshot, len(s.latency))
+	for name, l := range s.latency {
+		out[name] = [2]latency.Snapshot{l.Dwell.Snapshot(), l.EndToEnd.Snapshot()}
+	}
+	return out
+}
+
+// StrippedStamps is the number of reserved stamp headers removed from
+// applications' messages.
+func (s *Server) StrippedStamps() uint64 { return s.strippedStamps.Load() }
 
 // route is the local subscriptions behind one upstream subscription.
 type route struct {
@@ -131,10 +172,11 @@ func New(nc *nats.Conn, opts Options) (*Server, error) {
 		opts.UpstreamFlushTimeout <= 0 || opts.ConnectTimeout <= 0 || opts.MaxIdle <= 0 {
 		return nil, fmt.Errorf("sidecar options: every limit must be positive, got %+v", opts)
 	}
-	if broker := int(nc.MaxPayload()); broker > 0 && broker < opts.Protocol.MaxPayload {
-		opts.Protocol.MaxPayload = broker
+	if broker := int(nc.MaxPayload()) - stampRoom; broker > 0 && broker < opts.Protocol.MaxPayload {
+		opts.Protocol.MaxPayload = broker // leave the stamp room under the broker's limit
 	}
-	s := &Server{opts: opts, nc: nc, counters: policy.NewCounters(), routes: map[upstream.Key]*route{}, conns: map[*conn]struct{}{}}
+	s := &Server{opts: opts, nc: nc, counters: policy.NewCounters(), routes: map[upstream.Key]*route{}, conns: map[*conn]struct{}{},
+		latency: map[string]*latencies{}}
 	s.interest = upstream.NewInterest(nc, s.deliver)
 	// Until a configuration arrives, the operator's documented defaults
 	// govern every subject: nothing is unbounded.
@@ -325,7 +367,13 @@ func (s *Server) deliver(key upstream.Key, m *nats.Msg) {
 	}
 	msg := pending.Message{Subject: []byte(m.Subject), Reply: []byte(m.Reply), Data: m.Data, ArrivedNanos: arrived}
 	if len(m.Header) > 0 {
-		msg.Header = appendHeaderBlock(nil, m.Header)
+		// The stamp is ours: take it off, so the application receives the
+		// headers that were published (and MSG, not HMSG, when there were
+		// none).
+		msg.SentUnixNanos, _ = removeStamp(m.Header)
+		if len(m.Header) > 0 {
+			msg.Header = appendHeaderBlock(nil, m.Header)
+		}
 	}
 	for _, ls := range targets {
 		ls.queue.Push(msg)

@@ -63,6 +63,9 @@ type Message struct {
 	// ArrivedNanos is when the message entered the sidecar (monotonic), for
 	// the dwell-time histogram.
 	ArrivedNanos int64
+	// SentUnixNanos is the publishing sidecar's stamp (wall clock), for the
+	// end-to-end histogram; 0 when the message was not stamped.
+	SentUnixNanos int64
 }
 
 // Size is the message's weight against MaxBytes.
