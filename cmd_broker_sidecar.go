@@ -19,6 +19,7 @@ import (
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar"
 	"github.com/weighstation/weighstation/sidecar/configfile"
+	"github.com/weighstation/weighstation/sidecar/upstream"
 )
 
 // readToken reads a credential from a file, so that it never shows in a
@@ -101,7 +102,7 @@ func runSidecar(args []string) error {
 	if err != nil {
 		return err
 	}
-	nc, err := nats.Connect(*brokerURL, nats.Token(token), nats.Name("weighstation-sidecar"), nats.MaxReconnects(-1))
+	nc, err := nats.Connect(*brokerURL, append(upstream.ConnectOptions(), nats.Token(token))...)
 	if err != nil {
 		return fmt.Errorf("connecting to the broker %s: %w", *brokerURL, err)
 	}

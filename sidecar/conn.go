@@ -164,11 +164,7 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 	topic, c.topics = c.srv.policy.Load().Governing(subject, c.topics)
 	now := time.Now()
 	if v := topic.Check(len(cmd.Body), now); v != policy.Allow {
-		// A refusal keeps the connection: the text starts with the prefix
-		// nats.go treats as transient. Repeats are coalesced and counted.
-		if c.errs.Allow(subject, now) {
-			c.queueErr(topic.Refusal(v, subject, len(cmd.Body)))
-		}
+		c.refusePublish(subject, now, topic.Refusal(v, subject, len(cmd.Body)))
 		return false
 	}
 	msg := &nats.Msg{Subject: subject, Reply: string(cmd.Reply), Data: cmd.Payload()}
@@ -192,12 +188,22 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 	// nats.go copies the message into its buffer before returning, so the
 	// reader's buffers can be reused at once.
 	if err := c.srv.nc.PublishMsg(msg); err != nil {
+		// The broker is away and the bounded outage buffer is full.
 		topic.Counters.FailedUpstream.Add(1)
-		c.queueErr("Permissions Violation for Publish to " + `"` + subject + `": the broker is unavailable`)
+		c.refusePublish(subject, now, "Permissions Violation for Publish to "+`"`+subject+`": the broker is unavailable`)
 		return false
 	}
 	topic.Counters.Forwarded.Add(1)
 	return true
+}
+
+// refusePublish tells the client a publish was refused. The text starts with
+// the prefix nats.go treats as transient, so the connection stays; repeats
+// for one subject within a second are coalesced and counted, not sent.
+func (c *conn) refusePublish(subject string, now time.Time, text string) {
+	if c.errs.Allow(subject, now) {
+		c.queueErr(text)
+	}
 }
 
 func (c *conn) subscribe(cmd *protocol.Command) bool {

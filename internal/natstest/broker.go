@@ -10,14 +10,18 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// StartBroker runs an embedded nats-server on a random loopback port until
-// the test ends. opts may be nil; its Host, Port, NoLog and NoSigs are set.
+// StartBroker runs an embedded nats-server on loopback until the test ends,
+// on opts.Port or a random port. opts may be nil; its Host, NoLog and
+// NoSigs are set.
 func StartBroker(t testing.TB, opts *server.Options) *server.Server {
 	t.Helper()
 	if opts == nil {
 		opts = &server.Options{}
 	}
-	opts.Host, opts.Port, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, true, true
+	if opts.Port == 0 {
+		opts.Port = -1 // a random port
+	}
+	opts.Host, opts.NoLog, opts.NoSigs = "127.0.0.1", true, true
 	s, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatalf("configuring nats-server: %v", err)
@@ -51,4 +55,15 @@ func FreeAddr(t testing.TB) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
