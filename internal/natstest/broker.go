@@ -3,6 +3,7 @@ package natstest
 
 import (
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -49,12 +50,7 @@ func Connect(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
 // ago, for a server the test starts itself.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t)))
 }
 
 // FreePort returns a loopback port that was free a moment ago.
