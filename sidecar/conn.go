@@ -221,15 +221,15 @@ func (c *conn) subscribe(cmd *protocol.Command) bool {
 		return false
 	}
 	limits := c.srv.opts.Queue
-	policyName := ""
+	policyName, essential := "", true // SUBs no Subscription covers (inboxes) are replies someone waits for
 	if sp, ok := c.srv.policy.Load().SubscriptionFor(subject); ok {
-		policyName = sp.Name
+		policyName, essential = sp.Name, sp.Essential
 		limits = pending.Limits{MaxMessages: int(sp.Limits.MaxPendingMessages), MaxBytes: sp.Limits.MaxPendingBytes, Overflow: pending.DropNewest}
 		if sp.Limits.Overflow == "DropOldest" {
 			limits.Overflow = pending.DropOldest
 		}
 	}
-	ls := &localSub{conn: c, sid: []byte(sid), key: upstream.Key{Subject: subject, Queue: string(cmd.Queue)}, queue: pending.New(limits),
+	ls := &localSub{conn: c, sid: []byte(sid), key: upstream.Key{Subject: subject, Queue: string(cmd.Queue)}, queue: pending.New(limits).WithBudget(c.srv.budget, essential),
 		latency: c.srv.latenciesFor(policyName)}
 	c.mu.Lock()
 	c.subs[sid] = ls
@@ -275,7 +275,7 @@ func (c *conn) removeSub(ls *localSub, reason pending.Reason) {
 	c.order = order
 	c.mu.Unlock()
 	_ = c.srv.unsubscribe(ls) // an error means the upstream connection is gone; its interest went with it
-	ls.queue.DropAll(reason)
+	ls.queue.Close(reason)
 }
 
 func (c *conn) queueControl(b []byte) {

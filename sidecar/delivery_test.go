@@ -105,3 +105,50 @@ func (r *rig) countsOnceArrived(t *testing.T, sid string, n uint64) pending.Coun
 	})
 	return counts
 }
+
+// TestMemoryBudgetShedsNonEssentialFirst: one stalled client holds an
+// essential and a non-essential subscription; under a 2 MiB budget the
+// non-essential one is shed while the essential one keeps what fits.
+func TestMemoryBudgetShedsNonEssentialFirst(t *testing.T) {
+	r := newRig(t, func(o *sidecar.Options) { o.MemoryBudget = 2 << 20 })
+	roomy := meshconfig.Limits{MaxPendingMessages: 100000, MaxPendingBytes: 1 << 30, Overflow: "DropNewest"}
+	cfg := configWith()
+	cfg.Subscriptions = []meshconfig.SubscriptionPolicy{
+		{Name: "critical", Subject: "critical.>", Essential: true, Limits: roomy},
+		{Name: "optional", Subject: "optional.>", Essential: false, Limits: roomy},
+	}
+	if err := r.side.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	stalled := r.raw(t)
+	stalled.send("CONNECT {}\r\nSUB critical.x crit\r\nSUB optional.x opt\r\nPING\r\n")
+	if got := stalled.line(); got != "PONG" {
+		t.Fatalf("got %q, want PONG", got)
+	}
+	pub := r.direct(t)
+	payload := bytes.Repeat([]byte("x"), 8<<10)
+	const n = 1000 // per subject: 16 MiB in all, against a 2 MiB budget and the socket's buffers
+	for range n {
+		for _, subject := range []string{"optional.x", "critical.x"} {
+			if err := pub.Publish(subject, payload); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	flush(t, pub)
+	crit, opt := r.countsOnceArrived(t, "crit", n), r.countsOnceArrived(t, "opt", n)
+	if !crit.Balanced() || !opt.Balanced() {
+		t.Fatalf("unbalanced: critical %+v, optional %+v", crit, opt)
+	}
+	if opt.Dropped[pending.ReasonShed] == 0 || crit.Dropped[pending.ReasonShed] != 0 {
+		t.Fatalf("shed: optional %d, critical %d; want the optional one shed, never the critical one", opt.Dropped[pending.ReasonShed], crit.Dropped[pending.ReasonShed])
+	}
+	if crit.Pending*8<<10 < 1<<20 || opt.Pending > crit.Pending {
+		t.Fatalf("pending: critical %d, optional %d; the budget should go to the critical one", crit.Pending, opt.Pending)
+	}
+	if used := r.side.BudgetUsed(); used > 2<<20 {
+		t.Fatalf("pending bytes %d over the 2 MiB budget", used)
+	}
+	t.Logf("critical: %+v", crit)
+	t.Logf("optional: %+v", opt)
+}

@@ -54,6 +54,9 @@ type Options struct {
 	UpstreamFlushTimeout time.Duration
 	// ConnectTimeout is how long a new connection has to send CONNECT.
 	ConnectTimeout time.Duration
+	// MemoryBudget bounds the bytes all local subscriptions' queues hold
+	// together; past it, non-essential subscriptions are shed first.
+	MemoryBudget int64
 	// MaxIdle is how long one command may take to arrive, so that a client
 	// that dribbles a line (a slow-loris) or falls silent is closed. Stock
 	// clients PING every 2 minutes, so an idle but healthy one never hits
@@ -66,7 +69,9 @@ type Options struct {
 // messages or 8 MiB per subscription, dropping the newest), 64 KiB of
 // control replies, 64 KiB write batches, 2 s for the broker to confirm
 // before a PONG (nats.go's own Flush waits 10 s), 2 s to send CONNECT
-// (nats-server's auth timeout) and 5 minutes for any command to arrive.
+// (nats-server's auth timeout), 5 minutes for any command to arrive, and a
+// 64 MiB memory budget for all pending messages (a sidecar's container
+// limit should leave room for it).
 var DefaultOptions = Options{
 	Listen:               "127.0.0.1:4222",
 	Protocol:             protocol.DefaultLimits,
@@ -77,6 +82,7 @@ var DefaultOptions = Options{
 	UpstreamFlushTimeout: 2 * time.Second,
 	ConnectTimeout:       2 * time.Second,
 	MaxIdle:              5 * time.Minute,
+	MemoryBudget:         64 << 20,
 }
 
 // Server is a running sidecar.
@@ -108,6 +114,9 @@ type Server struct {
 	refusedConnections atomic.Uint64
 	// strippedStamps counts StampHeader headers that applications supplied.
 	strippedStamps atomic.Uint64
+
+	// budget bounds every queue's bytes together.
+	budget *pending.Budget
 
 	latencyMu sync.Mutex
 	latency   map[string]*latencies // by Subscription policy name ("" for SUBs none covers)
@@ -144,6 +153,9 @@ func (s *Server) Latency() map[string][2]latency.Snapshot {
 	return out
 }
 
+// BudgetUsed is the bytes all pending messages hold now, of MemoryBudget.
+func (s *Server) BudgetUsed() int64 { return s.budget.Used() }
+
 // StrippedStamps is the number of reserved stamp headers removed from
 // applications' messages.
 func (s *Server) StrippedStamps() uint64 { return s.strippedStamps.Load() }
@@ -169,14 +181,14 @@ type serverInfo struct {
 // listen until Start.
 func New(nc *nats.Conn, opts Options) (*Server, error) {
 	if opts.MaxConnections < 1 || opts.MaxControlBytes < 1 || opts.WriteBatchBytes < 1 ||
-		opts.UpstreamFlushTimeout <= 0 || opts.ConnectTimeout <= 0 || opts.MaxIdle <= 0 {
+		opts.UpstreamFlushTimeout <= 0 || opts.ConnectTimeout <= 0 || opts.MaxIdle <= 0 || opts.MemoryBudget < 1 {
 		return nil, fmt.Errorf("sidecar options: every limit must be positive, got %+v", opts)
 	}
 	if broker := int(nc.MaxPayload()) - stampRoom; broker > 0 && broker < opts.Protocol.MaxPayload {
 		opts.Protocol.MaxPayload = broker // leave the stamp room under the broker's limit
 	}
 	s := &Server{opts: opts, nc: nc, counters: policy.NewCounters(), routes: map[upstream.Key]*route{}, conns: map[*conn]struct{}{},
-		latency: map[string]*latencies{}}
+		latency: map[string]*latencies{}, budget: pending.NewBudget(opts.MemoryBudget)}
 	s.interest = upstream.NewInterest(nc, s.deliver)
 	// Until a configuration arrives, the operator's documented defaults
 	// govern every subject: nothing is unbounded.

@@ -21,28 +21,35 @@ import (
 const MaxFileBytes = 4 << 20
 
 // Load reads and decodes a configuration (YAML or JSON; unknown fields are
-// refused, so a typo does not silently drop a limit).
+// refused, so a typo does not silently drop a limit). It returns the bytes
+// it read even when they do not decode.
 func Load(path string) (meshconfig.PodConfig, []byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return meshconfig.PodConfig{}, nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	if len(data) > MaxFileBytes {
-		return meshconfig.PodConfig{}, nil, fmt.Errorf("%s is %d bytes, over the %d-byte limit", path, len(data), MaxFileBytes)
+		return meshconfig.PodConfig{}, data, fmt.Errorf("%s is %d bytes, over the %d-byte limit", path, len(data), MaxFileBytes)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return meshconfig.PodConfig{}, data, fmt.Errorf("%s is empty", path)
 	}
 	var cfg meshconfig.PodConfig
 	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-		return meshconfig.PodConfig{}, nil, fmt.Errorf("decoding %s: %w", path, err)
+		return meshconfig.PodConfig{}, data, fmt.Errorf("decoding %s: %w", path, err)
 	}
 	return cfg, data, nil
 }
 
 // Watch applies the file's configuration now and whenever its content
-// changes, checking every interval until ctx ends. A configuration that
-// cannot be read or that apply refuses is reported to onError, and the last
-// good one stays in force. The first load's error is returned.
+// changes, checking every interval until ctx ends. New content is acted on
+// once the same bytes were read twice in a row, so a file caught in the
+// middle of being written is neither applied nor reported. Content that
+// cannot be decoded or that apply refuses is reported to onError once, and
+// the last good configuration stays in force. The first load's error is
+// returned.
 func Watch(ctx context.Context, path string, interval time.Duration, apply func(meshconfig.PodConfig) error, onError func(error)) error {
-	cfg, last, err := Load(path)
+	cfg, applied, err := Load(path)
 	if err != nil {
 		return err
 	}
@@ -50,6 +57,8 @@ func Watch(ctx context.Context, path string, interval time.Duration, apply func(
 		return err
 	}
 	go func() {
+		var candidate, reported []byte
+		haveReported := false // reported may be nil: a missing file
 		ticker := time.NewTicker(interval)
 		defer ticker.Stop()
 		for {
@@ -59,17 +68,25 @@ func Watch(ctx context.Context, path string, interval time.Duration, apply func(
 			case <-ticker.C:
 			}
 			cfg, data, err := Load(path)
+			switch {
+			case bytes.Equal(data, applied) && err == nil:
+				candidate = nil // unchanged
+				continue
+			case !bytes.Equal(data, candidate):
+				candidate = data // wait for the next read to agree
+				continue
+			case haveReported && bytes.Equal(data, reported):
+				continue // this bad content was reported already
+			}
+			if err == nil {
+				err = apply(cfg)
+			}
 			if err != nil {
-				onError(err)
-				continue
-			}
-			if bytes.Equal(data, last) {
-				continue
-			}
-			last = data
-			if err := apply(cfg); err != nil {
+				reported, haveReported = data, true
 				onError(fmt.Errorf("%s: %w", path, err))
+				continue
 			}
+			applied, reported, haveReported = data, nil, false
 		}
 	}()
 	return nil

@@ -98,3 +98,27 @@ func TestLoadRefusesAnOversizeFile(t *testing.T) {
 type errAny string
 
 func (e errAny) Error() string { return string(e) }
+
+func TestAMissingFileIsReportedOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(good), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var errs []string
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := configfile.Watch(ctx, path, 5*time.Millisecond, func(meshconfig.PodConfig) error { return nil },
+		func(err error) { mu.Lock(); errs = append(errs, err.Error()); mu.Unlock() }); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // 40 checks
+	mu.Lock()
+	defer mu.Unlock()
+	if len(errs) != 1 || !strings.Contains(errs[0], "no such file") {
+		t.Fatalf("errors %q, want the missing file reported once", errs)
+	}
+}

@@ -31,6 +31,12 @@ const (
 	// ReasonUnsubscribed: the application unsubscribed (or reached its
 	// UNSUB message count) while the message waited.
 	ReasonUnsubscribed
+	// ReasonShed: a non-essential subscription's message, dropped to keep
+	// the sidecar within its memory budget.
+	ReasonShed
+	// ReasonBudget: an essential subscription's message, dropped because
+	// the memory budget was exhausted with nothing non-essential to shed.
+	ReasonBudget
 	numReasons
 )
 
@@ -42,6 +48,10 @@ func (r Reason) String() string {
 		return "closed"
 	case ReasonUnsubscribed:
 		return "unsubscribed"
+	case ReasonShed:
+		return "shed"
+	case ReasonBudget:
+		return "budget"
 	}
 	return fmt.Sprintf("Reason(%d)", uint8(r))
 }
@@ -95,6 +105,9 @@ func (c Counts) Balanced() bool {
 // producer (the upstream) and one consumer (the connection's writer) at
 // once, or more: every method takes its mutex, held only for O(1) work.
 type Queue struct {
+	budget    *Budget // nil: no sidecar-wide budget
+	essential bool
+
 	mu     sync.Mutex
 	limits Limits
 	ring   []Message // grows by doubling up to MaxMessages, never beyond
@@ -111,27 +124,78 @@ func New(limits Limits) *Queue {
 	return &Queue{limits: limits}
 }
 
+// WithBudget makes the queue hold its bytes against a sidecar-wide budget;
+// call it before the queue is used. Close the queue to leave the budget.
+func (q *Queue) WithBudget(b *Budget, essential bool) *Queue {
+	q.budget, q.essential = b, essential
+	b.register(q, essential)
+	return q
+}
+
+// Close leaves the budget, dropping whatever is still pending.
+func (q *Queue) Close(reason Reason) int {
+	if q.budget != nil {
+		q.budget.unregister(q)
+	}
+	return q.DropAll(reason)
+}
+
 // Push offers a message and reports whether it was queued. Under
 // DropOldest it may evict older messages to make room (counted as
 // overflow); a message larger than MaxBytes on its own is always refused.
+// With a budget, the bytes are reserved first (see Budget).
 func (q *Queue) Push(m Message) bool {
+	size := m.Size()
+	if q.budget != nil && !q.budget.reserve(size) {
+		if !q.essential || !q.budget.shedFor(size) {
+			reason := ReasonShed
+			if q.essential {
+				reason = ReasonBudget
+			}
+			q.mu.Lock()
+			q.counts.Arrived++
+			q.counts.Dropped[reason]++
+			q.mu.Unlock()
+			return false
+		}
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.counts.Arrived++
-	size := m.Size()
 	if size > q.limits.MaxBytes {
 		q.counts.Dropped[ReasonOverflow]++
+		q.releaseBudget(size)
 		return false
 	}
 	for q.full(size) {
 		if q.limits.Overflow == DropNewest {
 			q.counts.Dropped[ReasonOverflow]++
+			q.releaseBudget(size)
 			return false
 		}
 		q.popLocked()
 		q.counts.Dropped[ReasonOverflow]++
 	}
 	q.pushLocked(m)
+	return true
+}
+
+func (q *Queue) releaseBudget(n int64) {
+	if q.budget != nil {
+		q.budget.release(n)
+	}
+}
+
+// shedOldest drops the oldest pending message for the budget and reports
+// whether there was one.
+func (q *Queue) shedOldest() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.counts.Pending == 0 {
+		return false
+	}
+	q.popLocked()
+	q.counts.Dropped[ReasonShed]++
 	return true
 }
 
@@ -165,6 +229,7 @@ func (q *Queue) popLocked() Message {
 	q.head = (q.head + 1) % len(q.ring)
 	q.counts.Pending--
 	q.counts.PendingBytes -= m.Size()
+	q.releaseBudget(m.Size())
 	return m
 }
 
