@@ -26,6 +26,10 @@ envtest: ## Build (once, cached outside the clone) etcd, kube-apiserver, kubectl
 bench-matcher: ## Matcher benchmarks vs nats-server's gsl and an RWMutex trie: medians and ratios.
 	$(GO) run ./hack/benchmatcher -count $${COUNT:-5} -benchtime $${BENCHTIME:-1s}
 
+.PHONY: bench-sidecar-core
+bench-sidecar-core: ## Publish-to-delivery through the sidecar vs directly, 1 KiB, interleaved rounds (ROUNDS).
+	$(GO) test -run '^$$' -bench '^BenchmarkPublishToDelivery$$' -benchtime $${ROUNDS:-5}x ./sidecar/
+
 .PHONY: fuzz-matcher
 fuzz-matcher: ## Fuzz subject validation and differential operation sequences (FUZZTIME each).
 	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $${FUZZTIME:-30s} ./matcher/

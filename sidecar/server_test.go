@@ -22,7 +22,7 @@ type rig struct {
 	side   *sidecar.Server
 }
 
-func newRig(t *testing.T, configure ...func(*sidecar.Options)) *rig {
+func newRig(t testing.TB, configure ...func(*sidecar.Options)) *rig {
 	t.Helper()
 	broker := natstest.StartBroker(t, nil)
 	up := natstest.Connect(t, broker.ClientURL())
