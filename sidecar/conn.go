@@ -215,9 +215,14 @@ func (c *conn) subscribe(cmd *protocol.Command) bool {
 	sid := string(cmd.SID)
 	c.mu.Lock()
 	_, dup := c.subs[sid]
+	count := len(c.subs)
 	c.mu.Unlock()
 	if dup {
 		c.queueErr("Parser Error: duplicate sid " + sid)
+		return false
+	}
+	if count >= c.srv.opts.MaxSubscriptions {
+		c.queueErr("Maximum Subscriptions Exceeded") // nats-server's text
 		return false
 	}
 	limits := c.srv.opts.Queue

@@ -157,3 +157,17 @@ func TestConnectionLimit(t *testing.T) {
 	c := &rawClient{t: t, conn: conn, r: bufio.NewReader(conn)}
 	c.closedAfter("-ERR 'maximum connections exceeded'")
 }
+
+func TestSubscriptionLimit(t *testing.T) {
+	r := newRig(t, func(o *sidecar.Options) { o.MaxSubscriptions = 2 })
+	c := r.raw(t)
+	c.send("CONNECT {}\r\nSUB a 1\r\nSUB b 2\r\nSUB c 3\r\nUNSUB 1\r\nSUB c 4\r\nPING\r\n")
+	for _, want := range []string{"-ERR 'Maximum Subscriptions Exceeded'", "PONG"} {
+		if got := c.line(); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+	if n := r.side.Interest().Subscriptions(); n != 2 {
+		t.Fatalf("%d upstream subscriptions, want 2 (b and c)", n)
+	}
+}

@@ -54,6 +54,9 @@ type Options struct {
 	UpstreamFlushTimeout time.Duration
 	// ConnectTimeout is how long a new connection has to send CONNECT.
 	ConnectTimeout time.Duration
+	// MaxSubscriptions bounds one connection's SUBs (nats-server's
+	// max_subscriptions); past it, a SUB is refused and the connection kept.
+	MaxSubscriptions int
 	// MemoryBudget bounds the bytes all local subscriptions' queues hold
 	// together; past it, non-essential subscriptions are shed first.
 	MemoryBudget int64
@@ -71,7 +74,7 @@ type Options struct {
 // before a PONG (nats.go's own Flush waits 10 s), 2 s to send CONNECT
 // (nats-server's auth timeout), 5 minutes for any command to arrive, and a
 // 64 MiB memory budget for all pending messages (a sidecar's container
-// limit should leave room for it).
+// limit should leave room for it), and 10,000 SUBs per connection.
 var DefaultOptions = Options{
 	Listen:               "127.0.0.1:4222",
 	Protocol:             protocol.DefaultLimits,
@@ -83,6 +86,7 @@ var DefaultOptions = Options{
 	ConnectTimeout:       2 * time.Second,
 	MaxIdle:              5 * time.Minute,
 	MemoryBudget:         64 << 20,
+	MaxSubscriptions:     10_000,
 }
 
 // Server is a running sidecar.
@@ -181,7 +185,7 @@ type serverInfo struct {
 // listen until Start.
 func New(nc *nats.Conn, opts Options) (*Server, error) {
 	if opts.MaxConnections < 1 || opts.MaxControlBytes < 1 || opts.WriteBatchBytes < 1 ||
-		opts.UpstreamFlushTimeout <= 0 || opts.ConnectTimeout <= 0 || opts.MaxIdle <= 0 || opts.MemoryBudget < 1 {
+		opts.UpstreamFlushTimeout <= 0 || opts.ConnectTimeout <= 0 || opts.MaxIdle <= 0 || opts.MemoryBudget < 1 || opts.MaxSubscriptions < 1 {
 		return nil, fmt.Errorf("sidecar options: every limit must be positive, got %+v", opts)
 	}
 	if broker := int(nc.MaxPayload()) - stampRoom; broker > 0 && broker < opts.Protocol.MaxPayload {
