@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -91,6 +92,7 @@ func runSidecar(args []string) error {
 	configPath := fs.String("config", "", "pod configuration file (JSON or YAML), reloaded on change; empty: the documented defaults")
 	reload := fs.Duration("reload-interval", time.Second, "how often the configuration file is checked")
 	fs.IntVar(&opts.MaxConnections, "max-connections", opts.MaxConnections, "most application connections")
+	metricsListen := fs.String("metrics-listen", ":9091", "address of /metrics (Prometheus) and /debug/latency; empty disables them")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -128,7 +130,16 @@ func runSidecar(args []string) error {
 	if err := s.Start(); err != nil {
 		return err
 	}
-	log.Info("serving", "listen", s.Addr().String(), "broker", *brokerURL)
+	if *metricsListen != "" {
+		metrics := &http.Server{Addr: *metricsListen, Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := metrics.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error(err, "metrics endpoint stopped")
+			}
+		}()
+		defer metrics.Close()
+	}
+	log.Info("serving", "listen", s.Addr().String(), "broker", *brokerURL, "metrics", *metricsListen)
 	<-ctx.Done()
 	s.Close()
 	return nil

@@ -240,7 +240,7 @@ topics:
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	brokerAddr, sidecarAddr := natstest.FreeAddr(t), natstest.FreeAddr(t)
+	brokerAddr, sidecarAddr, metricsAddr := natstest.FreeAddr(t), natstest.FreeAddr(t), natstest.FreeAddr(t)
 	process(t, "broker", "-listen", brokerAddr, "-token-file", tokenFile)
 	waitFor(t, "the broker listens", func() error {
 		nc, err := nats.Connect("nats://"+brokerAddr, nats.Token("s3cret"))
@@ -252,7 +252,8 @@ topics:
 	if _, err := nats.Connect("nats://" + brokerAddr); err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
 		t.Fatalf("a client without the token reached the broker: %v", err)
 	}
-	process(t, "sidecar", "-listen", sidecarAddr, "-broker", "nats://"+brokerAddr, "-token-file", tokenFile, "-config", configFile)
+	process(t, "sidecar", "-listen", sidecarAddr, "-broker", "nats://"+brokerAddr, "-token-file", tokenFile, "-config", configFile,
+		"-metrics-listen", metricsAddr)
 
 	var app *nats.Conn
 	errs := make(chan error, 10)
@@ -291,4 +292,7 @@ topics:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the configuration file's limit was not enforced")
 	}
+	waitFor(t, "the sidecar's metrics count the refusal", func() error {
+		return get200("http://"+metricsAddr+"/metrics", `weighstation_sidecar_publish_total{outcome="refused_size",topic="small"} 1`)
+	})
 }

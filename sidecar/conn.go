@@ -64,6 +64,7 @@ type localSub struct {
 	delivered atomic.Int64
 	removed   atomic.Bool
 	latency   *latencies // shared by the SUBs of one Subscription policy
+	policy    string     // the covering Subscription's name ("" for none)
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -235,7 +236,7 @@ func (c *conn) subscribe(cmd *protocol.Command) bool {
 		}
 	}
 	ls := &localSub{conn: c, sid: []byte(sid), key: upstream.Key{Subject: subject, Queue: string(cmd.Queue)}, queue: pending.New(limits).WithBudget(c.srv.budget, essential),
-		latency: c.srv.latenciesFor(policyName)}
+		latency: c.srv.latenciesFor(policyName), policy: policyName}
 	c.mu.Lock()
 	c.subs[sid] = ls
 	c.order = append(append([]*localSub(nil), c.order...), ls)
@@ -281,6 +282,7 @@ func (c *conn) removeSub(ls *localSub, reason pending.Reason) {
 	c.mu.Unlock()
 	_ = c.srv.unsubscribe(ls) // an error means the upstream connection is gone; its interest went with it
 	ls.queue.Close(reason)
+	c.srv.retire(ls)
 }
 
 func (c *conn) queueControl(b []byte) {

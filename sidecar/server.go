@@ -122,6 +122,9 @@ type Server struct {
 	// budget bounds every queue's bytes together.
 	budget *pending.Budget
 
+	retiredMu sync.Mutex
+	retired   map[string]pending.Counts // removed SUBs' final counts, by policy
+
 	latencyMu sync.Mutex
 	latency   map[string]*latencies // by Subscription policy name ("" for SUBs none covers)
 }
@@ -192,7 +195,7 @@ func New(nc *nats.Conn, opts Options) (*Server, error) {
 		opts.Protocol.MaxPayload = broker // leave the stamp room under the broker's limit
 	}
 	s := &Server{opts: opts, nc: nc, counters: policy.NewCounters(), routes: map[upstream.Key]*route{}, conns: map[*conn]struct{}{},
-		latency: map[string]*latencies{}, budget: pending.NewBudget(opts.MemoryBudget)}
+		latency: map[string]*latencies{}, budget: pending.NewBudget(opts.MemoryBudget), retired: map[string]pending.Counts{}}
 	s.interest = upstream.NewInterest(nc, s.deliver)
 	// Until a configuration arrives, the operator's documented defaults
 	// govern every subject: nothing is unbounded.

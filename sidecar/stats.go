@@ -9,7 +9,47 @@ import (
 type SubscriptionStats struct {
 	SID    string
 	Key    upstream.Key
+	Policy string // the covering Subscription's name ("" for none)
 	Counts pending.Counts
+}
+
+// retire folds a removed subscription's final counts into its policy's
+// totals, so that totals never go backwards when SUBs come and go.
+func (s *Server) retire(ls *localSub) {
+	c := ls.queue.Counts()
+	s.retiredMu.Lock()
+	defer s.retiredMu.Unlock()
+	t := s.retired[ls.policy]
+	t.Arrived += c.Arrived
+	t.Delivered += c.Delivered
+	for i := range c.Dropped {
+		t.Dropped[i] += c.Dropped[i]
+	}
+	s.retired[ls.policy] = t
+}
+
+// PolicyTotals sums every local subscription's accounting, live and
+// removed, by Subscription policy name: monotonic, for metrics.
+func (s *Server) PolicyTotals() map[string]pending.Counts {
+	s.retiredMu.Lock()
+	out := make(map[string]pending.Counts, len(s.retired))
+	for k, v := range s.retired {
+		out[k] = v
+	}
+	s.retiredMu.Unlock()
+	for _, st := range s.Stats() {
+		t := out[st.Policy]
+		t.Arrived += st.Counts.Arrived
+		t.Delivered += st.Counts.Delivered
+		for i := range st.Counts.Dropped {
+			t.Dropped[i] += st.Counts.Dropped[i]
+		}
+		t.InFlight += st.Counts.InFlight
+		t.Pending += st.Counts.Pending
+		t.PendingBytes += st.Counts.PendingBytes
+		out[st.Policy] = t
+	}
+	return out
 }
 
 // Stats reports every live local subscription, for metrics and tests.
@@ -26,7 +66,9 @@ func (s *Server) Stats() []SubscriptionStats {
 		order := c.order
 		c.mu.Unlock()
 		for _, ls := range order {
-			out = append(out, SubscriptionStats{SID: string(ls.sid), Key: ls.key, Counts: ls.queue.Counts()})
+			if !ls.removed.Load() {
+				out = append(out, SubscriptionStats{SID: string(ls.sid), Key: ls.key, Policy: ls.policy, Counts: ls.queue.Counts()})
+			}
 		}
 	}
 	return out

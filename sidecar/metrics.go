@@ -1,0 +1,111 @@
+package sidecar
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/weighstation/weighstation/sidecar/pending"
+)
+
+// Prometheus metrics, read from the sidecar's own accounting at scrape time
+// (no second set of counters to drift from the first). Labels are
+// Subscription and Topic policy names, bounded by the configuration, never
+// subjects or sids.
+var (
+	descArrived = prometheus.NewDesc("weighstation_sidecar_arrived_total",
+		"Messages that arrived from the broker for local subscriptions.", []string{"subscription"}, nil)
+	descDelivered = prometheus.NewDesc("weighstation_sidecar_delivered_total",
+		"Messages written to the application's socket.", []string{"subscription"}, nil)
+	descDropped = prometheus.NewDesc("weighstation_sidecar_dropped_total",
+		"Messages dropped before delivery, by reason.", []string{"subscription", "reason"}, nil)
+	descPending = prometheus.NewDesc("weighstation_sidecar_pending_messages",
+		"Messages waiting in the sidecar for the application.", []string{"subscription"}, nil)
+	descBudget = prometheus.NewDesc("weighstation_sidecar_pending_bytes",
+		"Bytes all pending messages hold, of the memory budget.", nil, nil)
+	descBudgetMax = prometheus.NewDesc("weighstation_sidecar_memory_budget_bytes",
+		"The memory budget for pending messages.", nil, nil)
+	descPublish = prometheus.NewDesc("weighstation_sidecar_publish_total",
+		"Publish attempts by governing Topic and outcome.", []string{"topic", "outcome"}, nil)
+	descLatency = prometheus.NewDesc("weighstation_sidecar_latency_seconds",
+		"Response time from HdrHistogram, by kind (dwell: arrival in this sidecar to the write; end_to_end: the publishing sidecar's stamp to the write). The sum is mean times count.",
+		[]string{"subscription", "kind"}, nil)
+)
+
+// latencyQuantiles are the percentiles exported (the full distribution is
+// at /debug/latency).
+var latencyQuantiles = []float64{0.5, 0.9, 0.99, 0.999, 0.9999}
+
+type collector struct{ s *Server }
+
+// Collector returns a Prometheus collector for the sidecar.
+func (s *Server) Collector() prometheus.Collector { return collector{s} }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descBudget, descBudgetMax, descPublish, descLatency} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	for name, t := range c.s.PolicyTotals() {
+		ch <- prometheus.MustNewConstMetric(descArrived, prometheus.CounterValue, float64(t.Arrived), name)
+		ch <- prometheus.MustNewConstMetric(descDelivered, prometheus.CounterValue, float64(t.Delivered), name)
+		for r := range t.Dropped {
+			ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(t.Dropped[r]), name, pending.Reason(r).String())
+		}
+		ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(t.Pending), name)
+	}
+	ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, float64(c.s.budget.Used()))
+	ch <- prometheus.MustNewConstMetric(descBudgetMax, prometheus.GaugeValue, float64(c.s.budget.Max()))
+	for topic, t := range c.s.TopicCounters() {
+		for outcome, v := range map[string]uint64{"forwarded": t.Forwarded, "refused_size": t.RefusedSize, "refused_rate": t.RefusedRate, "failed_upstream": t.FailedUpstream} {
+			ch <- prometheus.MustNewConstMetric(descPublish, prometheus.CounterValue, float64(v), topic, outcome)
+		}
+	}
+	for name, l := range c.s.Latency() {
+		for i, kind := range []string{"dwell", "end_to_end"} {
+			h := l[i].Histogram
+			q := make(map[float64]float64, len(latencyQuantiles))
+			for _, p := range latencyQuantiles {
+				q[p] = float64(h.ValueAtQuantile(p*100)) / 1e6
+			}
+			ch <- prometheus.MustNewConstSummary(descLatency, uint64(h.TotalCount()), h.Mean()*float64(h.TotalCount())/1e6, q, name, kind)
+		}
+	}
+}
+
+// Handler serves /metrics (Prometheus) and /debug/latency (each
+// distribution in HdrHistogram's percentile format, in microseconds).
+func (s *Server) Handler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s.Collector())
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/debug/latency", func(w http.ResponseWriter, _ *http.Request) {
+		all := s.Latency()
+		names := make([]string, 0, len(all))
+		for name := range all {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			label := name
+			if label == "" {
+				label = "(no Subscription: inboxes and other SUBs)"
+			}
+			for i, kind := range []string{"dwell", "end-to-end"} {
+				snap := all[name][i]
+				fmt.Fprintf(w, "# subscription %s, %s, microseconds; out of range: %d negative, %d over 60 s\n", label, kind, snap.Negative, snap.TooLarge)
+				if _, err := snap.Histogram.PercentilesPrint(w, 5, 1); err != nil {
+					fmt.Fprintf(w, "# printing: %v\n", err)
+				}
+				fmt.Fprintln(w)
+			}
+		}
+	})
+	return mux
+}
