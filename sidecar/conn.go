@@ -43,6 +43,8 @@ type conn struct {
 	errs *protocol.ErrorCoalescer
 	// topics is scratch space for governing-Topic lookups (the reader's).
 	topics []*policy.Topic
+	// requests times the application's requests until their replies.
+	requests outstanding
 
 	mu      sync.Mutex
 	control []byte               // queued control replies
@@ -161,6 +163,7 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 		c.queueErr("Invalid Subject")
 		return false
 	}
+	arrivedAt := nanotime()
 	var topic *policy.Topic
 	topic, c.topics = c.srv.policy.Load().Governing(subject, c.topics)
 	now := time.Now()
@@ -186,9 +189,17 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 		}
 		stamp(msg.Header, now)
 	}
+	// A request is timed from before it leaves: its reply can come back
+	// before PublishMsg returns.
+	if msg.Reply != "" {
+		c.requests.start(msg.Reply, arrivedAt)
+	}
 	// nats.go copies the message into its buffer before returning, so the
 	// reader's buffers can be reused at once.
 	if err := c.srv.nc.PublishMsg(msg); err != nil {
+		if msg.Reply != "" {
+			c.requests.finish([]byte(msg.Reply)) // it never left
+		}
 		// The broker is away and the bounded outage buffer is full.
 		topic.Counters.FailedUpstream.Add(1)
 		c.refusePublish(subject, now, "Permissions Violation for Publish to "+`"`+subject+`": the broker is unavailable`)
@@ -323,6 +334,7 @@ func (c *conn) writer() {
 	}
 	type timing struct {
 		ls                  *localSub
+		subject             []byte
 		arrived, sentUnixNs int64
 	}
 	batch := make([]byte, 0, c.srv.opts.WriteBatchBytes)
@@ -352,7 +364,7 @@ func (c *conn) writer() {
 						break
 					}
 					batch = c.appendMsg(batch, ls, &m)
-					timings = append(timings, timing{ls, m.ArrivedNanos, m.SentUnixNanos})
+					timings = append(timings, timing{ls, m.Subject, m.ArrivedNanos, m.SentUnixNanos})
 					n++
 				}
 				if n > 0 {
@@ -368,7 +380,13 @@ func (c *conn) writer() {
 				// (dwell) and from the publishing sidecar's stamp (end to
 				// end), both at the moment of the write.
 				writtenMono, writtenWall := nanotime(), time.Now().UnixNano()
+				timeReplies := c.requests.pending()
 				for _, tm := range timings {
+					if timeReplies {
+						if started, ok := c.requests.finish(tm.subject); ok {
+							c.srv.requestLatency.Record(time.Duration(writtenMono - started))
+						}
+					}
 					tm.ls.latency.Dwell.Record(time.Duration(writtenMono - tm.arrived))
 					if tm.sentUnixNs != 0 {
 						tm.ls.latency.EndToEnd.Record(time.Duration(writtenWall - tm.sentUnixNs))

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sort"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -30,6 +31,8 @@ var (
 		"The memory budget for pending messages.", nil, nil)
 	descPublish = prometheus.NewDesc("weighstation_sidecar_publish_total",
 		"Publish attempts by governing Topic and outcome.", []string{"topic", "outcome"}, nil)
+	descRequests = prometheus.NewDesc("weighstation_sidecar_request_latency_seconds",
+		"The application's requests, from their arrival in the sidecar to the write of the reply, from HdrHistogram. The sum is mean times count.", nil, nil)
 	descLatency = prometheus.NewDesc("weighstation_sidecar_latency_seconds",
 		"Response time from HdrHistogram, by kind (dwell: arrival in this sidecar to the write; end_to_end: the publishing sidecar's stamp to the write). The sum is mean times count.",
 		[]string{"subscription", "kind"}, nil)
@@ -45,7 +48,7 @@ type collector struct{ s *Server }
 func (s *Server) Collector() prometheus.Collector { return collector{s} }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descBudget, descBudgetMax, descPublish, descLatency} {
+	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descBudget, descBudgetMax, descPublish, descLatency, descRequests} {
 		ch <- d
 	}
 }
@@ -68,14 +71,20 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for name, l := range c.s.Latency() {
 		for i, kind := range []string{"dwell", "end_to_end"} {
-			h := l[i].Histogram
-			q := make(map[float64]float64, len(latencyQuantiles))
-			for _, p := range latencyQuantiles {
-				q[p] = float64(h.ValueAtQuantile(p*100)) / 1e6
-			}
-			ch <- prometheus.MustNewConstSummary(descLatency, uint64(h.TotalCount()), h.Mean()*float64(h.TotalCount())/1e6, q, name, kind)
+			ch <- summaryOf(descLatency, l[i].Histogram, name, kind)
 		}
 	}
+	ch <- summaryOf(descRequests, c.s.RequestLatency().Histogram)
+}
+
+// summaryOf exports an HdrHistogram (microseconds) as a Prometheus summary
+// in seconds.
+func summaryOf(desc *prometheus.Desc, h *hdrhistogram.Histogram, labels ...string) prometheus.Metric {
+	q := make(map[float64]float64, len(latencyQuantiles))
+	for _, p := range latencyQuantiles {
+		q[p] = float64(h.ValueAtQuantile(p*100)) / 1e6
+	}
+	return prometheus.MustNewConstSummary(desc, uint64(h.TotalCount()), h.Mean()*float64(h.TotalCount())/1e6, q, labels...)
 }
 
 // Handler serves /metrics (Prometheus) and /debug/latency (each
@@ -92,6 +101,12 @@ func (s *Server) Handler() http.Handler {
 			names = append(names, name)
 		}
 		sort.Strings(names)
+		req := s.RequestLatency()
+		fmt.Fprintf(w, "# the application's requests, arrival to reply, microseconds; out of range: %d negative, %d over 60 s\n", req.Negative, req.TooLarge)
+		if _, err := req.Histogram.PercentilesPrint(w, 5, 1); err != nil {
+			fmt.Fprintf(w, "# printing: %v\n", err)
+		}
+		fmt.Fprintln(w)
 		for _, name := range names {
 			label := name
 			if label == "" {

@@ -125,6 +125,9 @@ type Server struct {
 	retiredMu sync.Mutex
 	retired   map[string]pending.Counts // removed SUBs' final counts, by policy
 
+	// requestLatency times the application's requests, arrival to reply.
+	requestLatency *latency.Recorder
+
 	latencyMu sync.Mutex
 	latency   map[string]*latencies // by Subscription policy name ("" for SUBs none covers)
 }
@@ -159,6 +162,9 @@ func (s *Server) Latency() map[string][2]latency.Snapshot {
 	}
 	return out
 }
+
+// RequestLatency snapshots the application's request latencies.
+func (s *Server) RequestLatency() latency.Snapshot { return s.requestLatency.Snapshot() }
 
 // BudgetUsed is the bytes all pending messages hold now, of MemoryBudget.
 func (s *Server) BudgetUsed() int64 { return s.budget.Used() }
@@ -195,7 +201,8 @@ func New(nc *nats.Conn, opts Options) (*Server, error) {
 		opts.Protocol.MaxPayload = broker // leave the stamp room under the broker's limit
 	}
 	s := &Server{opts: opts, nc: nc, counters: policy.NewCounters(), routes: map[upstream.Key]*route{}, conns: map[*conn]struct{}{},
-		latency: map[string]*latencies{}, budget: pending.NewBudget(opts.MemoryBudget), retired: map[string]pending.Counts{}}
+		latency: map[string]*latencies{}, budget: pending.NewBudget(opts.MemoryBudget), retired: map[string]pending.Counts{},
+		requestLatency: latency.NewRecorder()}
 	s.interest = upstream.NewInterest(nc, s.deliver)
 	// Until a configuration arrives, the operator's documented defaults
 	// govern every subject: nothing is unbounded.

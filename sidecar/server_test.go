@@ -293,3 +293,31 @@ func TestUnsubscribeWithMax(t *testing.T) {
 		t.Fatalf("delivered %d, want 3", count.Load())
 	}
 }
+
+// TestRequestLatencyIsTimed: the application's requests are timed from
+// their arrival in the sidecar to the write of the reply.
+func TestRequestLatencyIsTimed(t *testing.T) {
+	r := newRig(t)
+	responder := r.direct(t)
+	if _, err := responder.Subscribe("svc", func(m *nats.Msg) { _ = m.Respond([]byte("ok")) }); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, responder)
+	app := r.app(t)
+	const n = 20
+	for range n {
+		if _, err := app.Request("svc", nil, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A publish with a reply subject nobody answers is not a timed request
+	// that completes.
+	if err := app.PublishRequest("nobody", "_INBOX.never.1", nil); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, app)
+	waitFor(t, "every request timed", func() bool { return r.side.RequestLatency().Histogram.TotalCount() == n })
+	if h := r.side.RequestLatency().Histogram; h.Max() > int64(5*time.Second/time.Microsecond) || h.ValueAtQuantile(50) < 1 {
+		t.Fatalf("request latency p50 %d µs, max %d µs", h.ValueAtQuantile(50), h.Max())
+	}
+}

@@ -1,0 +1,74 @@
+package sidecar
+
+import (
+	"sync"
+	"time"
+)
+
+// Request latency: for a request the application makes (a PUB with a reply
+// subject), the time from its arrival in the sidecar to the write of the
+// first reply back to the application. Both ends are on this sidecar's
+// monotonic clock, so it is exactly what the caller experiences.
+const (
+	// maxOutstandingRequests bounds the requests one connection is timed
+	// for; past it, new requests are not timed (and counted as untimed),
+	// never refused.
+	maxOutstandingRequests = 10_000
+	// requestTimeout is how long a request waits for its reply before it
+	// stops being timed (nats.go's default request timeout is shorter).
+	requestTimeout = time.Minute
+)
+
+// outstanding is a connection's table of requests waiting for replies.
+type outstanding struct {
+	mu       sync.Mutex
+	byReply  map[string]int64 // reply subject -> arrival (nanotime)
+	untimed  uint64
+	lastSwep int64
+}
+
+func (o *outstanding) start(reply string, arrived int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.byReply == nil {
+		o.byReply = make(map[string]int64)
+	}
+	if len(o.byReply) >= maxOutstandingRequests {
+		o.sweep(arrived)
+		if len(o.byReply) >= maxOutstandingRequests {
+			o.untimed++
+			return
+		}
+	}
+	o.byReply[reply] = arrived
+}
+
+// finish returns when the request answered on subject arrived, once.
+func (o *outstanding) finish(subject []byte) (int64, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	arrived, ok := o.byReply[string(subject)] // no allocation: the compiler elides the conversion
+	if ok {
+		delete(o.byReply, string(subject))
+	}
+	return arrived, ok
+}
+
+func (o *outstanding) pending() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.byReply) > 0
+}
+
+// sweep forgets requests older than requestTimeout, at most once a second.
+func (o *outstanding) sweep(now int64) {
+	if now-o.lastSwep < int64(time.Second) {
+		return
+	}
+	o.lastSwep = now
+	for k, t := range o.byReply {
+		if now-t > int64(requestTimeout) {
+			delete(o.byReply, k)
+		}
+	}
+}
