@@ -27,7 +27,7 @@ import (
 // process listing.
 func readToken(path string) (string, error) {
 	if path == "" {
-		return "", errors.New("-token-file is required: the broker admits sidecars only")
+		return "", errors.New("-token-file is required (or nkeys: -sidecar-nkeys for the broker, -nkey-seed-file for the sidecar): the broker admits sidecars only")
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -49,6 +49,7 @@ func runBroker(args []string) error {
 	o := broker.DefaultOptions
 	fs.StringVar(&o.Listen, "listen", o.Listen, "client address")
 	tokenFile := fs.String("token-file", "", "file holding the token every sidecar must present")
+	nkeysFlag := fs.String("sidecar-nkeys", "", "comma-separated public nkeys of the sidecars allowed in (instead of a token)")
 	maxPayload := fs.Int("max-payload", int(o.MaxPayload), "largest message, in bytes")
 	fs.Int64Var(&o.MaxPending, "max-pending", o.MaxPending, "most bytes buffered for one client before it is a slow consumer")
 	fs.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "most client connections")
@@ -58,11 +59,16 @@ func runBroker(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	token, err := readToken(*tokenFile)
-	if err != nil {
-		return err
+	if *nkeysFlag != "" {
+		o.SidecarNkeys = strings.Split(*nkeysFlag, ",")
+	} else {
+		token, err := readToken(*tokenFile)
+		if err != nil {
+			return err
+		}
+		o.Token = token
 	}
-	o.Token, o.MaxPayload = token, int32(*maxPayload)
+	o.MaxPayload = int32(*maxPayload)
 	if *routes != "" {
 		o.Routes = strings.Split(*routes, ",")
 	}
@@ -89,6 +95,7 @@ func runSidecar(args []string) error {
 	fs.StringVar(&opts.Listen, "listen", opts.Listen, "where the application connects")
 	brokerURL := fs.String("broker", "nats://weighstation-broker:4222", "the broker's URL")
 	tokenFile := fs.String("token-file", "", "file holding the broker token (the application never sees it)")
+	nkeySeedFile := fs.String("nkey-seed-file", "", "file holding the sidecar's nkey seed, instead of a token")
 	configPath := fs.String("config", "", "pod configuration file (JSON or YAML), reloaded on change; empty: the documented defaults")
 	reload := fs.Duration("reload-interval", time.Second, "how often the configuration file is checked")
 	fs.IntVar(&opts.MaxConnections, "max-connections", opts.MaxConnections, "most application connections")
@@ -100,11 +107,21 @@ func runSidecar(args []string) error {
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("sidecar")
-	token, err := readToken(*tokenFile)
-	if err != nil {
-		return err
+	var credentials nats.Option
+	if *nkeySeedFile != "" {
+		opt, err := nats.NkeyOptionFromSeed(*nkeySeedFile)
+		if err != nil {
+			return fmt.Errorf("reading the nkey seed: %w", err)
+		}
+		credentials = opt
+	} else {
+		token, err := readToken(*tokenFile)
+		if err != nil {
+			return err
+		}
+		credentials = nats.Token(token)
 	}
-	nc, err := nats.Connect(*brokerURL, append(upstream.ConnectOptions(), nats.Token(token))...)
+	nc, err := nats.Connect(*brokerURL, append(upstream.ConnectOptions(), credentials)...)
 	if err != nil {
 		return fmt.Errorf("connecting to the broker %s: %w", *brokerURL, err)
 	}

@@ -13,15 +13,20 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
 )
 
 // Options configure the broker.
 type Options struct {
 	// Listen is the client address, host:port.
 	Listen string
-	// Token is required of every client. Empty refuses to start: an
-	// unauthenticated broker would let applications bypass their sidecars.
+	// Token is required of every client, unless SidecarNkeys is set. With
+	// neither the broker refuses to start: an unauthenticated broker would
+	// let applications bypass their sidecars.
 	Token string
+	// SidecarNkeys are the public nkeys (U...) of the sidecars allowed in;
+	// each sidecar proves its key by signing the broker's nonce.
+	SidecarNkeys []string
 	// MaxPayload is the largest message, in bytes.
 	MaxPayload int32
 	// MaxPending is the most bytes buffered for one client (a sidecar)
@@ -48,8 +53,11 @@ var DefaultOptions = Options{
 
 // New configures a broker; Start it with (*server.Server).Start.
 func New(o Options) (*server.Server, error) {
-	if o.Token == "" {
-		return nil, errors.New("broker: a token is required, so that only sidecars can connect")
+	if o.Token == "" && len(o.SidecarNkeys) == 0 {
+		return nil, errors.New("broker: a token or sidecar nkeys are required, so that only sidecars can connect")
+	}
+	if o.Token != "" && len(o.SidecarNkeys) > 0 {
+		return nil, errors.New("broker: give a token or sidecar nkeys, not both")
 	}
 	if o.MaxPayload < 1 || o.MaxPending < int64(o.MaxPayload) || o.MaxConnections < 1 {
 		return nil, fmt.Errorf("broker: limits must be positive and max_pending at least max_payload, got %+v", o)
@@ -58,10 +66,18 @@ func New(o Options) (*server.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: listen address: %w", err)
 	}
+	var users []*server.NkeyUser
+	for _, k := range o.SidecarNkeys {
+		if !nkeys.IsValidPublicUserKey(k) {
+			return nil, fmt.Errorf("broker: %q is not a public user nkey", k)
+		}
+		users = append(users, &server.NkeyUser{Nkey: k})
+	}
 	opts := &server.Options{
 		Host:          host,
 		Port:          port,
 		Authorization: o.Token,
+		Nkeys:         users,
 		MaxPayload:    o.MaxPayload,
 		MaxPending:    o.MaxPending,
 		MaxConn:       o.MaxConnections,

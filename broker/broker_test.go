@@ -1,11 +1,14 @@
 package broker_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/weighstation/weighstation/broker"
 	"github.com/weighstation/weighstation/internal/natstest"
@@ -52,7 +55,9 @@ func TestExplicitLimitsAreRequired(t *testing.T) {
 		mutate func(*broker.Options)
 		want   string
 	}{
-		{"no token", func(o *broker.Options) { o.Token = "" }, "a token is required"},
+		{"no credentials", func(o *broker.Options) { o.Token = "" }, "a token or sidecar nkeys are required"},
+		{"token and nkeys", func(o *broker.Options) { o.SidecarNkeys = []string{"UABC"} }, "not both"},
+		{"bad nkey", func(o *broker.Options) { o.Token, o.SidecarNkeys = "", []string{"not-a-key"} }, "not a public user nkey"},
 		{"pending below payload", func(o *broker.Options) { o.MaxPending = 10 }, "max_pending at least max_payload"},
 		{"no connections", func(o *broker.Options) { o.MaxConnections = 0 }, "limits must be positive"},
 		{"bad address", func(o *broker.Options) { o.Listen = "nowhere" }, "listen address"},
@@ -111,4 +116,37 @@ func TestBrokersFormACluster(t *testing.T) {
 			t.Fatal("no message crossed the route within 10s")
 		}
 	}
+}
+
+func TestOnlySidecarsWithTheNkeyConnect(t *testing.T) {
+	user, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := user.PublicKey()
+	seed, _ := user.Seed()
+	o := broker.DefaultOptions
+	o.Listen, o.SidecarNkeys = "127.0.0.1:0", []string{pub}
+	url := start(t, o)
+	if _, err := nats.Connect(url); err == nil {
+		t.Fatal("a client without the nkey connected")
+	}
+	other, _ := nkeys.CreateUser()
+	otherPub, _ := other.PublicKey()
+	if _, err := nats.Connect(url, nats.Nkey(otherPub, other.Sign)); err == nil {
+		t.Fatal("a client with another nkey connected")
+	}
+	seedFile := filepath.Join(t.TempDir(), "sidecar.nk")
+	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opt, err := nats.NkeyOptionFromSeed(seedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(url, opt)
+	if err != nil {
+		t.Fatalf("the sidecar's nkey was refused: %v", err)
+	}
+	nc.Close()
 }

@@ -67,6 +67,16 @@ type localSub struct {
 	removed   atomic.Bool
 	latency   *latencies // shared by the SUBs of one Subscription policy
 	policy    string     // the covering Subscription's name ("" for none)
+	retired   atomic.Bool
+}
+
+// retireWhenSettled folds a removed subscription's counts into its policy's
+// totals once nothing of it is in flight any more (its writer settles the
+// rest and calls this again).
+func (ls *localSub) retireWhenSettled() {
+	if ls.removed.Load() && ls.queue.Counts().InFlight == 0 && ls.retired.CompareAndSwap(false, true) {
+		ls.conn.srv.retire(ls)
+	}
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -237,15 +247,7 @@ func (c *conn) subscribe(cmd *protocol.Command) bool {
 		c.queueErr("Maximum Subscriptions Exceeded") // nats-server's text
 		return false
 	}
-	limits := c.srv.opts.Queue
-	policyName, essential := "", true // SUBs no Subscription covers (inboxes) are replies someone waits for
-	if sp, ok := c.srv.policy.Load().SubscriptionFor(subject); ok {
-		policyName, essential = sp.Name, sp.Essential
-		limits = pending.Limits{MaxMessages: int(sp.Limits.MaxPendingMessages), MaxBytes: sp.Limits.MaxPendingBytes, Overflow: pending.DropNewest}
-		if sp.Limits.Overflow == "DropOldest" {
-			limits.Overflow = pending.DropOldest
-		}
-	}
+	limits, essential, policyName := c.srv.subscriptionPolicy(subject)
 	ls := &localSub{conn: c, sid: []byte(sid), key: upstream.Key{Subject: subject, Queue: string(cmd.Queue)}, queue: pending.New(limits).WithBudget(c.srv.budget, essential),
 		latency: c.srv.latenciesFor(policyName), policy: policyName}
 	c.mu.Lock()
@@ -293,7 +295,7 @@ func (c *conn) removeSub(ls *localSub, reason pending.Reason) {
 	c.mu.Unlock()
 	_ = c.srv.unsubscribe(ls) // an error means the upstream connection is gone; its interest went with it
 	ls.queue.Close(reason)
-	c.srv.retire(ls)
+	ls.retireWhenSettled()
 }
 
 func (c *conn) queueControl(b []byte) {
@@ -404,6 +406,7 @@ func (c *conn) writer() {
 						t.ls.delivered.Add(int64(t.n))
 					}
 				}
+				t.ls.retireWhenSettled() // if it was removed while these were in flight
 			}
 			if err != nil {
 				c.close()

@@ -241,6 +241,7 @@ func (s *Server) SetConfig(cfg meshconfig.PodConfig) error {
 	old := s.info.Load()
 	s.policy.Store(compiled)
 	s.info.Store(&info)
+	s.reapplySubscriptionLimits()
 	if old != nil && string(*old) != string(info) {
 		s.mu.RLock()
 		for c := range s.conns {
@@ -249,6 +250,43 @@ func (s *Server) SetConfig(cfg meshconfig.PodConfig) error {
 		s.mu.RUnlock()
 	}
 	return nil
+}
+
+// subscriptionPolicy is what a local SUB of pattern gets under the current
+// configuration: the queue limits and essential flag of the most specific
+// Subscription covering it, or the sidecar's defaults (essential: SUBs no
+// Subscription covers are inboxes, replies someone waits for).
+func (s *Server) subscriptionPolicy(pattern string) (limits pending.Limits, essential bool, name string) {
+	sp, ok := s.policy.Load().SubscriptionFor(pattern)
+	if !ok {
+		return s.opts.Queue, true, ""
+	}
+	limits = pending.Limits{MaxMessages: int(sp.Limits.MaxPendingMessages), MaxBytes: sp.Limits.MaxPendingBytes, Overflow: pending.DropNewest}
+	if sp.Limits.Overflow == "DropOldest" {
+		limits.Overflow = pending.DropOldest
+	}
+	return limits, sp.Essential, sp.Name
+}
+
+// reapplySubscriptionLimits gives every live SUB the limits of the new
+// configuration. (Its latency recorder stays with the policy it started
+// under.)
+func (s *Server) reapplySubscriptionLimits() {
+	s.mu.RLock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.RUnlock()
+	for _, c := range conns {
+		c.mu.Lock()
+		order := c.order
+		c.mu.Unlock()
+		for _, ls := range order {
+			limits, essential, _ := s.subscriptionPolicy(ls.key.Subject)
+			ls.queue.SetLimits(limits, essential)
+		}
+	}
 }
 
 // TopicCounters reports the publish counters by Topic name ("" is the
@@ -373,24 +411,12 @@ func (s *Server) unroute(ls *localSub) {
 }
 
 // deliver is called by the upstream subscription of key for each message:
-// every local subscriber gets it, or one member of a local queue group.
+// every local subscriber gets it, or one member of a local queue group. It
+// pushes while holding the routing read lock, so once unroute returns no
+// delivery can still reach the removed subscription (its accounting is then
+// final).
 func (s *Server) deliver(key upstream.Key, m *nats.Msg) {
 	arrived := nanotime()
-	s.mu.RLock()
-	r := s.routes[key]
-	var targets []*localSub
-	if r != nil {
-		targets = r.subs
-		if key.Queue != "" && len(targets) > 0 {
-			i := r.next.Add(1) % uint64(len(targets))
-			targets = targets[i : i+1]
-		}
-	}
-	s.mu.RUnlock()
-	if len(targets) == 0 {
-		s.unrouted.Add(1)
-		return
-	}
 	msg := pending.Message{Subject: []byte(m.Subject), Reply: []byte(m.Reply), Data: m.Data, ArrivedNanos: arrived}
 	if len(m.Header) > 0 {
 		// The stamp is ours: take it off, so the application receives the
@@ -400,6 +426,21 @@ func (s *Server) deliver(key upstream.Key, m *nats.Msg) {
 		if len(m.Header) > 0 {
 			msg.Header = appendHeaderBlock(nil, m.Header)
 		}
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r := s.routes[key]
+	var targets []*localSub
+	if r != nil {
+		targets = r.subs
+		if key.Queue != "" && len(targets) > 0 {
+			i := r.next.Add(1) % uint64(len(targets))
+			targets = targets[i : i+1]
+		}
+	}
+	if len(targets) == 0 {
+		s.unrouted.Add(1)
+		return
 	}
 	for _, ls := range targets {
 		ls.queue.Push(msg)

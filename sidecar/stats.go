@@ -10,6 +10,7 @@ type SubscriptionStats struct {
 	SID    string
 	Key    upstream.Key
 	Policy string // the covering Subscription's name ("" for none)
+	Limits pending.Limits
 	Counts pending.Counts
 }
 
@@ -67,7 +68,7 @@ func (s *Server) Stats() []SubscriptionStats {
 		c.mu.Unlock()
 		for _, ls := range order {
 			if !ls.removed.Load() {
-				out = append(out, SubscriptionStats{SID: string(ls.sid), Key: ls.key, Policy: ls.policy, Counts: ls.queue.Counts()})
+				out = append(out, SubscriptionStats{SID: string(ls.sid), Key: ls.key, Policy: ls.policy, Limits: ls.queue.Limits(), Counts: ls.queue.Counts()})
 			}
 		}
 	}

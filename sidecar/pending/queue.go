@@ -8,6 +8,7 @@ package pending
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // Overflow is what a full queue does with the next message.
@@ -106,9 +107,10 @@ func (c Counts) Balanced() bool {
 // once, or more: every method takes its mutex, held only for O(1) work.
 type Queue struct {
 	budget    *Budget // nil: no sidecar-wide budget
-	essential bool
+	essential atomic.Bool
 
 	mu     sync.Mutex
+	closed bool
 	limits Limits
 	ring   []Message // grows by doubling up to MaxMessages, never beyond
 	head   int
@@ -127,16 +129,38 @@ func New(limits Limits) *Queue {
 // WithBudget makes the queue hold its bytes against a sidecar-wide budget;
 // call it before the queue is used. Close the queue to leave the budget.
 func (q *Queue) WithBudget(b *Budget, essential bool) *Queue {
-	q.budget, q.essential = b, essential
+	q.budget = b
+	q.essential.Store(essential)
 	b.register(q, essential)
 	return q
 }
 
-// Close leaves the budget, dropping whatever is still pending.
+// SetLimits changes the queue's limits and whether it is essential, for a
+// configuration change. A smaller limit admits nothing new until the queue
+// has drained below it; nothing already queued is dropped for it.
+func (q *Queue) SetLimits(limits Limits, essential bool) {
+	if limits.MaxMessages < 1 || limits.MaxBytes < 1 {
+		return // refused by the configuration's validation first
+	}
+	q.mu.Lock()
+	q.limits = limits
+	q.mu.Unlock()
+	if q.budget != nil && essential != q.essential.Load() {
+		q.budget.unregister(q)
+		q.essential.Store(essential)
+		q.budget.register(q, essential)
+	}
+}
+
+// Close leaves the budget and drops whatever is still pending; a message
+// pushed afterwards is counted as dropped (closed), never held.
 func (q *Queue) Close(reason Reason) int {
 	if q.budget != nil {
 		q.budget.unregister(q)
 	}
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
 	return q.DropAll(reason)
 }
 
@@ -146,10 +170,19 @@ func (q *Queue) Close(reason Reason) int {
 // With a budget, the bytes are reserved first (see Budget).
 func (q *Queue) Push(m Message) bool {
 	size := m.Size()
+	q.mu.Lock()
+	if q.closed {
+		q.counts.Arrived++
+		q.counts.Dropped[ReasonClosed]++
+		q.mu.Unlock()
+		return false
+	}
+	q.mu.Unlock()
 	if q.budget != nil && !q.budget.reserve(size) {
-		if !q.essential || !q.budget.shedFor(size) {
+		essential := q.essential.Load()
+		if !essential || !q.budget.shedFor(size) {
 			reason := ReasonShed
-			if q.essential {
+			if essential {
 				reason = ReasonBudget
 			}
 			q.mu.Lock()
@@ -215,6 +248,7 @@ func (q *Queue) pushLocked(m Message) {
 
 func (q *Queue) grow() {
 	size := min(max(2*len(q.ring), 8), q.limits.MaxMessages)
+	size = max(size, int(q.counts.Pending)) // after a limit was lowered
 	ring := make([]Message, size)
 	n := int(q.counts.Pending)
 	for i := range n {
@@ -268,6 +302,13 @@ func (q *Queue) DropAll(reason Reason) int {
 	}
 	q.counts.Dropped[reason] += uint64(n)
 	return n
+}
+
+// Limits returns the queue's current limits.
+func (q *Queue) Limits() Limits {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.limits
 }
 
 // Counts returns a consistent snapshot of the accounting.

@@ -110,3 +110,18 @@ func TestRingNeverGrowsPastTheLimit(t *testing.T) {
 		t.Fatalf("kept %v, want the newest five", got)
 	}
 }
+
+func TestAClosedQueueCountsLatePushesAsDropped(t *testing.T) {
+	q := pending.New(pending.Limits{MaxMessages: 10, MaxBytes: 1 << 20})
+	q.Push(msg(0, 1))
+	if n := q.Close(pending.ReasonUnsubscribed); n != 1 {
+		t.Fatalf("Close dropped %d, want 1", n)
+	}
+	if q.Push(msg(1, 1)) {
+		t.Fatal("a closed queue accepted a message")
+	}
+	c := q.Counts()
+	if c.Arrived != 2 || c.Dropped[pending.ReasonUnsubscribed] != 1 || c.Dropped[pending.ReasonClosed] != 1 || c.Pending != 0 || !c.Balanced() {
+		t.Fatalf("counts %+v", c)
+	}
+}
