@@ -45,6 +45,8 @@ type conn struct {
 	topics []*policy.Topic
 	// requests times the application's requests until their replies.
 	requests outstanding
+	// pendingLimit bounds the bytes all this connection's queues hold.
+	pendingLimit *pending.Budget
 
 	mu      sync.Mutex
 	control []byte               // queued control replies
@@ -81,7 +83,8 @@ func (ls *localSub) retireWhenSettled() {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	return &conn{srv: s, netConn: nc, subs: map[string]*localSub{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
-		errs: protocol.NewErrorCoalescer(protocol.DefaultErrorInterval, protocol.DefaultErrorKeys)}
+		errs:         protocol.NewErrorCoalescer(protocol.DefaultErrorInterval, protocol.DefaultErrorKeys),
+		pendingLimit: pending.NewBudget(s.opts.MaxPendingBytesPerConnection)}
 }
 
 func (c *conn) serve() {
@@ -248,7 +251,7 @@ func (c *conn) subscribe(cmd *protocol.Command) bool {
 		return false
 	}
 	limits, essential, policyName := c.srv.subscriptionPolicy(subject)
-	ls := &localSub{conn: c, sid: []byte(sid), key: upstream.Key{Subject: subject, Queue: string(cmd.Queue)}, queue: pending.New(limits).WithBudget(c.srv.budget, essential),
+	ls := &localSub{conn: c, sid: []byte(sid), key: upstream.Key{Subject: subject, Queue: string(cmd.Queue)}, queue: pending.New(limits).WithConnectionLimit(c.pendingLimit).WithBudget(c.srv.budget, essential),
 		latency: c.srv.latenciesFor(policyName), policy: policyName}
 	c.mu.Lock()
 	c.subs[sid] = ls

@@ -57,6 +57,10 @@ type Options struct {
 	// MaxSubscriptions bounds one connection's SUBs (nats-server's
 	// max_subscriptions); past it, a SUB is refused and the connection kept.
 	MaxSubscriptions int
+	// MaxPendingBytesPerConnection bounds the bytes one connection's
+	// subscriptions hold together, so one connection cannot take the whole
+	// memory budget.
+	MaxPendingBytesPerConnection int64
 	// MemoryBudget bounds the bytes all local subscriptions' queues hold
 	// together; past it, non-essential subscriptions are shed first.
 	MemoryBudget int64
@@ -74,7 +78,8 @@ type Options struct {
 // before a PONG (nats.go's own Flush waits 10 s), 2 s to send CONNECT
 // (nats-server's auth timeout), 5 minutes for any command to arrive, and a
 // 64 MiB memory budget for all pending messages (a sidecar's container
-// limit should leave room for it), and 10,000 SUBs per connection.
+// limit should leave room for it), 10,000 SUBs and 32 MiB of pending
+// messages per connection.
 var DefaultOptions = Options{
 	Listen:               "127.0.0.1:4222",
 	Protocol:             protocol.DefaultLimits,
@@ -87,6 +92,8 @@ var DefaultOptions = Options{
 	MaxIdle:              5 * time.Minute,
 	MemoryBudget:         64 << 20,
 	MaxSubscriptions:     10_000,
+
+	MaxPendingBytesPerConnection: 32 << 20,
 }
 
 // Server is a running sidecar.
@@ -194,7 +201,8 @@ type serverInfo struct {
 // listen until Start.
 func New(nc *nats.Conn, opts Options) (*Server, error) {
 	if opts.MaxConnections < 1 || opts.MaxControlBytes < 1 || opts.WriteBatchBytes < 1 ||
-		opts.UpstreamFlushTimeout <= 0 || opts.ConnectTimeout <= 0 || opts.MaxIdle <= 0 || opts.MemoryBudget < 1 || opts.MaxSubscriptions < 1 {
+		opts.UpstreamFlushTimeout <= 0 || opts.ConnectTimeout <= 0 || opts.MaxIdle <= 0 || opts.MemoryBudget < 1 || opts.MaxSubscriptions < 1 ||
+		opts.MaxPendingBytesPerConnection < 1 {
 		return nil, fmt.Errorf("sidecar options: every limit must be positive, got %+v", opts)
 	}
 	if broker := int(nc.MaxPayload()) - stampRoom; broker > 0 && broker < opts.Protocol.MaxPayload {

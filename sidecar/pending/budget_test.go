@@ -49,3 +49,23 @@ func TestBudgetShedsNonEssentialFirst(t *testing.T) {
 		t.Fatalf("budget used %d after everything left, want 0", budget.Used())
 	}
 }
+
+func TestConnectionLimitIsSharedByItsQueues(t *testing.T) {
+	conn := pending.NewBudget(100)
+	roomy := pending.Limits{MaxMessages: 100, MaxBytes: 1000, Overflow: pending.DropNewest}
+	a := pending.New(roomy).WithConnectionLimit(conn)
+	b := pending.New(roomy).WithConnectionLimit(conn)
+	if !a.Push(msg(0, 60)) || b.Push(msg(1, 50)) || !b.Push(msg(2, 40)) {
+		t.Fatal("want 60 into a, then 50 into b refused (110 > 100), then 40 into b accepted")
+	}
+	if c := b.Counts(); c.Dropped[pending.ReasonConnection] != 1 || !c.Balanced() {
+		t.Fatalf("b: %+v", c)
+	}
+	if _, ok := a.Take(); !ok {
+		t.Fatal("nothing to take")
+	}
+	a.Done(true)
+	if conn.Used() != 40 || !b.Push(msg(3, 60)) {
+		t.Fatalf("after a's message left, used %d; want 40 and room for 60 more", conn.Used())
+	}
+}

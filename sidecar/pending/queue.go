@@ -38,6 +38,9 @@ const (
 	// ReasonBudget: an essential subscription's message, dropped because
 	// the memory budget was exhausted with nothing non-essential to shed.
 	ReasonBudget
+	// ReasonConnection: the connection's own limit on pending bytes, across
+	// all its subscriptions, was reached.
+	ReasonConnection
 	numReasons
 )
 
@@ -53,6 +56,8 @@ func (r Reason) String() string {
 		return "shed"
 	case ReasonBudget:
 		return "budget"
+	case ReasonConnection:
+		return "connection"
 	}
 	return fmt.Sprintf("Reason(%d)", uint8(r))
 }
@@ -108,6 +113,7 @@ func (c Counts) Balanced() bool {
 type Queue struct {
 	budget    *Budget // nil: no sidecar-wide budget
 	essential atomic.Bool
+	conn      *Budget // nil: no per-connection limit; never shed
 
 	mu     sync.Mutex
 	closed bool
@@ -132,6 +138,14 @@ func (q *Queue) WithBudget(b *Budget, essential bool) *Queue {
 	q.budget = b
 	q.essential.Store(essential)
 	b.register(q, essential)
+	return q
+}
+
+// WithConnectionLimit makes the queue hold its bytes against its
+// connection's limit too (shared by all the connection's queues); call it
+// before the queue is used.
+func (q *Queue) WithConnectionLimit(b *Budget) *Queue {
+	q.conn = b
 	return q
 }
 
@@ -178,12 +192,22 @@ func (q *Queue) Push(m Message) bool {
 		return false
 	}
 	q.mu.Unlock()
+	if q.conn != nil && !q.conn.reserve(size) {
+		q.mu.Lock()
+		q.counts.Arrived++
+		q.counts.Dropped[ReasonConnection]++
+		q.mu.Unlock()
+		return false
+	}
 	if q.budget != nil && !q.budget.reserve(size) {
 		essential := q.essential.Load()
 		if !essential || !q.budget.shedFor(size) {
 			reason := ReasonShed
 			if essential {
 				reason = ReasonBudget
+			}
+			if q.conn != nil {
+				q.conn.release(size)
 			}
 			q.mu.Lock()
 			q.counts.Arrived++
@@ -216,6 +240,9 @@ func (q *Queue) Push(m Message) bool {
 func (q *Queue) releaseBudget(n int64) {
 	if q.budget != nil {
 		q.budget.release(n)
+	}
+	if q.conn != nil {
+		q.conn.release(n)
 	}
 }
 
