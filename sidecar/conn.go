@@ -34,6 +34,10 @@ type conn struct {
 	netConn net.Conn
 	opts    connectOptions // the reader's
 	headers atomic.Bool    // opts.Headers, for the writer
+	// noResponders is opts.NoResponders, for the writer: only a client
+	// that asked for them gets the broker's 503 no-responders status
+	// messages, as from nats-server.
+	noResponders atomic.Bool
 	// sentUpstream is set when this connection has published or changed its
 	// interest since its last PING (the reader's).
 	sentUpstream bool
@@ -138,6 +142,7 @@ func (c *conn) handle(cmd *protocol.Command) bool {
 			return false
 		}
 		c.headers.Store(c.opts.Headers)
+		c.noResponders.Store(c.opts.NoResponders && c.opts.Headers)
 	case protocol.OpPing:
 		// A client's PING/PONG (nats.go's Flush) promises that the server
 		// has everything sent before it. Through a proxy, the server that
@@ -367,6 +372,11 @@ func (c *conn) writer() {
 					m, ok := ls.queue.Take()
 					if !ok {
 						break
+					}
+					if m.NoResponders && !c.noResponders.Load() {
+						// A status this client did not ask for and cannot read.
+						ls.queue.Discard(pending.ReasonUnsupported)
+						continue
 					}
 					batch = c.appendMsg(batch, ls, &m)
 					timings = append(timings, timing{ls, m.Subject, m.ArrivedNanos, m.SentUnixNanos})

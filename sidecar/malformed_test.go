@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weighstation/weighstation/sidecar"
+	"github.com/weighstation/weighstation/sidecar/pending"
 )
 
 // rawClient is a TCP client that speaks the protocol by hand, badly if told.
@@ -169,5 +170,25 @@ func TestSubscriptionLimit(t *testing.T) {
 	}
 	if n := r.side.Interest().Subscriptions(); n != 2 {
 		t.Fatalf("%d upstream subscriptions, want 2 (b and c)", n)
+	}
+}
+
+// TestNoRespondersOnlyForClientsThatAskForThem: a client that did not
+// declare no_responders (nor headers) never gets the broker's 503 status;
+// it is counted as dropped (unsupported).
+func TestNoRespondersOnlyForClientsThatAskForThem(t *testing.T) {
+	r := newRig(t)
+	c := r.raw(t)
+	c.send("CONNECT {}\r\nSUB _INBOX.plain.* inbox-1\r\nPUB nobody.home _INBOX.plain.1 0\r\n\r\nPING\r\n")
+	if got := c.line(); got != "PONG" {
+		t.Fatalf("got %q, want PONG", got)
+	}
+	counts := r.countsOnceArrived(t, "inbox-1", 1)
+	if counts.Dropped[pending.ReasonUnsupported] != 1 || counts.Delivered != 0 || !counts.Balanced() {
+		t.Fatalf("counts %+v: want the status dropped as unsupported", counts)
+	}
+	c.send("PING\r\n")
+	if got := c.line(); got != "PONG" {
+		t.Fatalf("got %q after the status was withheld, want only PONG", got)
 	}
 }

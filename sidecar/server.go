@@ -427,6 +427,7 @@ func (s *Server) deliver(key upstream.Key, m *nats.Msg) {
 	arrived := nanotime()
 	msg := pending.Message{Subject: []byte(m.Subject), Reply: []byte(m.Reply), Data: m.Data, ArrivedNanos: arrived}
 	if len(m.Header) > 0 {
+		msg.NoResponders = m.Header.Get(statusHeader) == "503" && len(m.Data) == 0
 		// The stamp is ours: take it off, so the application receives the
 		// headers that were published (and MSG, not HMSG, when there were
 		// none).

@@ -41,6 +41,9 @@ const (
 	// ReasonConnection: the connection's own limit on pending bytes, across
 	// all its subscriptions, was reached.
 	ReasonConnection
+	// ReasonUnsupported: a status message (no responders) the client did
+	// not ask for in CONNECT and could not read.
+	ReasonUnsupported
 	numReasons
 )
 
@@ -58,6 +61,8 @@ func (r Reason) String() string {
 		return "budget"
 	case ReasonConnection:
 		return "connection"
+	case ReasonUnsupported:
+		return "unsupported"
 	}
 	return fmt.Sprintf("Reason(%d)", uint8(r))
 }
@@ -82,6 +87,8 @@ type Message struct {
 	// SentUnixNanos is the publishing sidecar's stamp (wall clock), for the
 	// end-to-end histogram; 0 when the message was not stamped.
 	SentUnixNanos int64
+	// NoResponders marks the broker's 503 status answer to a request.
+	NoResponders bool
 }
 
 // Size is the message's weight against MaxBytes.
@@ -316,6 +323,15 @@ func (q *Queue) Done(delivered bool) {
 	} else {
 		q.counts.Dropped[ReasonClosed]++
 	}
+}
+
+// Discard settles a message from Take as dropped for reason, instead of
+// writing it.
+func (q *Queue) Discard(reason Reason) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.counts.InFlight--
+	q.counts.Dropped[reason]++
 }
 
 // DropAll empties the queue with a reason (the connection closed, or the
