@@ -64,17 +64,19 @@ func (e *SubjectError) Is(target error) bool { return target == ErrInvalidSubjec
 // ValidatePattern checks a subscription pattern: a subject that may contain
 // the wildcard tokens '*' and '>'. Within the limits above it gives the same
 // verdict as nats-server's server.IsValidSubject.
-func ValidatePattern(pattern string) error {
-	_, err := tokenize(pattern, nil, true)
-	return err
-}
+func ValidatePattern(pattern string) error { return validate(pattern, true) }
 
 // ValidateSubject checks a literal subject, one a message can be published
 // to. It gives the verdict of server.IsValidSubject(s) &&
 // server.IsValidLiteralSubject(s) within the limits above (the latter alone
 // accepts whitespace, which the former refuses).
-func ValidateSubject(subject string) error {
-	_, err := tokenize(subject, nil, false)
+func ValidateSubject(subject string) error { return validate(subject, false) }
+
+// validate tokenizes into a buffer on the stack: the sidecar validates
+// every published subject, so a valid one must cost no allocation.
+func validate(s string, wildcards bool) error {
+	var buf [MaxTokens]string
+	_, err := tokenize(s, buf[:0], wildcards)
 	return err
 }
 

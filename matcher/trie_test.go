@@ -227,3 +227,16 @@ func TestLongTokensSharingAPrefix(t *testing.T) {
 		})
 	}
 }
+
+// TestValidationDoesNotAllocate: the sidecar validates every published
+// subject, so a valid subject or pattern must cost no allocation.
+func TestValidationDoesNotAllocate(t *testing.T) {
+	for name, validate := range map[string]func(){
+		"ValidateSubject": func() { _ = matcher.ValidateSubject("orders.eu.created.v1") },
+		"ValidatePattern": func() { _ = matcher.ValidatePattern("orders.*.created.>") },
+	} {
+		if allocs := testing.AllocsPerRun(1000, validate); allocs != 0 {
+			t.Errorf("%s allocates %.1f times per call, want 0", name, allocs)
+		}
+	}
+}
