@@ -6,4 +6,8 @@ import "time"
 // differences of nanotime are immune to wall-clock steps.
 var start = time.Now()
 
-func nanotime() int64 { return int64(time.Since(start)) }
+func nanotime() int64 { return monotonic(time.Now()) }
+
+// monotonic is t on nanotime's scale, for a caller that already read the
+// clock.
+func monotonic(t time.Time) int64 { return int64(t.Sub(start)) }

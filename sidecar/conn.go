@@ -65,7 +65,7 @@ type conn struct {
 // localSub is one SUB of one connection, with its bounded queue.
 type localSub struct {
 	conn      *conn
-	sid       []byte
+	sid       string
 	key       upstream.Key
 	queue     *pending.Queue
 	maxMsgs   atomic.Int64 // UNSUB's count; 0 means none
@@ -176,24 +176,25 @@ func (c *conn) handle(cmd *protocol.Command) bool {
 }
 
 func (c *conn) publish(cmd *protocol.Command) bool {
-	subject := string(cmd.Subject)
-	if matcher.ValidateSubject(subject) != nil || (len(cmd.Reply) > 0 && matcher.ValidateSubject(string(cmd.Reply)) != nil) {
-		c.queueErr("Invalid Subject")
+	subject, reply := string(cmd.Subject), string(cmd.Reply)
+	now := time.Now()
+	if matcher.ValidateSubject(subject) != nil || (reply != "" && matcher.ValidateSubject(reply) != nil) {
+		c.srv.invalid.Add(1)
+		c.refuse(subject, now, func() string { return "Invalid Subject" }) // nats-server's text
 		return false
 	}
-	arrivedAt := nanotime()
 	var topic *policy.Topic
 	topic, c.topics = c.srv.policy.Load().Governing(subject, c.topics)
-	now := time.Now()
 	if v := topic.Check(len(cmd.Body), now); v != policy.Allow {
-		c.refusePublish(subject, now, topic.Refusal(v, subject, len(cmd.Body)))
+		c.refuse(subject, now, func() string { return topic.Refusal(v, subject, len(cmd.Body)) })
 		return false
 	}
-	msg := &nats.Msg{Subject: subject, Reply: string(cmd.Reply), Data: cmd.Payload()}
+	msg := &nats.Msg{Subject: subject, Reply: reply, Data: cmd.Payload()}
 	if cmd.Op == protocol.OpHPub {
 		h, err := nats.DecodeHeadersMsg(cmd.Header())
 		if err != nil {
-			c.queueErr("Parser Error: invalid headers")
+			c.srv.invalid.Add(1)
+			c.refuse(subject, now, func() string { return "Parser Error: invalid headers" })
 			return false
 		}
 		if _, removed := removeStamp(h); removed {
@@ -209,37 +210,38 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 	}
 	// A request is timed from before it leaves: its reply can come back
 	// before PublishMsg returns.
-	if msg.Reply != "" {
-		c.requests.start(msg.Reply, arrivedAt)
+	if reply != "" {
+		c.requests.start(reply, monotonic(now))
 	}
 	// nats.go copies the message into its buffer before returning, so the
 	// reader's buffers can be reused at once.
 	if err := c.srv.nc.PublishMsg(msg); err != nil {
-		if msg.Reply != "" {
-			c.requests.finish([]byte(msg.Reply)) // it never left
+		if reply != "" {
+			c.requests.finish(reply) // it never left
 		}
 		// The broker is away and the bounded outage buffer is full.
 		topic.Counters.FailedUpstream.Add(1)
-		c.refusePublish(subject, now, "Permissions Violation for Publish to "+`"`+subject+`": the broker is unavailable`)
+		c.refuse(subject, now, func() string { return policy.PublishViolation(subject, "the broker is unavailable") })
 		return false
 	}
 	topic.Counters.Forwarded.Add(1)
 	return true
 }
 
-// refusePublish tells the client a publish was refused. The text starts with
-// the prefix nats.go treats as transient, so the connection stays; repeats
-// for one subject within a second are coalesced and counted, not sent.
-func (c *conn) refusePublish(subject string, now time.Time, text string) {
+// refuse tells the client a publish was refused. Repeats for one subject
+// within a second are coalesced and counted, not sent, and their text is
+// not even built: refusals come fastest when the sidecar is overloaded.
+func (c *conn) refuse(subject string, now time.Time, text func() string) {
 	if c.errs.Allow(subject, now) {
-		c.queueErr(text)
+		c.queueErr(text())
 	}
 }
 
 func (c *conn) subscribe(cmd *protocol.Command) bool {
 	subject := string(cmd.Subject)
 	if matcher.ValidatePattern(subject) != nil {
-		c.queueErr("Invalid Subject")
+		c.srv.invalid.Add(1)
+		c.refuse(subject, time.Now(), func() string { return "Invalid Subject" })
 		return false
 	}
 	sid := string(cmd.SID)
@@ -256,7 +258,7 @@ func (c *conn) subscribe(cmd *protocol.Command) bool {
 		return false
 	}
 	limits, essential, policyName := c.srv.subscriptionPolicy(subject)
-	ls := &localSub{conn: c, sid: []byte(sid), key: upstream.Key{Subject: subject, Queue: string(cmd.Queue)}, queue: pending.New(limits).WithConnectionLimit(c.pendingLimit).WithBudget(c.srv.budget, essential),
+	ls := &localSub{conn: c, sid: sid, key: upstream.Key{Subject: subject, Queue: string(cmd.Queue)}, queue: pending.New(limits).WithConnectionLimit(c.pendingLimit).WithBudget(c.srv.budget, essential),
 		latency: c.srv.latenciesFor(policyName), policy: policyName}
 	c.mu.Lock()
 	c.subs[sid] = ls
@@ -292,7 +294,7 @@ func (c *conn) removeSub(ls *localSub, reason pending.Reason) {
 		return
 	}
 	c.mu.Lock()
-	delete(c.subs, string(ls.sid))
+	delete(c.subs, ls.sid)
 	order := make([]*localSub, 0, len(c.order))
 	for _, x := range c.order {
 		if x != ls {
@@ -344,7 +346,7 @@ func (c *conn) writer() {
 	}
 	type timing struct {
 		ls                  *localSub
-		subject             []byte
+		subject             string
 		arrived, sentUnixNs int64
 	}
 	batch := make([]byte, 0, c.srv.opts.WriteBatchBytes)

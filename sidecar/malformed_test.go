@@ -120,6 +120,9 @@ func TestInvalidSubjectsAreRefusedWithoutClosing(t *testing.T) {
 			t.Fatalf("got %q, want %q", got, want)
 		}
 	}
+	if n := r.side.Invalid(); n != 2 {
+		t.Fatalf("%d invalid refusals counted, want 2", n)
+	}
 }
 
 func TestSlowAndSilentClientsAreClosed(t *testing.T) {
@@ -183,7 +186,16 @@ func TestNoRespondersOnlyForClientsThatAskForThem(t *testing.T) {
 	if got := c.line(); got != "PONG" {
 		t.Fatalf("got %q, want PONG", got)
 	}
-	counts := r.countsOnceArrived(t, "inbox-1", 1)
+	r.countsOnceArrived(t, "inbox-1", 1)
+	var counts pending.Counts
+	waitFor(t, "the writer settles the status", func() bool {
+		for _, s := range r.side.Stats() {
+			if s.SID == "inbox-1" {
+				counts = s.Counts
+			}
+		}
+		return counts.Pending == 0 && counts.InFlight == 0
+	})
 	if counts.Dropped[pending.ReasonUnsupported] != 1 || counts.Delivered != 0 || !counts.Balanced() {
 		t.Fatalf("counts %+v: want the status dropped as unsupported", counts)
 	}

@@ -44,12 +44,12 @@ func (o *outstanding) start(reply string, arrived int64) {
 }
 
 // finish returns when the request answered on subject arrived, once.
-func (o *outstanding) finish(subject []byte) (int64, bool) {
+func (o *outstanding) finish(subject string) (int64, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	arrived, ok := o.byReply[string(subject)] // no allocation: the compiler elides the conversion
+	arrived, ok := o.byReply[subject]
 	if ok {
-		delete(o.byReply, string(subject))
+		delete(o.byReply, subject)
 	}
 	return arrived, ok
 }

@@ -125,6 +125,9 @@ type Server struct {
 	refusedConnections atomic.Uint64
 	// strippedStamps counts StampHeader headers that applications supplied.
 	strippedStamps atomic.Uint64
+	// invalid counts PUBs and SUBs refused before any policy: an invalid
+	// subject or pattern, or a header block that does not parse.
+	invalid atomic.Uint64
 
 	// budget bounds every queue's bytes together.
 	budget *pending.Budget
@@ -175,6 +178,10 @@ func (s *Server) RequestLatency() latency.Snapshot { return s.requestLatency.Sna
 
 // BudgetUsed is the bytes all pending messages hold now, of MemoryBudget.
 func (s *Server) BudgetUsed() int64 { return s.budget.Used() }
+
+// Invalid is the number of PUBs and SUBs refused for an invalid subject,
+// pattern or header block.
+func (s *Server) Invalid() uint64 { return s.invalid.Load() }
 
 // StrippedStamps is the number of reserved stamp headers removed from
 // applications' messages.
@@ -425,7 +432,7 @@ func (s *Server) unroute(ls *localSub) {
 // final).
 func (s *Server) deliver(key upstream.Key, m *nats.Msg) {
 	arrived := nanotime()
-	msg := pending.Message{Subject: []byte(m.Subject), Reply: []byte(m.Reply), Data: m.Data, ArrivedNanos: arrived}
+	msg := pending.Message{Subject: m.Subject, Reply: m.Reply, Data: m.Data, ArrivedNanos: arrived}
 	if len(m.Header) > 0 {
 		msg.NoResponders = m.Header.Get(statusHeader) == "503" && len(m.Data) == 0
 		// The stamp is ours: take it off, so the application receives the

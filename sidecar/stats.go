@@ -68,7 +68,7 @@ func (s *Server) Stats() []SubscriptionStats {
 		c.mu.Unlock()
 		for _, ls := range order {
 			if !ls.removed.Load() {
-				out = append(out, SubscriptionStats{SID: string(ls.sid), Key: ls.key, Policy: ls.policy, Limits: ls.queue.Limits(), Counts: ls.queue.Counts()})
+				out = append(out, SubscriptionStats{SID: ls.sid, Key: ls.key, Policy: ls.policy, Limits: ls.queue.Limits(), Counts: ls.queue.Counts()})
 			}
 		}
 	}

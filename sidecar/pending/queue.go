@@ -77,8 +77,8 @@ type Limits struct {
 // Message is one message waiting for delivery. Size is what counts against
 // MaxBytes (headers and payload).
 type Message struct {
-	Subject []byte
-	Reply   []byte
+	Subject string
+	Reply   string
 	Header  []byte
 	Data    []byte
 	// ArrivedNanos is when the message entered the sidecar (monotonic), for

@@ -8,7 +8,7 @@ import (
 )
 
 func msg(i int, size int) pending.Message {
-	return pending.Message{Subject: []byte(fmt.Sprint(i)), Data: make([]byte, size)}
+	return pending.Message{Subject: fmt.Sprint(i), Data: make([]byte, size)}
 }
 
 func TestOverflowPolicies(t *testing.T) {
@@ -38,7 +38,7 @@ func TestOverflowPolicies(t *testing.T) {
 				if !ok {
 					break
 				}
-				kept = append(kept, string(m.Subject))
+				kept = append(kept, m.Subject)
 				q.Done(true)
 			}
 			if fmt.Sprint(kept) != fmt.Sprint(tc.wantKept) {
@@ -103,7 +103,7 @@ func TestRingNeverGrowsPastTheLimit(t *testing.T) {
 	}
 	var got []string
 	for m, ok := q.Take(); ok; m, ok = q.Take() {
-		got = append(got, string(m.Subject))
+		got = append(got, m.Subject)
 		q.Done(true)
 	}
 	if fmt.Sprint(got) != "[995 996 997 998 999]" {

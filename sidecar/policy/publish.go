@@ -212,8 +212,13 @@ func (t *Topic) take(size int, now time.Time) bool {
 	return true
 }
 
-// Refusal is the error text a refused publish gets. It starts with the
-// prefix nats.go keeps the connection open for, and names the limit.
+// PublishViolation is the text of every publish refusal: it starts with the
+// prefix nats.go keeps the connection open for, and says why.
+func PublishViolation(subject, why string) string {
+	return fmt.Sprintf("Permissions Violation for Publish to %q: %s", subject, why)
+}
+
+// Refusal is the error text a refused publish gets; it names the limit.
 func (t *Topic) Refusal(v Verdict, subject string, size int) string {
 	name := t.Policy.Name
 	if name == "" {
@@ -221,12 +226,10 @@ func (t *Topic) Refusal(v Verdict, subject string, size int) string {
 	} else {
 		name = "Topic " + name
 	}
-	switch v {
-	case RefuseSize:
-		return fmt.Sprintf("Permissions Violation for Publish to %q: message of %d bytes exceeds maxMessageBytes %d of %s", subject, size, t.Policy.MaxMessageBytes, name)
-	default:
-		r := t.Policy.PublishRate
-		return fmt.Sprintf("Permissions Violation for Publish to %q: publish quota of %s exceeded (%d messages/s, burst %d; %d bytes/s, burst %d)",
-			subject, name, r.MessagesPerSecond, r.MessagesBurst, r.BytesPerSecond, r.BytesBurst)
+	if v == RefuseSize {
+		return PublishViolation(subject, fmt.Sprintf("message of %d bytes exceeds maxMessageBytes %d of %s", size, t.Policy.MaxMessageBytes, name))
 	}
+	r := t.Policy.PublishRate
+	return PublishViolation(subject, fmt.Sprintf("publish quota of %s exceeded (%d messages/s, burst %d; %d bytes/s, burst %d)",
+		name, r.MessagesPerSecond, r.MessagesBurst, r.BytesPerSecond, r.BytesBurst))
 }

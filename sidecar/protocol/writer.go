@@ -24,7 +24,9 @@ func AppendErr(dst []byte, text string) []byte {
 }
 
 // AppendMsg appends "MSG <subject> <sid> [reply] <size>\r\n<payload>\r\n".
-func AppendMsg(dst, subject, sid, reply, payload []byte) []byte {
+// Subjects and sids are strings: they come from nats.go as strings, and
+// converting them would cost an allocation per message.
+func AppendMsg(dst []byte, subject, sid, reply string, payload []byte) []byte {
 	dst = append(dst, "MSG "...)
 	dst = appendSubjectSIDReply(dst, subject, sid, reply)
 	dst = strconv.AppendInt(dst, int64(len(payload)), 10)
@@ -35,7 +37,7 @@ func AppendMsg(dst, subject, sid, reply, payload []byte) []byte {
 
 // AppendHMsg appends "HMSG <subject> <sid> [reply] <header size> <total
 // size>\r\n<header><payload>\r\n".
-func AppendHMsg(dst, subject, sid, reply, header, payload []byte) []byte {
+func AppendHMsg(dst []byte, subject, sid, reply string, header, payload []byte) []byte {
 	dst = append(dst, "HMSG "...)
 	dst = appendSubjectSIDReply(dst, subject, sid, reply)
 	dst = strconv.AppendInt(dst, int64(len(header)), 10)
@@ -47,7 +49,7 @@ func AppendHMsg(dst, subject, sid, reply, header, payload []byte) []byte {
 	return append(dst, "\r\n"...)
 }
 
-func appendSubjectSIDReply(dst, subject, sid, reply []byte) []byte {
+func appendSubjectSIDReply(dst []byte, subject, sid, reply string) []byte {
 	dst = append(dst, subject...)
 	dst = append(dst, ' ')
 	dst = append(dst, sid...)

@@ -13,9 +13,9 @@ func TestAppendServerMessages(t *testing.T) {
 		got  []byte
 		want string
 	}{
-		{"msg", protocol.AppendMsg(nil, []byte("orders.eu"), []byte("7"), nil, []byte("hello")), "MSG orders.eu 7 5\r\nhello\r\n"},
-		{"msg with reply", protocol.AppendMsg(nil, []byte("a"), []byte("1"), []byte("_INBOX.x.y"), nil), "MSG a 1 _INBOX.x.y 0\r\n\r\n"},
-		{"hmsg", protocol.AppendHMsg(nil, []byte("a"), []byte("1"), nil, []byte("NATS/1.0\r\n\r\n"), []byte("hi")), "HMSG a 1 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"},
+		{"msg", protocol.AppendMsg(nil, "orders.eu", "7", "", []byte("hello")), "MSG orders.eu 7 5\r\nhello\r\n"},
+		{"msg with reply", protocol.AppendMsg(nil, "a", "1", "_INBOX.x.y", nil), "MSG a 1 _INBOX.x.y 0\r\n\r\n"},
+		{"hmsg", protocol.AppendHMsg(nil, "a", "1", "", []byte("NATS/1.0\r\n\r\n"), []byte("hi")), "HMSG a 1 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"},
 		{"err", protocol.AppendErr(nil, "Maximum Payload Violation"), "-ERR 'Maximum Payload Violation'\r\n"},
 		{"info", protocol.AppendInfo(nil, []byte(`{"max_payload":1024}`)), "INFO {\"max_payload\":1024}\r\n"},
 	}
