@@ -415,10 +415,9 @@ func (c *conn) writer() {
 					t.ls.queue.Done(err == nil)
 				}
 				if err == nil {
-					if max := t.ls.maxMsgs.Load(); max > 0 && t.ls.delivered.Add(int64(t.n)) >= max {
+					delivered := t.ls.delivered.Add(int64(t.n))
+					if max := t.ls.maxMsgs.Load(); max > 0 && delivered >= max {
 						c.removeSub(t.ls, pending.ReasonUnsubscribed)
-					} else if max == 0 {
-						t.ls.delivered.Add(int64(t.n))
 					}
 				}
 				t.ls.retireWhenSettled() // if it was removed while these were in flight

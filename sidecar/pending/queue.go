@@ -191,42 +191,36 @@ func (q *Queue) Close(reason Reason) int {
 // With a budget, the bytes are reserved first (see Budget).
 func (q *Queue) Push(m Message) bool {
 	size := m.Size()
-	q.mu.Lock()
-	if q.closed {
-		q.counts.Arrived++
-		q.counts.Dropped[ReasonClosed]++
-		q.mu.Unlock()
-		return false
-	}
-	q.mu.Unlock()
+	// The budgets are reserved before the queue's own lock: shedding for
+	// the sidecar budget locks other queues, and a queue never holds its
+	// lock while it takes another's.
 	if q.conn != nil && !q.conn.reserve(size) {
-		q.mu.Lock()
-		q.counts.Arrived++
-		q.counts.Dropped[ReasonConnection]++
-		q.mu.Unlock()
+		q.countDrop(ReasonConnection)
 		return false
 	}
 	if q.budget != nil && !q.budget.reserve(size) {
 		essential := q.essential.Load()
 		if !essential || !q.budget.shedFor(size) {
+			if q.conn != nil {
+				q.conn.release(size)
+			}
 			reason := ReasonShed
 			if essential {
 				reason = ReasonBudget
 			}
-			if q.conn != nil {
-				q.conn.release(size)
-			}
-			q.mu.Lock()
-			q.counts.Arrived++
-			q.counts.Dropped[reason]++
-			q.mu.Unlock()
+			q.countDrop(reason)
 			return false
 		}
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.counts.Arrived++
-	if size > q.limits.MaxBytes {
+	switch {
+	case q.closed:
+		q.counts.Dropped[ReasonClosed]++
+		q.releaseBudget(size)
+		return false
+	case size > q.limits.MaxBytes:
 		q.counts.Dropped[ReasonOverflow]++
 		q.releaseBudget(size)
 		return false
@@ -242,6 +236,14 @@ func (q *Queue) Push(m Message) bool {
 	}
 	q.pushLocked(m)
 	return true
+}
+
+// countDrop counts an arrival dropped before it reached the queue.
+func (q *Queue) countDrop(reason Reason) {
+	q.mu.Lock()
+	q.counts.Arrived++
+	q.counts.Dropped[reason]++
+	q.mu.Unlock()
 }
 
 func (q *Queue) releaseBudget(n int64) {
