@@ -40,10 +40,15 @@ type TopicCounters struct {
 
 // Topic is one compiled publishing policy.
 type Topic struct {
-	Policy   meshconfig.TopicPolicy
-	messages *rate.Limiter // nil: no message quota
-	bytes    *rate.Limiter // nil: no byte quota
-	Counters *TopicCounters
+	Policy meshconfig.TopicPolicy
+	// specificity is the Topic's place in matcher.CompareSpecificity's
+	// order among the configuration's Topics (higher is more specific),
+	// computed once so that choosing the governing Topic per message is an
+	// integer compare rather than a re-tokenization of both patterns.
+	specificity int
+	messages    *rate.Limiter // nil: no message quota
+	bytes       *rate.Limiter // nil: no byte quota
+	Counters    *TopicCounters
 }
 
 // Publish is a compiled configuration.
@@ -138,6 +143,7 @@ func Compile(cfg meshconfig.PodConfig, counters *Counters) (*Publish, error) {
 	slices.SortStableFunc(p.subscriptions, func(a, b meshconfig.SubscriptionPolicy) int {
 		return matcher.CompareSpecificity(b.Subject, a.Subject)
 	})
+	topics := make([]*Topic, 0, len(cfg.Topics))
 	for _, tp := range cfg.Topics {
 		t, err := compileTopic(tp)
 		if err != nil {
@@ -146,6 +152,11 @@ func Compile(cfg meshconfig.PodConfig, counters *Counters) (*Publish, error) {
 		if err := p.trie.Subscribe(tp.Subject, t); err != nil {
 			return nil, fmt.Errorf("topic %q: %w", tp.Name, err)
 		}
+		topics = append(topics, t)
+	}
+	slices.SortFunc(topics, func(a, b *Topic) int { return matcher.CompareSpecificity(a.Policy.Subject, b.Policy.Subject) })
+	for i, t := range topics {
+		t.specificity = i + 1 // the default policy keeps 0: every Topic beats it
 	}
 	return p, nil
 }
@@ -169,7 +180,7 @@ func (p *Publish) Governing(subject string, buf []*Topic) (*Topic, []*Topic) {
 	buf = p.trie.Match(subject, buf[:0])
 	best := p.defaultPol
 	for _, t := range buf {
-		if best == p.defaultPol || matcher.CompareSpecificity(t.Policy.Subject, best.Policy.Subject) > 0 {
+		if t.specificity > best.specificity {
 			best = t
 		}
 	}
