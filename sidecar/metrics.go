@@ -25,6 +25,8 @@ var (
 		"Messages dropped before delivery, by reason.", []string{"subscription", "reason"}, nil)
 	descPending = prometheus.NewDesc("weighstation_sidecar_pending_messages",
 		"Messages waiting in the sidecar for the application.", []string{"subscription"}, nil)
+	descUnrouted = prometheus.NewDesc("weighstation_sidecar_unrouted_total",
+		"Messages from the broker for interest no local subscription held any more (between an UNSUB and the broker learning of it).", nil, nil)
 	descInvalid = prometheus.NewDesc("weighstation_sidecar_invalid_total",
 		"PUBs and SUBs refused for an invalid subject, pattern or header block.", nil, nil)
 	descBudget = prometheus.NewDesc("weighstation_sidecar_pending_bytes",
@@ -50,7 +52,7 @@ type collector struct{ s *Server }
 func (s *Server) Collector() prometheus.Collector { return collector{s} }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid} {
+	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid, descUnrouted} {
 		ch <- d
 	}
 }
@@ -65,6 +67,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(t.Pending), name)
 	}
 	ch <- prometheus.MustNewConstMetric(descInvalid, prometheus.CounterValue, float64(c.s.Invalid()))
+	ch <- prometheus.MustNewConstMetric(descUnrouted, prometheus.CounterValue, float64(c.s.Unrouted()))
 	ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, float64(c.s.budget.Used()))
 	ch <- prometheus.MustNewConstMetric(descBudgetMax, prometheus.GaugeValue, float64(c.s.budget.Max()))
 	for topic, t := range c.s.TopicCounters() {

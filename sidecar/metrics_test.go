@@ -53,6 +53,8 @@ func TestMetricsAndDebugLatency(t *testing.T) {
 		`weighstation_sidecar_latency_seconds_count{kind="dwell",subscription="billing"} 2`,
 		`weighstation_sidecar_latency_seconds_count{kind="end_to_end",subscription="billing"} 2`,
 		`weighstation_sidecar_memory_budget_bytes 6.7108864e+07`,
+		`weighstation_sidecar_invalid_total 0`,
+		`weighstation_sidecar_unrouted_total `,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
