@@ -23,6 +23,9 @@ type connectOptions struct {
 	Pedantic     bool `json:"pedantic"`
 	Headers      bool `json:"headers"`
 	NoResponders bool `json:"no_responders"`
+	// Echo defaults to true, as in nats-server: a CONNECT without it wants
+	// its own messages back.
+	Echo *bool `json:"echo"`
 }
 
 // conn is one application connection. Its reader goroutine parses commands;
@@ -31,6 +34,7 @@ type connectOptions struct {
 // block another connection: each has its own queues and writer.
 type conn struct {
 	srv     *Server
+	id      uint64 // in this sidecar, for OriginHeader
 	netConn net.Conn
 	opts    connectOptions // the reader's
 	headers atomic.Bool    // opts.Headers, for the writer
@@ -38,6 +42,9 @@ type conn struct {
 	// that asked for them gets the broker's 503 no-responders status
 	// messages, as from nats-server.
 	noResponders atomic.Bool
+	// origin is this connection's OriginHeader value when it asked for
+	// echo:false, "" otherwise (the reader's).
+	origin string
 	// sentUpstream is set when this connection has published or changed its
 	// interest since its last PING (the reader's).
 	sentUpstream bool
@@ -86,7 +93,7 @@ func (ls *localSub) retireWhenSettled() {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{srv: s, netConn: nc, subs: map[string]*localSub{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
+	return &conn{srv: s, id: s.nextConnID.Add(1), netConn: nc, subs: map[string]*localSub{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
 		errs:         protocol.NewErrorCoalescer(protocol.DefaultErrorInterval, protocol.DefaultErrorKeys),
 		pendingLimit: pending.NewBudget(s.opts.MaxPendingBytesPerConnection)}
 }
@@ -143,6 +150,10 @@ func (c *conn) handle(cmd *protocol.Command) bool {
 		}
 		c.headers.Store(c.opts.Headers)
 		c.noResponders.Store(c.opts.NoResponders && c.opts.Headers)
+		c.origin = ""
+		if c.opts.Echo != nil && !*c.opts.Echo {
+			c.origin = originValue(c.srv.id, c.id)
+		}
 	case protocol.OpPing:
 		// A client's PING/PONG (nats.go's Flush) promises that the server
 		// has everything sent before it. Through a proxy, the server that
@@ -197,8 +208,8 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 			c.refuse(subject, now, func() string { return "Parser Error: invalid headers" })
 			return false
 		}
-		if _, removed := removeStamp(h); removed {
-			c.srv.strippedStamps.Add(1) // the header is reserved for sidecars
+		if r := removeReserved(h); r.removed > 0 {
+			c.srv.strippedStamps.Add(uint64(r.removed)) // the headers are reserved for sidecars
 		}
 		msg.Header = h
 	}
@@ -207,6 +218,14 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 			msg.Header = nats.Header{}
 		}
 		stamp(msg.Header, now)
+	}
+	// echo:false. Not on '$' subjects, whose headers belong to NATS (a KV
+	// put would store it): there the echo is delivered, as documented.
+	if c.origin != "" && !isDollar(subject) {
+		if msg.Header == nil {
+			msg.Header = nats.Header{}
+		}
+		msg.Header[OriginHeader] = []string{c.origin}
 	}
 	// A request is timed from before it leaves: its reply can come back
 	// before PublishMsg returns.

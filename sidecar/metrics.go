@@ -27,6 +27,10 @@ var (
 		"Messages waiting in the sidecar for the application.", []string{"subscription"}, nil)
 	descUnrouted = prometheus.NewDesc("weighstation_sidecar_unrouted_total",
 		"Messages from the broker for interest no local subscription held any more (between an UNSUB and the broker learning of it).", nil, nil)
+	descUpstreamDropped = prometheus.NewDesc("weighstation_sidecar_upstream_dropped_total",
+		"Messages the broker sent that the sidecar's upstream buffer could not hold (delivery could not keep up); they never reached a local queue.", nil, nil)
+	descEchoSuppressed = prometheus.NewDesc("weighstation_sidecar_echo_suppressed_total",
+		"Messages not delivered back to the connection that published them, because it asked for echo:false.", nil, nil)
 	descInvalid = prometheus.NewDesc("weighstation_sidecar_invalid_total",
 		"PUBs and SUBs refused for an invalid subject, pattern or header block.", nil, nil)
 	descBudget = prometheus.NewDesc("weighstation_sidecar_pending_bytes",
@@ -52,7 +56,7 @@ type collector struct{ s *Server }
 func (s *Server) Collector() prometheus.Collector { return collector{s} }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid, descUnrouted} {
+	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descUpstreamDropped, descEchoSuppressed} {
 		ch <- d
 	}
 }
@@ -68,6 +72,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descInvalid, prometheus.CounterValue, float64(c.s.Invalid()))
 	ch <- prometheus.MustNewConstMetric(descUnrouted, prometheus.CounterValue, float64(c.s.Unrouted()))
+	ch <- prometheus.MustNewConstMetric(descUpstreamDropped, prometheus.CounterValue, float64(c.s.interest.Dropped()))
+	ch <- prometheus.MustNewConstMetric(descEchoSuppressed, prometheus.CounterValue, float64(c.s.EchoSuppressed()))
 	ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, float64(c.s.budget.Used()))
 	ch <- prometheus.MustNewConstMetric(descBudgetMax, prometheus.GaugeValue, float64(c.s.budget.Max()))
 	for topic, t := range c.s.TopicCounters() {

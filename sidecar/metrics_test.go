@@ -55,6 +55,8 @@ func TestMetricsAndDebugLatency(t *testing.T) {
 		`weighstation_sidecar_memory_budget_bytes 6.7108864e+07`,
 		`weighstation_sidecar_invalid_total 0`,
 		`weighstation_sidecar_unrouted_total `,
+		`weighstation_sidecar_upstream_dropped_total 0`,
+		`weighstation_sidecar_echo_suppressed_total 0`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)

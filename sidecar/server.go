@@ -123,8 +123,16 @@ type Server struct {
 	unrouted atomic.Uint64
 	// refusedConnections counts connections over MaxConnections.
 	refusedConnections atomic.Uint64
-	// strippedStamps counts StampHeader headers that applications supplied.
+	// strippedStamps counts reserved headers (StampHeader, OriginHeader)
+	// that applications supplied.
 	strippedStamps atomic.Uint64
+	// id prefixes this sidecar's OriginHeader values; nextConnID numbers
+	// its connections for them.
+	id         string
+	nextConnID atomic.Uint64
+	// echoSuppressed counts messages not delivered to the connection that
+	// published them, because it asked for echo:false.
+	echoSuppressed atomic.Uint64
 	// invalid counts PUBs and SUBs refused before any policy: an invalid
 	// subject or pattern, or a header block that does not parse.
 	invalid atomic.Uint64
@@ -183,9 +191,13 @@ func (s *Server) BudgetUsed() int64 { return s.budget.Used() }
 // pattern or header block.
 func (s *Server) Invalid() uint64 { return s.invalid.Load() }
 
-// StrippedStamps is the number of reserved stamp headers removed from
-// applications' messages.
+// StrippedStamps is the number of reserved headers (StampHeader,
+// OriginHeader) removed from applications' messages.
 func (s *Server) StrippedStamps() uint64 { return s.strippedStamps.Load() }
+
+// EchoSuppressed is the number of messages not delivered back to the
+// connection that published them, because it asked for echo:false.
+func (s *Server) EchoSuppressed() uint64 { return s.echoSuppressed.Load() }
 
 // route is the local subscriptions behind one upstream subscription.
 type route struct {
@@ -217,7 +229,7 @@ func New(nc *nats.Conn, opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, nc: nc, counters: policy.NewCounters(), routes: map[upstream.Key]*route{}, conns: map[*conn]struct{}{},
 		latency: map[string]*latencies{}, budget: pending.NewBudget(opts.MemoryBudget), retired: map[string]pending.Counts{},
-		requestLatency: latency.NewRecorder()}
+		requestLatency: latency.NewRecorder(), id: newSidecarID()}
 	s.interest = upstream.NewInterest(nc, s.deliver)
 	// Until a configuration arrives, the operator's documented defaults
 	// govern every subject: nothing is unbounded.
@@ -429,16 +441,22 @@ func (s *Server) unroute(ls *localSub) {
 // every local subscriber gets it, or one member of a local queue group. It
 // pushes while holding the routing read lock, so once unroute returns no
 // delivery can still reach the removed subscription (its accounting is then
-// final).
+// final). A connection that asked for echo:false does not get its own
+// messages back, as from nats-server: they are recognised by OriginHeader.
 func (s *Server) deliver(key upstream.Key, m *nats.Msg) {
 	arrived := nanotime()
 	msg := pending.Message{Subject: m.Subject, Reply: m.Reply, Data: m.Data, ArrivedNanos: arrived}
+	var origin uint64 // the publishing connection, when it asked for no echo
 	if len(m.Header) > 0 {
 		msg.NoResponders = m.Header.Get(statusHeader) == "503" && len(m.Data) == 0
-		// The stamp is ours: take it off, so the application receives the
-		// headers that were published (and MSG, not HMSG, when there were
-		// none).
-		msg.SentUnixNanos, _ = removeStamp(m.Header)
+		// The reserved headers are ours: take them off, so the application
+		// receives the headers that were published (and MSG, not HMSG, when
+		// there were none).
+		r := removeReserved(m.Header)
+		msg.SentUnixNanos = r.sentUnixNanos
+		if r.origin != "" {
+			origin = originConn(s.id, r.origin)
+		}
 		if len(m.Header) > 0 {
 			msg.Header = appendHeaderBlock(nil, m.Header)
 		}
@@ -451,6 +469,17 @@ func (s *Server) deliver(key upstream.Key, m *nats.Msg) {
 		targets = r.subs
 		if key.Queue != "" && len(targets) > 0 {
 			i := r.next.Add(1) % uint64(len(targets))
+			if origin != 0 {
+				// nats-server never picks the publisher's own queue
+				// subscription when it asked for no echo: pick the next
+				// member that is not on that connection.
+				for range targets {
+					if targets[i].conn.id != origin {
+						break
+					}
+					i = (i + 1) % uint64(len(targets))
+				}
+			}
 			targets = targets[i : i+1]
 		}
 	}
@@ -459,6 +488,10 @@ func (s *Server) deliver(key upstream.Key, m *nats.Msg) {
 		return
 	}
 	for _, ls := range targets {
+		if origin != 0 && ls.conn.id == origin {
+			s.echoSuppressed.Add(1)
+			continue
+		}
 		ls.queue.Push(msg)
 		ls.conn.wakeWriter()
 	}

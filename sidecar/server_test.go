@@ -43,9 +43,9 @@ func newRig(t testing.TB, configure ...func(*sidecar.Options)) *rig {
 }
 
 // app connects a stock nats.go client to the sidecar, as an application.
-func (r *rig) app(t *testing.T) *nats.Conn {
+func (r *rig) app(t *testing.T, opts ...nats.Option) *nats.Conn {
 	t.Helper()
-	return natstest.Connect(t, "nats://"+r.side.Addr().String(), nats.NoReconnect())
+	return natstest.Connect(t, "nats://"+r.side.Addr().String(), append([]nats.Option{nats.NoReconnect()}, opts...)...)
 }
 
 // direct connects straight to the broker, as something outside the pod.

@@ -46,6 +46,9 @@ type Interest struct {
 
 	mu   sync.Mutex
 	subs map[Key]*interest
+	// retiredDrops are the drops of upstream subscriptions already removed,
+	// so that Dropped never goes backwards.
+	retiredDrops uint64
 }
 
 type interest struct {
@@ -83,6 +86,16 @@ func ConnectOptions() []nats.Option {
 // NewInterest returns an empty registry over nc.
 func NewInterest(nc *nats.Conn, deliver Deliver) *Interest {
 	return &Interest{nc: nc, deliver: deliver, pendingMsgs: DefaultPendingMessages, pendingBytes: DefaultPendingBytes, subs: map[Key]*interest{}}
+}
+
+// WithPendingLimits sets what nats.go may buffer per upstream subscription
+// before it drops (and counts) messages; it applies to subscriptions made
+// after the call.
+func (i *Interest) WithPendingLimits(messages, bytes int) *Interest {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.pendingMsgs, i.pendingBytes = messages, bytes
+	return i
 }
 
 // Add registers one more local interest in key and reports whether it is
@@ -126,6 +139,9 @@ func (i *Interest) Remove(key Key) (last bool, err error) {
 		return false, nil
 	}
 	delete(i.subs, key)
+	if n, err := in.sub.Dropped(); err == nil {
+		i.retiredDrops += uint64(n)
+	}
 	if err := in.sub.Unsubscribe(); err != nil {
 		return true, fmt.Errorf("unsubscribing upstream from %s: %w", key, err)
 	}
@@ -147,4 +163,21 @@ func (i *Interest) Refs(key Key) int {
 		return in.refs
 	}
 	return 0
+}
+
+// Dropped is the number of messages nats.go dropped because an upstream
+// subscription's buffer (WithPendingLimits) was full, for every upstream
+// subscription ever held. These never reached a local queue, so they are
+// outside the local subscriptions' balances; a steady rise means the
+// sidecar's delivery cannot keep up with the broker.
+func (i *Interest) Dropped() uint64 {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	total := i.retiredDrops
+	for _, in := range i.subs {
+		if n, err := in.sub.Dropped(); err == nil {
+			total += uint64(n)
+		}
+	}
+	return total
 }

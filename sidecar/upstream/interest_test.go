@@ -87,6 +87,52 @@ func TestInterestIsDeduplicatedAndReferenceCounted(t *testing.T) {
 	}
 }
 
+// TestUpstreamDropsAreCounted: when the sidecar's delivery stalls, nats.go's
+// buffer for the upstream subscription fills to its explicit limit and the
+// rest are dropped; every message is either delivered or in Dropped, also
+// after the subscription is gone.
+func TestUpstreamDropsAreCounted(t *testing.T) {
+	broker := natstest.StartBroker(t, nil)
+	nc := natstest.Connect(t, broker.ClientURL())
+	release := make(chan struct{})
+	var mu sync.Mutex
+	delivered := 0
+	in := upstream.NewInterest(nc, func(upstream.Key, *nats.Msg) {
+		<-release
+		mu.Lock()
+		delivered++
+		mu.Unlock()
+	}).WithPendingLimits(10, 1<<20)
+	key := upstream.Key{Subject: "stalled"}
+	if _, err := in.Add(key); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	pub := natstest.Connect(t, broker.ClientURL())
+	const sent = 100
+	for range sent {
+		if err := pub.Publish("stalled", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// nats.go counts the message in the stalled handler against the limit:
+	// ten are held, the rest dropped.
+	waitFor(t, func() bool { return in.Dropped() == sent-10 })
+	close(release)
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return delivered == 10 })
+	if _, err := in.Remove(key); err != nil {
+		t.Fatal(err)
+	}
+	if got := in.Dropped(); got != sent-10 {
+		t.Fatalf("after the subscription went, Dropped = %d, want %d", got, sent-10)
+	}
+}
+
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
