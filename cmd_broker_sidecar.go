@@ -126,6 +126,7 @@ func runSidecar(args []string) error {
 		return fmt.Errorf("connecting to the broker %s: %w", *brokerURL, err)
 	}
 	defer nc.Close()
+	opts.Log = log
 	s, err := sidecar.New(nc, opts)
 	if err != nil {
 		return err

@@ -81,6 +81,11 @@ type localSub struct {
 	latency   *latencies // shared by the SUBs of one Subscription policy
 	policy    string     // the covering Subscription's name ("" for none)
 	retired   atomic.Bool
+	// killed is set while the Subscription's kill switch is engaged.
+	killed atomic.Bool
+	// hasInterest says whether ls holds a reference on its upstream
+	// interest (not while killed); it changes under Server.interestMu.
+	hasInterest bool
 }
 
 // retireWhenSettled folds a removed subscription's counts into its policy's
@@ -193,6 +198,11 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 		c.srv.invalid.Add(1)
 		c.refuse(subject, now, func() string { return "Invalid Subject" }) // nats-server's text
 		return false
+	}
+	// A reply to a request the application received: time its answer for
+	// the automatic kill switch.
+	if e, ok := c.srv.answerable.answered(subject); ok && !e.late {
+		c.srv.recordReplyLatency((*c.srv.kills.Load())[e.policy], time.Duration(monotonic(now)-e.delivered), now)
 	}
 	var topic *policy.Topic
 	topic, c.topics = c.srv.policy.Load().Governing(subject, c.topics)
@@ -365,7 +375,7 @@ func (c *conn) writer() {
 	}
 	type timing struct {
 		ls                  *localSub
-		subject             string
+		subject, reply      string
 		arrived, sentUnixNs int64
 	}
 	batch := make([]byte, 0, c.srv.opts.WriteBatchBytes)
@@ -400,7 +410,7 @@ func (c *conn) writer() {
 						continue
 					}
 					batch = c.appendMsg(batch, ls, &m)
-					timings = append(timings, timing{ls, m.Subject, m.ArrivedNanos, m.SentUnixNanos})
+					timings = append(timings, timing{ls, m.Subject, m.Reply, m.ArrivedNanos, m.SentUnixNanos})
 					n++
 				}
 				if n > 0 {
@@ -422,6 +432,11 @@ func (c *conn) writer() {
 						if started, ok := c.requests.finish(tm.subject); ok {
 							c.srv.requestLatency.Record(time.Duration(writtenMono - started))
 						}
+					}
+					if tm.reply != "" {
+						// A request to the application: its answer is timed
+						// from here, and allowed once.
+						c.srv.answerable.delivered(tm.reply, tm.ls.policy, writtenMono)
 					}
 					tm.ls.latency.Dwell.Record(time.Duration(writtenMono - tm.arrived))
 					if tm.sentUnixNs != 0 {

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/weighstation/weighstation/sidecar/breaker"
 	"github.com/weighstation/weighstation/sidecar/pending"
 )
 
@@ -31,6 +33,14 @@ var (
 		"Messages the broker sent that the sidecar's upstream buffer could not hold (delivery could not keep up); they never reached a local queue.", nil, nil)
 	descEchoSuppressed = prometheus.NewDesc("weighstation_sidecar_echo_suppressed_total",
 		"Messages not delivered back to the connection that published them, because it asked for echo:false.", nil, nil)
+	descKilled = prometheus.NewDesc("weighstation_sidecar_killed",
+		"1 while the Subscription's kill switch is engaged or tripped (delivery stopped, upstream interest withdrawn).", []string{"subscription"}, nil)
+	descBreakerState = prometheus.NewDesc("weighstation_sidecar_kill_switch_state",
+		"The automatic kill switch's state: 1 for the current one of closed, open and half-open.", []string{"subscription", "state"}, nil)
+	descBreakerTransitions = prometheus.NewDesc("weighstation_sidecar_kill_switch_transitions_total",
+		"The automatic kill switch's transitions.", []string{"subscription", "from", "to"}, nil)
+	descNoResponders = prometheus.NewDesc("weighstation_sidecar_no_responders_total",
+		"No-responders answers: received by the pod's requests, and sent by this sidecar for queue-group requests it dropped as killed.", []string{"direction"}, nil)
 	descInvalid = prometheus.NewDesc("weighstation_sidecar_invalid_total",
 		"PUBs and SUBs refused for an invalid subject, pattern or header block.", nil, nil)
 	descBudget = prometheus.NewDesc("weighstation_sidecar_pending_bytes",
@@ -56,7 +66,7 @@ type collector struct{ s *Server }
 func (s *Server) Collector() prometheus.Collector { return collector{s} }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descUpstreamDropped, descEchoSuppressed} {
+	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descUpstreamDropped, descEchoSuppressed, descKilled, descBreakerState, descBreakerTransitions, descNoResponders} {
 		ch <- d
 	}
 }
@@ -74,6 +84,21 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descUnrouted, prometheus.CounterValue, float64(c.s.Unrouted()))
 	ch <- prometheus.MustNewConstMetric(descUpstreamDropped, prometheus.CounterValue, float64(c.s.interest.Dropped()))
 	ch <- prometheus.MustNewConstMetric(descEchoSuppressed, prometheus.CounterValue, float64(c.s.EchoSuppressed()))
+	for name, ks := range c.s.KillSwitches() {
+		ch <- prometheus.MustNewConstMetric(descKilled, prometheus.GaugeValue, boolGauge(ks.Killed), name)
+		if !ks.Auto {
+			continue
+		}
+		for _, st := range []breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen} {
+			ch <- prometheus.MustNewConstMetric(descBreakerState, prometheus.GaugeValue, boolGauge(ks.State == st), name, st.String())
+		}
+		for tr, n := range ks.Transitions {
+			from, to, _ := strings.Cut(tr, "->")
+			ch <- prometheus.MustNewConstMetric(descBreakerTransitions, prometheus.CounterValue, float64(n), name, from, to)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descNoResponders, prometheus.CounterValue, float64(c.s.NoRespondersReceived()), "received")
+	ch <- prometheus.MustNewConstMetric(descNoResponders, prometheus.CounterValue, float64(c.s.NoRespondersSent()), "sent")
 	ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, float64(c.s.budget.Used()))
 	ch <- prometheus.MustNewConstMetric(descBudgetMax, prometheus.GaugeValue, float64(c.s.budget.Max()))
 	for topic, t := range c.s.TopicCounters() {
@@ -87,6 +112,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- summaryOf(descRequests, c.s.RequestLatency().Histogram)
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // summaryOf exports an HdrHistogram (microseconds) as a Prometheus summary

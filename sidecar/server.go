@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/nats-io/nats.go"
 
 	"github.com/weighstation/weighstation/meshconfig"
@@ -69,6 +70,11 @@ type Options struct {
 	// clients PING every 2 minutes, so an idle but healthy one never hits
 	// it.
 	MaxIdle time.Duration
+	// KillSwitchInterval is how often the automatic kill switches judge
+	// their subscriptions (and unanswered requests are timed out).
+	KillSwitchInterval time.Duration
+	// Log receives kill switch changes and configuration events.
+	Log logr.Logger
 }
 
 // DefaultOptions: nats-server's protocol defaults, 256 connections (a pod
@@ -79,7 +85,7 @@ type Options struct {
 // (nats-server's auth timeout), 5 minutes for any command to arrive, and a
 // 64 MiB memory budget for all pending messages (a sidecar's container
 // limit should leave room for it), 10,000 SUBs and 32 MiB of pending
-// messages per connection.
+// messages per connection, and kill switches judged every 50 ms.
 var DefaultOptions = Options{
 	Listen:               "127.0.0.1:4222",
 	Protocol:             protocol.DefaultLimits,
@@ -92,6 +98,8 @@ var DefaultOptions = Options{
 	MaxIdle:              5 * time.Minute,
 	MemoryBudget:         64 << 20,
 	MaxSubscriptions:     10_000,
+	KillSwitchInterval:   50 * time.Millisecond,
+	Log:                  logr.Discard(),
 
 	MaxPendingBytesPerConnection: 32 << 20,
 }
@@ -110,6 +118,25 @@ type Server struct {
 	counters *policy.Counters
 	// configMu serializes configuration changes.
 	configMu sync.Mutex
+
+	// interestMu serializes changes of upstream interest: SUBs, UNSUBs and
+	// kill switches (which withdraw and restore it). Order: configMu, then
+	// interestMu, then mu.
+	interestMu sync.Mutex
+	// kills are the kill switches by Subscription policy name, replaced
+	// whole by each configuration.
+	kills atomic.Pointer[map[string]*killSwitch]
+	// answerable are the requests delivered to the application and not yet
+	// answered.
+	answerable *answerable
+	// noRespondersSent counts the sidecar's own "no responders" answers to
+	// requests it dropped as killed; noRespondersReceived counts those the
+	// application's requests got (from the broker or a sidecar).
+	noRespondersSent, noRespondersReceived atomic.Uint64
+	// breakerTransitions counts every automatic kill switch transition.
+	breakerTransitions atomic.Uint64
+	evaluations        atomic.Uint64
+	stop               chan struct{}
 
 	mu     sync.RWMutex
 	routes map[upstream.Key]*route
@@ -219,6 +246,12 @@ type serverInfo struct {
 // New returns a sidecar that proxies to the broker behind nc. It does not
 // listen until Start.
 func New(nc *nats.Conn, opts Options) (*Server, error) {
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	if opts.KillSwitchInterval <= 0 {
+		return nil, fmt.Errorf("sidecar options: KillSwitchInterval must be positive, got %s", opts.KillSwitchInterval)
+	}
 	if opts.MaxConnections < 1 || opts.MaxControlBytes < 1 || opts.WriteBatchBytes < 1 ||
 		opts.UpstreamFlushTimeout <= 0 || opts.ConnectTimeout <= 0 || opts.MaxIdle <= 0 || opts.MemoryBudget < 1 || opts.MaxSubscriptions < 1 ||
 		opts.MaxPendingBytesPerConnection < 1 {
@@ -229,7 +262,8 @@ func New(nc *nats.Conn, opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, nc: nc, counters: policy.NewCounters(), routes: map[upstream.Key]*route{}, conns: map[*conn]struct{}{},
 		latency: map[string]*latencies{}, budget: pending.NewBudget(opts.MemoryBudget), retired: map[string]pending.Counts{},
-		requestLatency: latency.NewRecorder(), id: newSidecarID()}
+		requestLatency: latency.NewRecorder(), id: newSidecarID(), answerable: newAnswerable(), stop: make(chan struct{})}
+	s.kills.Store(&map[string]*killSwitch{})
 	s.interest = upstream.NewInterest(nc, s.deliver)
 	// Until a configuration arrives, the operator's documented defaults
 	// govern every subject: nothing is unbounded.
@@ -269,6 +303,7 @@ func (s *Server) SetConfig(cfg meshconfig.PodConfig) error {
 	s.policy.Store(compiled)
 	s.info.Store(&info)
 	s.reapplySubscriptionLimits()
+	s.syncKillSwitches(cfg.Subscriptions)
 	if old != nil && string(*old) != string(info) {
 		s.mu.RLock()
 		for c := range s.conns {
@@ -327,8 +362,9 @@ func (s *Server) Start() error {
 		return fmt.Errorf("listening on %s: %w", s.opts.Listen, err)
 	}
 	s.ln = ln
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.accept()
+	go s.killSwitchLoop()
 	return nil
 }
 
@@ -371,6 +407,9 @@ func (s *Server) accept() {
 // Close stops listening, closes every connection and waits for them.
 func (s *Server) Close() {
 	s.mu.Lock()
+	if !s.closed {
+		close(s.stop)
+	}
 	s.closed = true
 	conns := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
@@ -393,8 +432,11 @@ func (s *Server) forget(c *conn) {
 }
 
 // subscribe routes key's messages to ls, then makes sure the broker sends
-// them.
+// them, unless its Subscription is killed.
 func (s *Server) subscribe(ls *localSub) error {
+	s.interestMu.Lock()
+	defer s.interestMu.Unlock()
+	ls.killed.Store(s.isKilled(ls.policy))
 	s.mu.Lock()
 	r := s.routes[ls.key]
 	if r == nil {
@@ -403,16 +445,26 @@ func (s *Server) subscribe(ls *localSub) error {
 	}
 	r.subs = append(append([]*localSub(nil), r.subs...), ls) // copy: deliver reads it under RLock
 	s.mu.Unlock()
+	if ls.killed.Load() {
+		return nil // interest comes back when the kill switch is released
+	}
 	if _, err := s.interest.Add(ls.key); err != nil {
 		s.unroute(ls)
 		return err
 	}
+	ls.hasInterest = true
 	return nil
 }
 
 // unsubscribe stops routing to ls and drops its upstream interest.
 func (s *Server) unsubscribe(ls *localSub) error {
+	s.interestMu.Lock()
+	defer s.interestMu.Unlock()
 	s.unroute(ls)
+	if !ls.hasInterest {
+		return nil
+	}
+	ls.hasInterest = false
 	_, err := s.interest.Remove(ls.key)
 	return err
 }
@@ -461,6 +513,9 @@ func (s *Server) deliver(key upstream.Key, m *nats.Msg) {
 			msg.Header = appendHeaderBlock(nil, m.Header)
 		}
 	}
+	if msg.NoResponders {
+		s.noRespondersReceived.Add(1)
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	r := s.routes[key]
@@ -468,19 +523,7 @@ func (s *Server) deliver(key upstream.Key, m *nats.Msg) {
 	if r != nil {
 		targets = r.subs
 		if key.Queue != "" && len(targets) > 0 {
-			i := r.next.Add(1) % uint64(len(targets))
-			if origin != 0 {
-				// nats-server never picks the publisher's own queue
-				// subscription when it asked for no echo: pick the next
-				// member that is not on that connection.
-				for range targets {
-					if targets[i].conn.id != origin {
-						break
-					}
-					i = (i + 1) % uint64(len(targets))
-				}
-			}
-			targets = targets[i : i+1]
+			targets = pickQueueMember(targets, r.next.Add(1), origin)
 		}
 	}
 	if len(targets) == 0 {
@@ -492,7 +535,30 @@ func (s *Server) deliver(key upstream.Key, m *nats.Msg) {
 			s.echoSuppressed.Add(1)
 			continue
 		}
+		if ls.killed.Load() {
+			// Sent before the broker learnt the interest was withdrawn.
+			ls.queue.Reject(pending.ReasonKilled)
+			if key.Queue != "" && msg.Reply != "" {
+				s.answerNoResponders(msg.Reply)
+			}
+			continue
+		}
 		ls.queue.Push(msg)
 		ls.conn.wakeWriter()
 	}
+}
+
+// pickQueueMember picks one local member of a queue group, round robin from
+// turn, preferring a member that is not killed and not the publisher of an
+// echo:false message (nats-server never picks that one); when there is none,
+// the round-robin choice, which then counts the message.
+func pickQueueMember(members []*localSub, turn uint64, origin uint64) []*localSub {
+	first := turn % uint64(len(members))
+	for k := range uint64(len(members)) {
+		i := (first + k) % uint64(len(members))
+		if ls := members[i]; !ls.killed.Load() && (origin == 0 || ls.conn.id != origin) {
+			return members[i : i+1]
+		}
+	}
+	return members[first : first+1]
 }

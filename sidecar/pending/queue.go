@@ -44,6 +44,10 @@ const (
 	// ReasonUnsupported: a status message (no responders) the client did
 	// not ask for in CONNECT and could not read.
 	ReasonUnsupported
+	// ReasonKilled: the subscription's kill switch is engaged (by hand or
+	// tripped): what waited was dropped at once, and what arrived before
+	// the broker learnt that its interest was withdrawn is dropped too.
+	ReasonKilled
 	numReasons
 )
 
@@ -63,6 +67,8 @@ func (r Reason) String() string {
 		return "connection"
 	case ReasonUnsupported:
 		return "unsupported"
+	case ReasonKilled:
+		return "killed"
 	}
 	return fmt.Sprintf("Reason(%d)", uint8(r))
 }
@@ -182,7 +188,7 @@ func (q *Queue) Close(reason Reason) int {
 	q.mu.Lock()
 	q.closed = true
 	q.mu.Unlock()
-	return q.DropAll(reason)
+	return q.DropAll(reason, nil)
 }
 
 // Push offers a message and reports whether it was queued. Under
@@ -237,6 +243,10 @@ func (q *Queue) Push(m Message) bool {
 	q.pushLocked(m)
 	return true
 }
+
+// Reject counts an arrival that is dropped without being offered, for
+// reason (the subscription is killed).
+func (q *Queue) Reject(reason Reason) { q.countDrop(reason) }
 
 // countDrop counts an arrival dropped before it reached the queue.
 func (q *Queue) countDrop(reason Reason) {
@@ -336,14 +346,19 @@ func (q *Queue) Discard(reason Reason) {
 	q.counts.Dropped[reason]++
 }
 
-// DropAll empties the queue with a reason (the connection closed, or the
-// subscription was removed) and returns how many messages it dropped.
-func (q *Queue) DropAll(reason Reason) int {
+// DropAll empties the queue with a reason (the connection closed, the
+// subscription was removed or killed) and returns how many messages it
+// dropped. each, when not nil, sees every dropped message (under the
+// queue's lock: it must not call back into the queue).
+func (q *Queue) DropAll(reason Reason, each func(*Message)) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := int(q.counts.Pending)
 	for q.counts.Pending > 0 {
-		q.popLocked()
+		m := q.popLocked()
+		if each != nil {
+			each(&m)
+		}
 	}
 	q.counts.Dropped[reason] += uint64(n)
 	return n

@@ -80,7 +80,7 @@ func TestBalanceUnderConcurrency(t *testing.T) {
 			q.Done(ok)
 		}
 	}
-	closed := q.DropAll(pending.ReasonClosed)
+	closed := q.DropAll(pending.ReasonClosed, nil)
 	c := q.Counts()
 	if !c.Balanced() || c.Arrived != total || c.Pending != 0 || c.InFlight != 0 {
 		t.Fatalf("counts %+v after %d taken and %d dropped at close", c, taken, closed)

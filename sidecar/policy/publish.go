@@ -17,6 +17,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/weighstation/weighstation/matcher"
+	"github.com/weighstation/weighstation/sidecar/breaker"
 	"github.com/weighstation/weighstation/meshconfig"
 )
 
@@ -137,6 +138,11 @@ func Compile(cfg meshconfig.PodConfig, counters *Counters) (*Publish, error) {
 		}
 		if sp.Limits.MaxPendingMessages < 1 || sp.Limits.MaxPendingBytes < 1 {
 			return nil, fmt.Errorf("subscription %q: pending limits must be at least 1, got %+v", sp.Name, sp.Limits)
+		}
+		if auto := sp.KillSwitch.Auto; auto != nil && !sp.Essential {
+			if err := breaker.ConfigOf(*auto).Validate(); err != nil {
+				return nil, fmt.Errorf("subscription %q: %w", sp.Name, err)
+			}
 		}
 		p.subscriptions = append(p.subscriptions, sp)
 	}

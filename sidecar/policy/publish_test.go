@@ -87,6 +87,14 @@ func TestInvalidConfigurationsAreRefused(t *testing.T) {
 		{"zero pending limit", func(c *meshconfig.PodConfig) {
 			c.Subscriptions = []meshconfig.SubscriptionPolicy{{Name: "s", Subject: "a", Limits: meshconfig.Limits{MaxPendingMessages: 0, MaxPendingBytes: 1}}}
 		}},
+		{"automatic kill switch with nothing to trip on", func(c *meshconfig.PodConfig) {
+			c.Subscriptions = []meshconfig.SubscriptionPolicy{{Name: "s", Subject: "a", Limits: meshconfig.Limits{MaxPendingMessages: 1, MaxPendingBytes: 1},
+				KillSwitch: meshconfig.KillSwitch{Auto: &meshconfig.AutoKillSwitch{WindowMillis: 1000, CooldownMillis: 1000}}}}
+		}},
+		{"automatic kill switch without a cooldown", func(c *meshconfig.PodConfig) {
+			c.Subscriptions = []meshconfig.SubscriptionPolicy{{Name: "s", Subject: "a", Limits: meshconfig.Limits{MaxPendingMessages: 1, MaxPendingBytes: 1},
+				KillSwitch: meshconfig.KillSwitch{Auto: &meshconfig.AutoKillSwitch{MaxPendingMessages: 1, WindowMillis: 1000}}}}
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,93 @@
+package sidecar
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Requests delivered to the application, until it answers them. The sidecar
+// sees both the request it writes to the application and the reply the
+// application publishes, so it can time the application's answers on one
+// clock (for the automatic kill switch) and allow exactly one reply to a
+// request the pod received (for the publish ACL).
+const (
+	// maxAnswerable bounds the requests remembered at once; past it, new
+	// requests are not remembered (counted as untracked): their replies are
+	// not timed, and they get no reply allowance.
+	maxAnswerable = 100_000
+	// ReplyAllowance is how long after a request's delivery the pod may
+	// publish its one reply to the request's reply subject when the ACL
+	// would otherwise refuse it. nats.go's requests rarely wait this long.
+	ReplyAllowance = time.Minute
+)
+
+type answerEntry struct {
+	policy    string // the Subscription policy of the SUB it was delivered to
+	delivered int64  // nanotime of the write to the application
+	late      bool   // already counted as unanswered in time
+}
+
+// answerable is the table of requests waiting for the application's reply.
+type answerable struct {
+	size      atomic.Int64 // len(byReply), read without the lock on every publish
+	untracked atomic.Uint64
+
+	mu      sync.Mutex
+	byReply map[string]answerEntry
+}
+
+func newAnswerable() *answerable { return &answerable{byReply: map[string]answerEntry{}} }
+
+// delivered remembers that a request with this reply subject was written to
+// the application.
+func (a *answerable) delivered(reply, policy string, at int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.byReply[reply]; !ok && len(a.byReply) >= maxAnswerable {
+		a.untracked.Add(1)
+		return
+	}
+	a.byReply[reply] = answerEntry{policy: policy, delivered: at}
+	a.size.Store(int64(len(a.byReply)))
+}
+
+// answered takes the request a publish to subject answers, once.
+func (a *answerable) answered(subject string) (answerEntry, bool) {
+	if a.size.Load() == 0 {
+		return answerEntry{}, false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e, ok := a.byReply[subject]
+	if ok {
+		delete(a.byReply, subject)
+		a.size.Store(int64(len(a.byReply)))
+	}
+	return e, ok
+}
+
+// sweep reports requests that are unanswered past their policy's latency
+// threshold (once each, as late) and forgets those past ReplyAllowance.
+func (a *answerable) sweep(now int64, lateAfter func(policy string) time.Duration, late func(policy string, age time.Duration)) {
+	if a.size.Load() == 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for reply, e := range a.byReply {
+		age := time.Duration(now - e.delivered)
+		if age > ReplyAllowance {
+			delete(a.byReply, reply)
+			continue
+		}
+		if !e.late {
+			if limit := lateAfter(e.policy); limit > 0 && age > limit {
+				late(e.policy, age)
+				e.late = true
+				a.byReply[reply] = e
+			}
+		}
+	}
+	a.size.Store(int64(len(a.byReply)))
+}

@@ -1,0 +1,350 @@
+package sidecar
+
+import (
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/weighstation/weighstation/meshconfig"
+	"github.com/weighstation/weighstation/sidecar/breaker"
+	"github.com/weighstation/weighstation/sidecar/pending"
+)
+
+// Kill switches. A Subscription's kill switch is engaged by hand (its
+// configuration says so) or, for non-essential Subscriptions with auto, by
+// its circuit breaker (package breaker). While it is engaged, the sidecar
+// withdraws the upstream interest of every local SUB under that
+// Subscription, queue-group membership included, so the rest of a group
+// takes the whole load and the broker answers requests addressed only to it
+// with "no responders". What waited is dropped at once, and what arrives
+// before the broker learns of the withdrawal is dropped too, both with
+// reason killed. A request among them that was sent to a queue group gets
+// a "no responders" answer from the sidecar: the broker picked this member
+// alone, so nobody else in the group will answer it.
+
+// killSwitch is one Subscription policy's switch in this sidecar.
+type killSwitch struct {
+	name string
+
+	// The fields below change under Server.interestMu.
+	manual       bool
+	manualReason string
+	killed       bool // applied: the policy's SUBs hold no upstream interest
+	since        time.Time
+	reason       string
+
+	// mu guards the breaker and its latency window, which the evaluation
+	// loop and the publish path (reply latencies) share.
+	mu      sync.Mutex
+	breaker *breaker.Breaker // nil unless auto and non-essential
+	window  *breaker.Window  // reply latencies, when the breaker judges them
+}
+
+// KillSwitchStatus is one Subscription's kill switch in this sidecar, for
+// the status the operator writes.
+type KillSwitchStatus struct {
+	// Killed says whether delivery is stopped now.
+	Killed bool
+	// Engaged is the manual switch.
+	Engaged bool
+	// Auto is set when the Subscription has an automatic kill switch; State
+	// is then its breaker's state.
+	Auto  bool
+	State breaker.State
+	// Reason and Since describe the last change.
+	Reason string
+	Since  time.Time
+	// Transitions counts the breaker's transitions by "from->to".
+	Transitions map[string]uint64
+}
+
+func breakerConfig(sp meshconfig.SubscriptionPolicy) (breaker.Config, bool) {
+	auto := sp.KillSwitch.Auto
+	if auto == nil || sp.Essential {
+		return breaker.Config{}, false // essential subscriptions never trip automatically
+	}
+	return breaker.ConfigOf(*auto), true
+}
+
+// syncKillSwitches installs the kill switches of a new configuration and
+// applies what changed. The breakers of Subscriptions that stay keep their
+// state.
+func (s *Server) syncKillSwitches(subs []meshconfig.SubscriptionPolicy) {
+	now := time.Now()
+	s.interestMu.Lock()
+	defer s.interestMu.Unlock()
+	old := *s.kills.Load()
+	next := make(map[string]*killSwitch, len(subs))
+	for _, sp := range subs {
+		ks := old[sp.Name]
+		if ks == nil {
+			ks = &killSwitch{name: sp.Name, since: now, reason: "configured"}
+		}
+		ks.manual, ks.manualReason = sp.KillSwitch.Engaged, sp.KillSwitch.Reason
+		ks.mu.Lock()
+		if cfg, ok := breakerConfig(sp); ok {
+			if ks.breaker == nil {
+				ks.breaker = breaker.New(cfg, now)
+			} else {
+				ks.breaker.SetConfig(cfg)
+			}
+			if cfg.MaxLatency > 0 && ks.window == nil {
+				ks.window = breaker.NewWindow(cfg.Window, now)
+			} else if cfg.MaxLatency == 0 {
+				ks.window = nil
+			}
+		} else {
+			ks.breaker, ks.window = nil, nil
+		}
+		ks.mu.Unlock()
+		next[sp.Name] = ks
+	}
+	s.kills.Store(&next)
+	for name, ks := range old {
+		if next[name] == nil && ks.killed {
+			s.setKilled(ks, false, "the Subscription is no longer in the configuration", now) // its SUBs are no longer under it
+		}
+	}
+	for _, ks := range next {
+		s.reconcileKill(ks, now)
+	}
+}
+
+// reconcileKill applies what the manual switch and the breaker want.
+// Callers hold interestMu.
+func (s *Server) reconcileKill(ks *killSwitch, now time.Time) {
+	ks.mu.Lock()
+	tripped := ks.breaker != nil && ks.breaker.StateOnly() == breaker.Open
+	_, breakerReason, _ := ks.breakerState()
+	ks.mu.Unlock()
+	want := ks.manual || tripped
+	if want == ks.killed {
+		return
+	}
+	reason := "kill switch disengaged"
+	switch {
+	case ks.manual:
+		reason = "kill switch engaged by hand"
+		if ks.manualReason != "" {
+			reason += ": " + ks.manualReason
+		}
+	case tripped:
+		reason = "tripped: " + breakerReason
+	}
+	s.setKilled(ks, want, reason, now)
+}
+
+// setKilled withdraws or restores the upstream interest of every local SUB
+// under ks. Callers hold interestMu.
+func (s *Server) setKilled(ks *killSwitch, killed bool, reason string, now time.Time) {
+	ks.killed, ks.reason, ks.since = killed, reason, now
+	s.opts.Log.Info("kill switch", "subscription", ks.name, "killed", killed, "reason", reason)
+	subs := s.subsOfPolicy(ks.name)
+	for _, ls := range subs {
+		ls.killed.Store(killed)
+		switch {
+		case killed && ls.hasInterest:
+			ls.hasInterest = false
+			_, _ = s.interest.Remove(ls.key) // an error means the upstream connection is gone, and its interest with it
+		case !killed && !ls.hasInterest && !ls.removed.Load():
+			if _, err := s.interest.Add(ls.key); err != nil {
+				s.opts.Log.Error(err, "restoring upstream interest", "subscription", ks.name, "subject", ls.key.String())
+				continue
+			}
+			ls.hasInterest = true
+		}
+	}
+	if !killed {
+		return
+	}
+	// Every deliver pushes under the routing read lock after checking
+	// killed: once this lock was held, none can still push to these queues.
+	s.mu.Lock()
+	//nolint:staticcheck // an empty critical section is the point: a barrier.
+	s.mu.Unlock()
+	var requests []string
+	for _, ls := range subs {
+		ls.queue.DropAll(pending.ReasonKilled, func(m *pending.Message) {
+			if ls.key.Queue != "" && m.Reply != "" {
+				requests = append(requests, m.Reply)
+			}
+		})
+		ls.conn.wakeWriter() // a removal-by-count or retirement may be due
+	}
+	for _, reply := range requests {
+		s.answerNoResponders(reply)
+	}
+}
+
+// subsOfPolicy lists the live local SUBs under a Subscription policy.
+func (s *Server) subsOfPolicy(name string) []*localSub {
+	s.mu.RLock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.RUnlock()
+	var out []*localSub
+	for _, c := range conns {
+		c.mu.Lock()
+		order := c.order
+		c.mu.Unlock()
+		for _, ls := range order {
+			if ls.policy == name && !ls.removed.Load() {
+				out = append(out, ls)
+			}
+		}
+	}
+	return out
+}
+
+// isKilled reports whether SUBs under the policy are killed now. Callers
+// hold interestMu.
+func (s *Server) isKilled(policy string) bool {
+	ks := (*s.kills.Load())[policy]
+	return ks != nil && ks.killed
+}
+
+// answerNoResponders answers a request the sidecar dropped because its
+// subscription is killed, as the broker answers one nobody is subscribed
+// to: an empty message with status 503. (nats.go encodes it as a "Status"
+// header; nats.go requesters read that as no responders, and a requesting
+// sidecar re-encodes it as the status line every client reads.)
+func (s *Server) answerNoResponders(reply string) {
+	msg := &nats.Msg{Subject: reply, Header: nats.Header{statusHeader: {"503"}}}
+	if err := s.nc.PublishMsg(msg); err == nil {
+		s.noRespondersSent.Add(1)
+	}
+}
+
+// evaluateKillSwitches is one tick of the breakers: it times out
+// unanswered requests, judges every breaker and applies the transitions.
+func (s *Server) evaluateKillSwitches(now time.Time) {
+	defer s.evaluations.Add(1)
+	kills := *s.kills.Load()
+	s.answerable.sweep(monotonic(now), func(policy string) time.Duration {
+		if ks := kills[policy]; ks != nil {
+			ks.mu.Lock()
+			defer ks.mu.Unlock()
+			if ks.window != nil {
+				return ks.breaker.Config().MaxLatency
+			}
+		}
+		return 0
+	}, func(policy string, age time.Duration) {
+		s.recordReplyLatency(kills[policy], age, now)
+	})
+
+	var pendingByPolicy map[string]int64
+	s.interestMu.Lock()
+	defer s.interestMu.Unlock()
+	for _, ks := range kills {
+		ks.mu.Lock()
+		if ks.breaker == nil {
+			ks.mu.Unlock()
+			continue
+		}
+		if pendingByPolicy == nil {
+			pendingByPolicy = s.pendingByPolicy()
+		}
+		o := breaker.Observation{Pending: pendingByPolicy[ks.name]}
+		if ks.window != nil {
+			o.P99, o.Replies = ks.window.P99(now)
+		}
+		tr, changed := ks.breaker.Evaluate(now, o)
+		if changed {
+			s.breakerTransitions.Add(1)
+			s.opts.Log.Info("kill switch breaker", "subscription", ks.name, "from", tr.From.String(), "to", tr.To.String(), "reason", tr.Reason)
+			if tr.To == breaker.HalfOpen && ks.window != nil {
+				ks.window.Reset(now) // the trial is judged on its own replies
+			}
+		}
+		ks.mu.Unlock()
+		if changed {
+			s.reconcileKill(ks, now)
+		}
+	}
+}
+
+// recordReplyLatency adds one of the application's reply latencies (or the
+// age of an unanswered request) to its policy's window.
+func (s *Server) recordReplyLatency(ks *killSwitch, d time.Duration, now time.Time) {
+	if ks == nil {
+		return
+	}
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if ks.window != nil {
+		ks.window.Record(d, now)
+	}
+}
+
+// pendingByPolicy sums the messages waiting per Subscription policy.
+func (s *Server) pendingByPolicy() map[string]int64 {
+	out := map[string]int64{}
+	for _, st := range s.Stats() {
+		out[st.Policy] += int64(st.Counts.Pending)
+	}
+	return out
+}
+
+// killSwitchLoop evaluates the breakers every KillSwitchInterval until
+// Close.
+func (s *Server) killSwitchLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.opts.KillSwitchInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			s.evaluateKillSwitches(now)
+		}
+	}
+}
+
+// KillSwitches reports every Subscription's kill switch in this sidecar.
+func (s *Server) KillSwitches() map[string]KillSwitchStatus {
+	s.interestMu.Lock()
+	defer s.interestMu.Unlock()
+	kills := *s.kills.Load()
+	out := make(map[string]KillSwitchStatus, len(kills))
+	for name, ks := range kills {
+		st := KillSwitchStatus{Killed: ks.killed, Engaged: ks.manual, Reason: ks.reason, Since: ks.since}
+		ks.mu.Lock()
+		if ks.breaker != nil {
+			st.Auto = true
+			st.State = ks.breaker.StateOnly()
+			st.Transitions = map[string]uint64{}
+			for k, v := range ks.breaker.Transitions() {
+				st.Transitions[k[0].String()+"->"+k[1].String()] = v
+			}
+		}
+		ks.mu.Unlock()
+		out[name] = st
+	}
+	return out
+}
+
+// breakerState is the breaker's state, or closed without one. Callers hold
+// ks.mu.
+func (ks *killSwitch) breakerState() (breaker.State, string, time.Time) {
+	if ks.breaker == nil {
+		return breaker.Closed, "", time.Time{}
+	}
+	return ks.breaker.State()
+}
+
+
+// KillSwitchEvaluations counts the breakers' evaluation ticks.
+func (s *Server) KillSwitchEvaluations() uint64 { return s.evaluations.Load() }
+
+// NoRespondersSent counts the sidecar's own "no responders" answers to
+// queue-group requests it dropped because their subscription was killed.
+func (s *Server) NoRespondersSent() uint64 { return s.noRespondersSent.Load() }
+
+// NoRespondersReceived counts the "no responders" answers the pod's
+// requests got.
+func (s *Server) NoRespondersReceived() uint64 { return s.noRespondersReceived.Load() }

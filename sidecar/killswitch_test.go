@@ -1,0 +1,350 @@
+package sidecar_test
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/weighstation/weighstation/meshconfig"
+	"github.com/weighstation/weighstation/sidecar"
+	"github.com/weighstation/weighstation/sidecar/breaker"
+	"github.com/weighstation/weighstation/sidecar/pending"
+)
+
+// subscription is a Subscription policy with roomy limits.
+func subscription(name, subject, queue string, essential bool) meshconfig.SubscriptionPolicy {
+	return meshconfig.SubscriptionPolicy{Name: name, Subject: subject, QueueGroup: queue, Essential: essential,
+		Limits: meshconfig.Limits{MaxPendingMessages: 10_000, MaxPendingBytes: 32 << 20, Overflow: "DropNewest"}}
+}
+
+func withSubscriptions(subs ...meshconfig.SubscriptionPolicy) meshconfig.PodConfig {
+	cfg := configWith()
+	cfg.Subscriptions = subs
+	return cfg
+}
+
+func (r *rig) setConfig(t *testing.T, cfg meshconfig.PodConfig) {
+	t.Helper()
+	if err := r.side.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// statsOf returns the accounting of the live SUB with sid.
+func (r *rig) statsOf(t *testing.T, sid string) pending.Counts {
+	t.Helper()
+	for _, s := range r.side.Stats() {
+		if s.SID == sid {
+			return s.Counts
+		}
+	}
+	t.Fatalf("no live subscription %s", sid)
+	return pending.Counts{}
+}
+
+// brokerSubs waits until the broker holds want subscriptions besides its own.
+func (r *rig) waitBrokerSubs(t *testing.T, base uint32, want uint32) {
+	t.Helper()
+	waitFor(t, "the broker's interest", func() bool { return r.broker.NumSubscriptions()-base == want })
+}
+
+// TestManualKillSwitch: engaging the switch stops delivery at once and
+// withdraws the upstream queue-group membership, so the group's other
+// member takes every message; releasing it restores both. The counts are
+// exact.
+func TestManualKillSwitch(t *testing.T) {
+	r := newRig(t)
+	base := r.broker.NumSubscriptions()
+	work := subscription("work", "jobs", "workers", false)
+	r.setConfig(t, withSubscriptions(work))
+	app, peer, pub := r.app(t), r.direct(t), r.direct(t)
+	var inPod, outside atomic.Int64
+	if _, err := app.QueueSubscribe("jobs", "workers", func(*nats.Msg) { inPod.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := peer.QueueSubscribe("jobs", "workers", func(*nats.Msg) { outside.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, app, peer)
+	r.waitBrokerSubs(t, base, 2)
+	publish := func(n int) {
+		t.Helper()
+		for range n {
+			if err := pub.Publish("jobs", []byte("j")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		flush(t, pub)
+	}
+
+	publish(100)
+	waitFor(t, "the group shares 100 jobs", func() bool { return inPod.Load()+outside.Load() == 100 })
+	if inPod.Load() == 0 || outside.Load() == 0 {
+		t.Fatalf("the group did not share: in the pod %d, outside %d", inPod.Load(), outside.Load())
+	}
+	before := inPod.Load()
+
+	work.KillSwitch.Engaged, work.KillSwitch.Reason = true, "maintenance"
+	r.setConfig(t, withSubscriptions(work))
+	if ks := r.side.KillSwitches()["work"]; !ks.Killed || !ks.Engaged || !strings.Contains(ks.Reason, "maintenance") {
+		t.Fatalf("kill switch status %+v, want killed by hand for maintenance", ks)
+	}
+	if n := r.side.Interest().Subscriptions(); n != 0 {
+		t.Fatalf("the sidecar holds %d upstream subscriptions while killed, want 0", n)
+	}
+	r.waitBrokerSubs(t, base, 1) // only the outside member is left
+	publish(100)
+	waitFor(t, "the outside member takes the whole load", func() bool { return outside.Load() == 200-before })
+	flush(t, app)
+	if got := inPod.Load(); got != before {
+		t.Fatalf("the killed member received %d messages while killed", got-before)
+	}
+
+	work.KillSwitch.Engaged = false
+	r.setConfig(t, withSubscriptions(work))
+	r.waitBrokerSubs(t, base, 2)
+	publish(100)
+	waitFor(t, "the group shares again", func() bool { return inPod.Load()+outside.Load() == 300 })
+	if inPod.Load() == before {
+		t.Fatal("the restored member received nothing")
+	}
+	counts := r.statsOf(t, "1")
+	if !counts.Balanced() || counts.Arrived != uint64(inPod.Load())+counts.Dropped[pending.ReasonKilled] || counts.Delivered != uint64(inPod.Load()) {
+		t.Fatalf("counts %+v; the application received %d", counts, inPod.Load())
+	}
+	if ks := r.side.KillSwitches()["work"]; ks.Killed {
+		t.Fatalf("still killed after release: %+v", ks)
+	}
+}
+
+// stalledWithBacklog subscribes a client that never reads to subject and
+// publishes 64 KiB messages until the sidecar holds at least minPending for
+// it (past what the socket buffers take).
+func (r *rig) stalledWithBacklog(t *testing.T, sub string, sid string, subject, reply string, minPending uint64) {
+	t.Helper()
+	stalled := r.raw(t)
+	stalled.send("CONNECT {}\r\n" + sub + "\r\nPING\r\n")
+	if got := stalled.line(); got != "PONG" {
+		t.Fatalf("got %q, want PONG", got)
+	}
+	pub := r.direct(t)
+	payload := bytes.Repeat([]byte("x"), 64<<10)
+	for sent := 0; r.statsOf(t, sid).Pending < minPending; sent++ {
+		if sent > 2000 {
+			t.Fatalf("after %d messages only %d pending", sent, r.statsOf(t, sid).Pending)
+		}
+		if err := pub.PublishMsg(&nats.Msg{Subject: subject, Reply: reply, Data: payload}); err != nil {
+			t.Fatal(err)
+		}
+		flush(t, pub)
+	}
+}
+
+// TestKillDropsWhatWaitsAndAnswersQueuedRequests: what waited for a killed
+// subscription is dropped at once with reason killed; the requests among it
+// that were sent to a queue group get the sidecar's "no responders"
+// answer, one each, so their requesters fail fast.
+func TestKillDropsWhatWaitsAndAnswersQueuedRequests(t *testing.T) {
+	r := newRig(t)
+	svc := subscription("svc", "svc", "workers", false)
+	r.setConfig(t, withSubscriptions(svc))
+	requester := r.direct(t)
+	var answers atomic.Int64
+	if _, err := requester.Subscribe("_INBOX.test.*", func(m *nats.Msg) {
+		if m.Header.Get("Status") == "503" && len(m.Data) == 0 {
+			answers.Add(1)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, requester)
+	r.stalledWithBacklog(t, "SUB svc workers 1", "1", "svc", "_INBOX.test.1", 5)
+
+	waiting := r.statsOf(t, "1").Pending
+	svc.KillSwitch.Engaged = true
+	r.setConfig(t, withSubscriptions(svc))
+	counts := r.statsOf(t, "1")
+	if !counts.Balanced() || counts.Pending != 0 || counts.Dropped[pending.ReasonKilled] < waiting {
+		t.Fatalf("after the kill: %+v; want nothing pending and the %d that waited dropped as killed", counts, waiting)
+	}
+	killed := counts.Dropped[pending.ReasonKilled]
+	waitFor(t, "a no-responders answer per killed request", func() bool { return uint64(answers.Load()) == killed })
+	if sent := r.side.NoRespondersSent(); sent != killed {
+		t.Fatalf("NoRespondersSent = %d, want %d", sent, killed)
+	}
+}
+
+// TestRequestToKilledRespondersFailsFast: once every responder of a subject
+// in the pod is killed, a stock nats.go Request with a 10 s timeout returns
+// ErrNoResponders, not ErrTimeout, and the requesting side counts it.
+func TestRequestToKilledRespondersFailsFast(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		queue string
+		n     int
+	}{
+		{"the only responder", "", 1},
+		{"a queue group with every member killed", "workers", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			base := r.broker.NumSubscriptions()
+			svc := subscription("svc", "svc.echo", tc.queue, false)
+			r.setConfig(t, withSubscriptions(svc))
+			for range tc.n {
+				responder := r.app(t)
+				if _, err := responder.QueueSubscribe("svc.echo", tc.queue, func(m *nats.Msg) { _ = m.Respond(m.Data) }); err != nil {
+					t.Fatal(err)
+				}
+				flush(t, responder)
+			}
+			requester := r.app(t) // in the same pod: its sidecar counts the answers
+			if _, err := requester.Request("svc.echo", []byte("hi"), 10*time.Second); err != nil {
+				t.Fatalf("before the kill: %v", err)
+			}
+			svc.KillSwitch.Engaged = true
+			r.setConfig(t, withSubscriptions(svc))
+			r.waitBrokerSubs(t, base, 1) // the requester's reply inbox only
+			_, err := requester.Request("svc.echo", []byte("hi"), 10*time.Second)
+			if !errors.Is(err, nats.ErrNoResponders) {
+				t.Fatalf("Request to killed responders: %v, want %v", err, nats.ErrNoResponders)
+			}
+			if got := r.side.NoRespondersReceived(); got != 1 {
+				t.Fatalf("NoRespondersReceived = %d, want 1", got)
+			}
+		})
+	}
+}
+
+// autoKill is a non-essential subscription with an automatic kill switch.
+func autoKill(name, subject string, auto meshconfig.AutoKillSwitch) meshconfig.SubscriptionPolicy {
+	sp := subscription(name, subject, "", false)
+	sp.Limits.MaxPendingMessages = 1000
+	sp.KillSwitch.Auto = &auto
+	return sp
+}
+
+// TestAutoKillSwitchTripsAndRecovers: a consumer that stops reading its
+// socket trips its breaker (closed to open): its interest is withdrawn and
+// what waited is dropped as killed. When it reads again, the breaker goes
+// half-open after the cooldown, the trial passes, and it closes; delivery
+// resumes.
+func TestAutoKillSwitchTripsAndRecovers(t *testing.T) {
+	r := newRig(t)
+	base := r.broker.NumSubscriptions()
+	r.setConfig(t, withSubscriptions(autoKill("feed", "feed", meshconfig.AutoKillSwitch{MaxPendingMessages: 20, WindowMillis: 1000, CooldownMillis: 1000})))
+	stalled := r.raw(t)
+	stalled.send("CONNECT {}\r\nSUB feed 1\r\nPING\r\n")
+	if got := stalled.line(); got != "PONG" {
+		t.Fatalf("got %q, want PONG", got)
+	}
+	r.waitBrokerSubs(t, base, 1)
+	pub := r.direct(t)
+	payload := bytes.Repeat([]byte("x"), 64<<10)
+	for sent := 0; !r.side.KillSwitches()["feed"].Killed; sent++ {
+		if sent > 2000 {
+			t.Fatalf("not tripped after %d messages: %+v", sent, r.r(t))
+		}
+		if err := pub.Publish("feed", payload); err != nil {
+			t.Fatal(err)
+		}
+		flush(t, pub)
+	}
+	ks := r.side.KillSwitches()["feed"]
+	if ks.State != breaker.Open || !strings.Contains(ks.Reason, "pending") {
+		t.Fatalf("tripped: %+v, want open for pending", ks)
+	}
+	r.waitBrokerSubs(t, base, 0)
+
+	// The application reads again: everything it is sent, from here on.
+	var read atomic.Int64
+	go func() {
+		buf := make([]byte, 1<<20)
+		for {
+			_ = stalled.conn.SetReadDeadline(time.Now().Add(time.Minute))
+			n, err := stalled.r.Read(buf)
+			read.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}()
+	waitFor(t, "half-open, then closed", func() bool { return r.side.KillSwitches()["feed"].Transitions["half-open->closed"] == 1 })
+	ks = r.side.KillSwitches()["feed"]
+	if ks.Killed || ks.State != breaker.Closed || ks.Transitions["closed->open"] != 1 || ks.Transitions["open->half-open"] != 1 {
+		t.Fatalf("after recovery: %+v", ks)
+	}
+	r.waitBrokerSubs(t, base, 1)
+	before := r.statsOf(t, "1").Delivered
+	for range 10 {
+		if err := pub.Publish("feed", []byte("again")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush(t, pub)
+	waitFor(t, "delivery resumed", func() bool { return r.statsOf(t, "1").Delivered == before+10 })
+	if c := r.statsOf(t, "1"); !c.Balanced() || c.Dropped[pending.ReasonKilled] == 0 {
+		t.Fatalf("counts %+v: want balanced, with the backlog dropped as killed", c)
+	}
+}
+
+// r reports the kill switches, for failure messages.
+func (r *rig) r(*testing.T) map[string]sidecar.KillSwitchStatus { return r.side.KillSwitches() }
+
+// TestSlowResponderTripsOnReplyLatency: a responder whose replies take
+// 50 ms, against a 20 ms threshold, trips once the window holds enough
+// replies; then requests to it fail fast.
+func TestSlowResponderTripsOnReplyLatency(t *testing.T) {
+	r := newRig(t)
+	r.setConfig(t, withSubscriptions(autoKill("slow", "slow.svc", meshconfig.AutoKillSwitch{MaxLatencyMillis: 20, WindowMillis: 10_000, CooldownMillis: 600_000})))
+	responder := r.app(t)
+	if _, err := responder.Subscribe("slow.svc", func(m *nats.Msg) {
+		time.Sleep(50 * time.Millisecond)
+		_ = m.Respond(m.Data)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, responder)
+	requester := r.direct(t)
+	for sent := 0; !r.side.KillSwitches()["slow"].Killed; sent++ {
+		if sent > 200 {
+			t.Fatalf("not tripped after %d slow replies: %+v", sent, r.side.KillSwitches()["slow"])
+		}
+		_, _ = requester.Request("slow.svc", nil, 10*time.Second) // the last may be cut off by the trip
+	}
+	ks := r.side.KillSwitches()["slow"]
+	if ks.State != breaker.Open || !strings.Contains(ks.Reason, "reply latency") {
+		t.Fatalf("tripped: %+v, want open for reply latency", ks)
+	}
+	waitFor(t, "interest withdrawn", func() bool {
+		_, err := requester.Request("slow.svc", nil, 10*time.Second)
+		return errors.Is(err, nats.ErrNoResponders)
+	})
+}
+
+// TestEssentialSubscriptionNeverTrips: an essential subscription with an
+// automatic kill switch in its configuration (the API refuses that; a
+// hand-written configuration may not) never trips: its stalled consumer
+// overflows its queue instead, and other evaluations go on.
+func TestEssentialSubscriptionNeverTrips(t *testing.T) {
+	r := newRig(t)
+	crit := autoKill("crit", "crit", meshconfig.AutoKillSwitch{MaxPendingMessages: 5, WindowMillis: 1000, CooldownMillis: 1000})
+	crit.Essential = true
+	crit.Limits.MaxPendingMessages = 50
+	r.setConfig(t, withSubscriptions(crit))
+	r.stalledWithBacklog(t, "SUB crit 1", "1", "crit", "", 50)
+	evaluated := r.side.KillSwitchEvaluations()
+	waitFor(t, "ten more evaluations", func() bool { return r.side.KillSwitchEvaluations() >= evaluated+10 })
+	ks := r.side.KillSwitches()["crit"]
+	if ks.Killed || ks.Auto || len(ks.Transitions) != 0 {
+		t.Fatalf("essential subscription: %+v; want never killed, no breaker", ks)
+	}
+	if c := r.statsOf(t, "1"); c.Pending != 50 || c.Dropped[pending.ReasonKilled] != 0 {
+		t.Fatalf("counts %+v: want a full queue, nothing killed", c)
+	}
+}
