@@ -337,7 +337,6 @@ func (ks *killSwitch) breakerState() (breaker.State, string, time.Time) {
 	return ks.breaker.State()
 }
 
-
 // KillSwitchEvaluations counts the breakers' evaluation ticks.
 func (s *Server) KillSwitchEvaluations() uint64 { return s.evaluations.Load() }
 

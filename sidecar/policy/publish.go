@@ -17,8 +17,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/weighstation/weighstation/matcher"
-	"github.com/weighstation/weighstation/sidecar/breaker"
 	"github.com/weighstation/weighstation/meshconfig"
+	"github.com/weighstation/weighstation/sidecar/breaker"
 )
 
 // Verdict is the outcome of a publish check.
