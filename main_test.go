@@ -237,6 +237,9 @@ version: from-file
 default: {subject: ">", maxMessageBytes: 1048576, mayPublish: true}
 topics:
 - {name: small, subject: "small.>", maxMessageBytes: 10, mayPublish: true}
+subscriptions:
+- {name: greetings, subject: greetings, essential: true, killSwitch: {engaged: false}, limits: {maxPendingMessages: 100, maxPendingBytes: 1048576, overflow: DropNewest}}
+access: {mode: enforce}
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}

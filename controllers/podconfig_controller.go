@@ -52,7 +52,7 @@ func (r *PodConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.List(ctx, &subscriptions, client.InNamespace(pod.Namespace)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing subscriptions in %s: %w", pod.Namespace, err)
 	}
-	cfg, err := meshconfig.Compute(meshconfig.Pod{Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels}, topics.Items, subscriptions.Items, r.Defaults)
+	cfg, err := meshconfig.Compute(meshconfig.Pod{Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels, Annotations: pod.Annotations}, topics.Items, subscriptions.Items, r.Defaults)
 	if err != nil {
 		// An invalid selector: the resource's status says so, and the last
 		// good configuration stays in force. Retrying cannot help until the

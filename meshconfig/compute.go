@@ -7,18 +7,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/matcher"
 )
 
 // Pod is what Compute needs to know of a pod.
 type Pod struct {
-	Namespace string
-	Name      string
-	Labels    map[string]string
+	Namespace   string
+	Name        string
+	Labels      map[string]string
+	Annotations map[string]string
 }
 
 // Compute returns the configuration of pod under the given Topics and
@@ -40,6 +43,11 @@ func Compute(pod Pod, topics []v1alpha1.Topic, subscriptions []v1alpha1.Subscrip
 			StampHeader:     defaults.StampHeader,
 		},
 	}
+	access, err := accessOf(pod.Annotations)
+	if err != nil {
+		return PodConfig{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	cfg.Access = access
 	inForce, _ := ResolveConflicts(inNamespace(topics, pod.Namespace))
 	for _, t := range inForce {
 		mayPublish, err := selects(t.Spec.Publishers, podLabels, true)
@@ -202,4 +210,34 @@ func millis(d *metav1.Duration) int64 {
 		return 0
 	}
 	return d.Milliseconds()
+}
+
+// accessOf reads the pod's access annotations.
+func accessOf(annotations map[string]string) (Access, error) {
+	a := Access{Mode: AccessEnforce}
+	if mode, ok := annotations[v1alpha1.AccessModeAnnotation]; ok {
+		if mode != AccessEnforce && mode != AccessAudit {
+			return Access{}, fmt.Errorf("annotation %s is %q: it must be %q or %q", v1alpha1.AccessModeAnnotation, mode, AccessEnforce, AccessAudit)
+		}
+		a.Mode = mode
+	}
+	if prefix, ok := annotations[v1alpha1.InboxPrefixAnnotation]; ok {
+		if err := ValidateInboxPrefix(prefix); err != nil {
+			return Access{}, fmt.Errorf("annotation %s: %w", v1alpha1.InboxPrefixAnnotation, err)
+		}
+		a.InboxPrefix = prefix
+	}
+	return a, nil
+}
+
+// ValidateInboxPrefix checks a custom inbox prefix: a literal subject that
+// does not start with '$' (those belong to NATS).
+func ValidateInboxPrefix(prefix string) error {
+	if err := matcher.ValidateSubject(prefix); err != nil {
+		return fmt.Errorf("inbox prefix %q: %w", prefix, err)
+	}
+	if strings.HasPrefix(prefix, "$") {
+		return fmt.Errorf("inbox prefix %q: it must not start with '$'", prefix)
+	}
+	return nil
 }

@@ -224,3 +224,33 @@ func TestStoreReportsChanges(t *testing.T) {
 		t.Fatal("setting the same version reported a change")
 	}
 }
+
+func TestAccessFromPodAnnotations(t *testing.T) {
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		want        meshconfig.Access
+		wantErr     string
+	}{
+		{"enforced by default", nil, meshconfig.Access{Mode: meshconfig.AccessEnforce}, ""},
+		{"audit", map[string]string{v1alpha1.AccessModeAnnotation: "audit"}, meshconfig.Access{Mode: meshconfig.AccessAudit}, ""},
+		{"unknown mode", map[string]string{v1alpha1.AccessModeAnnotation: "permissive"}, meshconfig.Access{}, `it must be "enforce" or "audit"`},
+		{"custom inbox prefix", map[string]string{v1alpha1.InboxPrefixAnnotation: "_MY.inbox"}, meshconfig.Access{Mode: meshconfig.AccessEnforce, InboxPrefix: "_MY.inbox"}, ""},
+		{"wildcard inbox prefix", map[string]string{v1alpha1.InboxPrefixAnnotation: "_MY.*"}, meshconfig.Access{}, "inbox prefix"},
+		{"'$' inbox prefix", map[string]string{v1alpha1.InboxPrefixAnnotation: "$JS"}, meshconfig.Access{}, "must not start with '$'"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := meshconfig.Compute(meshconfig.Pod{Namespace: "ns", Name: "p", Annotations: tc.annotations}, nil, nil, meshconfig.DefaultPolicy)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || cfg.Access != tc.want {
+				t.Fatalf("access %+v, %v; want %+v", cfg.Access, err, tc.want)
+			}
+		})
+	}
+}

@@ -31,6 +31,28 @@ type PodConfig struct {
 	// Subscriptions are those whose selector matches the pod, sorted by
 	// name.
 	Subscriptions []SubscriptionPolicy `json:"subscriptions"`
+
+	// Access is how the pod's subject permissions are applied.
+	Access Access `json:"access"`
+}
+
+// Access modes.
+const (
+	// AccessEnforce refuses what the pod may not do.
+	AccessEnforce = "enforce"
+	// AccessAudit allows it, counts it and logs it.
+	AccessAudit = "audit"
+)
+
+// Access is how the sidecar applies the pod's subject permissions: it may
+// subscribe to patterns its Subscriptions cover and to its own inboxes, and
+// publish where the governing Topic lets it.
+type Access struct {
+	// Mode is AccessEnforce or AccessAudit.
+	Mode string `json:"mode"`
+	// InboxPrefix is a custom inbox prefix the pod may subscribe under, as
+	// under "_INBOX" ("" for none).
+	InboxPrefix string `json:"inboxPrefix,omitempty"`
 }
 
 // TopicPolicy is one Topic as it applies to this pod.

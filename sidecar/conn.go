@@ -3,6 +3,7 @@ package sidecar
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -200,12 +201,22 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 		return false
 	}
 	// A reply to a request the application received: time its answer for
-	// the automatic kill switch.
-	if e, ok := c.srv.answerable.answered(subject); ok && !e.late {
+	// the automatic kill switch, and allow it once.
+	e, isReply := c.srv.answerable.answered(subject)
+	if isReply && !e.late {
 		c.srv.recordReplyLatency((*c.srv.kills.Load())[e.policy], time.Duration(monotonic(now)-e.delivered), now)
 	}
+	pol := c.srv.policy.Load()
 	var topic *policy.Topic
-	topic, c.topics = c.srv.policy.Load().Governing(subject, c.topics)
+	topic, c.topics = pol.Governing(subject, c.topics)
+	if rule := pol.CheckPublish(subject, topic); rule != policy.Allowed {
+		if isReply && rule != policy.RuleReserved {
+			c.srv.repliesAllowed.Add(1)
+		} else if c.srv.denied(OpPublish, rule, subject, pol.Audit()) {
+			c.refuse(subject, now, func() string { return policy.PublishViolation(subject, rule.Explain()) })
+			return false
+		}
+	}
 	if v := topic.Check(len(cmd.Body), now); v != policy.Allow {
 		c.refuse(subject, now, func() string { return topic.Refusal(v, subject, len(cmd.Body)) })
 		return false
@@ -271,6 +282,12 @@ func (c *conn) subscribe(cmd *protocol.Command) bool {
 	if matcher.ValidatePattern(subject) != nil {
 		c.srv.invalid.Add(1)
 		c.refuse(subject, time.Now(), func() string { return "Invalid Subject" })
+		return false
+	}
+	if rule := c.srv.policy.Load().CheckSubscribe(subject); rule != policy.Allowed && c.srv.denied(OpSubscribe, rule, subject, c.srv.policy.Load().Audit()) {
+		c.refuse(subject, time.Now(), func() string {
+			return fmt.Sprintf("Permissions Violation for Subscription to %q: %s", subject, rule.Explain())
+		})
 		return false
 	}
 	sid := string(cmd.SID)

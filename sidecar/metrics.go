@@ -41,6 +41,10 @@ var (
 		"The automatic kill switch's transitions.", []string{"subscription", "from", "to"}, nil)
 	descNoResponders = prometheus.NewDesc("weighstation_sidecar_no_responders_total",
 		"No-responders answers: received by the pod's requests, and sent by this sidecar for queue-group requests it dropped as killed.", []string{"direction"}, nil)
+	descAccess = prometheus.NewDesc("weighstation_sidecar_access_denied_total",
+		"Operations an ACL rule refused (mode enforce) or would have refused (mode audit).", []string{"operation", "rule", "mode"}, nil)
+	descRepliesAllowed = prometheus.NewDesc("weighstation_sidecar_access_replies_allowed_total",
+		"Publishes the ACL allowed only as the one reply to a request the pod received.", nil, nil)
 	descInvalid = prometheus.NewDesc("weighstation_sidecar_invalid_total",
 		"PUBs and SUBs refused for an invalid subject, pattern or header block.", nil, nil)
 	descBudget = prometheus.NewDesc("weighstation_sidecar_pending_bytes",
@@ -66,7 +70,7 @@ type collector struct{ s *Server }
 func (s *Server) Collector() prometheus.Collector { return collector{s} }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descUpstreamDropped, descEchoSuppressed, descKilled, descBreakerState, descBreakerTransitions, descNoResponders} {
+	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descUpstreamDropped, descEchoSuppressed, descKilled, descBreakerState, descBreakerTransitions, descNoResponders, descAccess, descRepliesAllowed} {
 		ch <- d
 	}
 }
@@ -97,6 +101,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descBreakerTransitions, prometheus.CounterValue, float64(n), name, from, to)
 		}
 	}
+	for k, n := range c.s.AccessDenials() {
+		mode := "enforce"
+		if k.Audit {
+			mode = "audit"
+		}
+		ch <- prometheus.MustNewConstMetric(descAccess, prometheus.CounterValue, float64(n), k.Op.String(), k.Rule.String(), mode)
+	}
+	ch <- prometheus.MustNewConstMetric(descRepliesAllowed, prometheus.CounterValue, float64(c.s.RepliesAllowed()))
 	ch <- prometheus.MustNewConstMetric(descNoResponders, prometheus.CounterValue, float64(c.s.NoRespondersReceived()), "received")
 	ch <- prometheus.MustNewConstMetric(descNoResponders, prometheus.CounterValue, float64(c.s.NoRespondersSent()), "sent")
 	ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, float64(c.s.budget.Used()))

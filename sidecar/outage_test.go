@@ -30,6 +30,9 @@ func TestBrokerOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := side.SetConfig(configWith()); err != nil {
+		t.Fatal(err)
+	}
 	if err := side.Start(); err != nil {
 		t.Fatal(err)
 	}

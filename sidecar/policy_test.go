@@ -49,9 +49,12 @@ func (r *rig) countOutside(t *testing.T, subject string) *atomic.Int32 {
 	return &got
 }
 
+// configWith is the default configuration with topics, in audit mode: the
+// tests of other features subscribe where they like; the ACL tests enforce.
 func configWith(topics ...meshconfig.TopicPolicy) meshconfig.PodConfig {
 	cfg, _ := meshconfig.Compute(meshconfig.Pod{}, nil, nil, meshconfig.DefaultPolicy)
 	cfg.Topics = topics
+	cfg.Access.Mode = meshconfig.AccessAudit
 	return cfg
 }
 

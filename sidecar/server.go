@@ -136,7 +136,13 @@ type Server struct {
 	// breakerTransitions counts every automatic kill switch transition.
 	breakerTransitions atomic.Uint64
 	evaluations        atomic.Uint64
-	stop               chan struct{}
+
+	// access counts ACL verdicts; audit remembers what audit mode logged;
+	// repliesAllowed counts replies the ACL let through as replies.
+	access         accessCounters
+	audit          auditLog
+	repliesAllowed atomic.Uint64
+	stop           chan struct{}
 
 	mu     sync.RWMutex
 	routes map[upstream.Key]*route
@@ -262,7 +268,8 @@ func New(nc *nats.Conn, opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, nc: nc, counters: policy.NewCounters(), routes: map[upstream.Key]*route{}, conns: map[*conn]struct{}{},
 		latency: map[string]*latencies{}, budget: pending.NewBudget(opts.MemoryBudget), retired: map[string]pending.Counts{},
-		requestLatency: latency.NewRecorder(), id: newSidecarID(), answerable: newAnswerable(), stop: make(chan struct{})}
+		requestLatency: latency.NewRecorder(), id: newSidecarID(), answerable: newAnswerable(), stop: make(chan struct{}),
+		audit: auditLog{logged: map[string]struct{}{}}}
 	s.kills.Store(&map[string]*killSwitch{})
 	s.interest = upstream.NewInterest(nc, s.deliver)
 	// Until a configuration arrives, the operator's documented defaults

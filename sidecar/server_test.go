@@ -35,6 +35,9 @@ func newRig(t testing.TB, configure ...func(*sidecar.Options)) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := side.SetConfig(configWith()); err != nil {
+		t.Fatal(err)
+	}
 	if err := side.Start(); err != nil {
 		t.Fatal(err)
 	}

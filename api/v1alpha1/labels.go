@@ -8,6 +8,17 @@ const (
 	InjectEnabled = "enabled"
 )
 
+// Pod annotations that shape the pod's subject permissions (ACLs).
+const (
+	// AccessModeAnnotation is "enforce" (the default: refuse what the
+	// pod's Topics and Subscriptions do not allow) or "audit" (allow, count
+	// and log it), for rolling ACLs out.
+	AccessModeAnnotation = "weighstation.io/access-mode"
+	// InboxPrefixAnnotation declares a custom inbox prefix (nats.go's
+	// CustomInboxPrefix) that the pod may subscribe under, like _INBOX.
+	InboxPrefixAnnotation = "weighstation.io/inbox-prefix"
+)
+
 // Condition types.
 const (
 	// ConditionReady: the resource's policy is in force.

@@ -61,6 +61,8 @@ type Publish struct {
 	// MaxMessageBytes is the largest message any policy allows, for INFO's
 	// max_payload.
 	MaxMessageBytes int64
+	// access is how subject permissions apply.
+	access access
 }
 
 // Counters keeps every Topic's counters across recompilations.
@@ -132,6 +134,9 @@ func Compile(cfg meshconfig.PodConfig, counters *Counters) (*Publish, error) {
 		return nil, fmt.Errorf("default policy: %w", err)
 	}
 	p.defaultPol = def
+	if p.access, err = compileAccess(cfg.Access); err != nil {
+		return nil, err
+	}
 	for _, sp := range cfg.Subscriptions {
 		if err := matcher.ValidatePattern(sp.Subject); err != nil {
 			return nil, fmt.Errorf("subscription %q: %w", sp.Name, err)
