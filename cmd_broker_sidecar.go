@@ -99,6 +99,7 @@ func runSidecar(args []string) error {
 	configPath := fs.String("config", "", "pod configuration file (JSON or YAML), reloaded on change; empty: the documented defaults")
 	reload := fs.Duration("reload-interval", time.Second, "how often the configuration file is checked")
 	fs.IntVar(&opts.MaxConnections, "max-connections", opts.MaxConnections, "most application connections")
+	fs.Int64Var(&opts.MemoryBudget, "memory-budget", opts.MemoryBudget, "bytes all pending messages may hold together; past it, non-essential subscriptions are shed first")
 	metricsListen := fs.String("metrics-listen", ":9091", "address of /metrics (Prometheus) and /debug/latency; empty disables them")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)

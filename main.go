@@ -3,8 +3,7 @@
 //	weighstation operator   the Kubernetes operator
 //	weighstation sidecar    the NATS-protocol proxy beside each application
 //	weighstation broker     the embedded NATS broker
-//
-// The bench subcommand arrives with its issue.
+//	weighstation bench      the open-loop load generator
 package main
 
 import (
@@ -34,6 +33,7 @@ commands:
   operator   run the Kubernetes operator
   sidecar    run the sidecar beside an application
   broker     run the embedded NATS broker
+  bench      generate open-loop load against a sidecar or a broker
 
 weighstation <command> -h lists a command's flags.
 `
@@ -51,6 +51,8 @@ func main() {
 		err = runSidecar(os.Args[2:])
 	case "broker":
 		err = runBroker(os.Args[2:])
+	case "bench":
+		err = runBench(os.Args[2:])
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return
