@@ -30,6 +30,21 @@ bench-matcher: ## Matcher benchmarks vs nats-server's gsl and an RWMutex trie: m
 bench-sidecar-core: ## Publish-to-delivery through the sidecar vs directly, 1 KiB, interleaved rounds (ROUNDS).
 	$(GO) test -run '^$$' -bench '^BenchmarkPublishToDelivery$$' -benchtime $${ROUNDS:-5}x ./sidecar/
 
+BENCH_DURATION ?= 30s
+BENCH_ROUNDS ?= 3
+
+.PHONY: build
+build: ## Build bin/weighstation.
+	go build -o bin/weighstation .
+
+.PHONY: bench-sidecar
+bench-sidecar: build ## Open-loop end to end: two sidecars vs direct, 5 configurations, separate processes (BENCH_DURATION per run, BENCH_ROUNDS; BENCH_DURATION=5s for a quick run).
+	go run ./hack/benchsidecar -bin bin/weighstation -duration $(BENCH_DURATION) -rounds $(BENCH_ROUNDS) -out bin/bench-sidecar
+
+.PHONY: bench-overload
+bench-overload: build ## A publisher at 10x its quota and a socket-stalled consumer beside an essential one (BENCH_DURATION).
+	go run ./hack/benchoverload -bin bin/weighstation -duration $(BENCH_DURATION)
+
 .PHONY: fuzz-matcher
 fuzz-matcher: ## Fuzz subject validation and differential operation sequences (FUZZTIME each).
 	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $${FUZZTIME:-30s} ./matcher/

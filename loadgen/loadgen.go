@@ -41,8 +41,9 @@ type Config struct {
 	// subscriber connects in pubsub mode (URL when empty).
 	URL, SubURL string
 	Mode        Mode
-	// Rate is messages (or requests) per second in all; Connections split
-	// it evenly, each with its own schedule.
+	// Rate is messages (or requests) per second in all. In pubsub mode one
+	// schedule deals the messages out to the Connections in turn; in reqrep
+	// mode each connection has its share of the schedule.
 	Rate        float64
 	Size        int
 	Duration    time.Duration
@@ -158,58 +159,73 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	cpuBefore := processCPU()
 	start := time.Now().Add(10 * time.Millisecond) // every schedule starts together
-	interval := time.Duration(float64(time.Second) * float64(cfg.Connections) / cfg.Rate)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var sent, received, failed, noResponders atomic.Int64
-	for i, nc := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rec := newRecorder()
-			// Connection i's schedule is offset by its share of the interval,
-			// so that together they make one even schedule.
-			first := start.Add(time.Duration(i) * interval / time.Duration(cfg.Connections))
-			payload := make([]byte, cfg.Size)
-			for n := int64(0); ; n++ {
-				intended := first.Add(time.Duration(n) * interval)
-				if intended.Sub(start) >= cfg.Duration || ctx.Err() != nil {
-					break
-				}
-				waitUntil(intended, cfg.Spin)
-				actual := time.Now()
-				rec.record(rec.lag, actual.Sub(intended))
-				binary.LittleEndian.PutUint64(payload[0:], uint64(intended.UnixNano()))
-				binary.LittleEndian.PutUint64(payload[8:], uint64(actual.UnixNano()))
-				binary.LittleEndian.PutUint64(payload[16:], uint64(n))
-				sent.Add(1)
-				if cfg.Mode == PubSub {
-					if err := nc.Publish(cfg.Subject, payload); err != nil {
-						failed.Add(1)
-					}
-					continue
-				}
-				_, err := nc.Request(cfg.Subject, payload, cfg.Timeout)
-				done := time.Now()
-				switch {
-				case errors.Is(err, nats.ErrNoResponders):
-					noResponders.Add(1)
-					failed.Add(1)
-				case err != nil:
-					failed.Add(1)
-				default:
-					received.Add(1)
-					rec.record(rec.corrected, done.Sub(intended))
-					rec.record(rec.uncorrected, done.Sub(actual))
-				}
+	// send runs one schedule: n-th message at first + n × interval, on
+	// pick(n)'s connection, until the duration is over.
+	send := func(first time.Time, interval time.Duration, pick func(n int64) *nats.Conn) {
+		defer wg.Done()
+		rec := newRecorder()
+		payload := make([]byte, cfg.Size)
+		for n := int64(0); ; n++ {
+			intended := first.Add(time.Duration(n) * interval)
+			if intended.Sub(start) >= cfg.Duration || ctx.Err() != nil {
+				break
 			}
-			_ = nc.Flush() // an error here shows as messages that never arrived
-			mu.Lock()
-			rec.mergeInto(res)
-			mu.Unlock()
-		}()
+			nc := pick(n)
+			waitUntil(intended, cfg.Spin)
+			actual := time.Now()
+			rec.record(rec.lag, actual.Sub(intended))
+			binary.LittleEndian.PutUint64(payload[0:], uint64(intended.UnixNano()))
+			binary.LittleEndian.PutUint64(payload[8:], uint64(actual.UnixNano()))
+			binary.LittleEndian.PutUint64(payload[16:], uint64(n))
+			sent.Add(1)
+			if cfg.Mode == PubSub {
+				if err := nc.Publish(cfg.Subject, payload); err != nil {
+					failed.Add(1)
+				}
+				continue
+			}
+			_, err := nc.Request(cfg.Subject, payload, cfg.Timeout)
+			done := time.Now()
+			switch {
+			case errors.Is(err, nats.ErrNoResponders):
+				noResponders.Add(1)
+				failed.Add(1)
+			case err != nil:
+				failed.Add(1)
+			default:
+				received.Add(1)
+				rec.record(rec.corrected, done.Sub(intended))
+				rec.record(rec.uncorrected, done.Sub(actual))
+			}
+		}
+		mu.Lock()
+		rec.mergeInto(res)
+		mu.Unlock()
+	}
+	if cfg.Mode == PubSub {
+		// Publishing never waits for the system under test, so one sender
+		// keeps the whole schedule and deals the messages out to the
+		// connections in turn: one busy-waiting goroutine, not one per
+		// connection, which on a small machine would starve what it measures.
+		wg.Add(1)
+		go send(start, time.Duration(float64(time.Second)/cfg.Rate), func(n int64) *nats.Conn { return conns[n%int64(len(conns))] })
+	} else {
+		// A request waits for its reply (as in wrk2), so each connection
+		// keeps its own share of the schedule, offset so that together they
+		// make one even schedule.
+		interval := time.Duration(float64(time.Second) * float64(cfg.Connections) / cfg.Rate)
+		for i, nc := range conns {
+			wg.Add(1)
+			go send(start.Add(time.Duration(i)*interval/time.Duration(cfg.Connections)), interval, func(int64) *nats.Conn { return nc })
+		}
 	}
 	wg.Wait()
+	for _, nc := range conns {
+		_ = nc.Flush() // an error here shows as messages that never arrived
+	}
 	res.Elapsed = time.Since(start)
 	if receive != nil {
 		receive.waitFor(sent.Load(), cfg.Timeout)

@@ -95,6 +95,11 @@ func TestACLEnforce(t *testing.T) {
 		want[sidecar.AccessKey{Op: a.op, Rule: a.rule}]++
 	}
 	assertDenials(t, r.side.AccessDenials(), want)
+	// The publish refusals are in the Topics' balances too.
+	counters := r.side.TopicCounters()
+	if a, d := counters["audit"], counters[""]; a.RefusedAccess != 1 || d.RefusedAccess != 1 || !a.Balanced() || !d.Balanced() {
+		t.Fatalf("topic counters: audit %+v, default %+v; want one access refusal each, balanced", a, d)
+	}
 }
 
 func TestACLAudit(t *testing.T) {

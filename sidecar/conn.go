@@ -112,7 +112,14 @@ func (c *conn) serve() {
 		defer close(writerDone)
 		c.writer()
 	}()
-	defer func() { <-writerDone }()
+	// When the reader stops (the client left, or broke the protocol), the
+	// connection closes at once, which stops the writer; waiting for the
+	// writer first would leave a departed client's subscriptions in place
+	// until a message for them failed to write.
+	defer func() {
+		c.close()
+		<-writerDone
+	}()
 
 	r := protocol.NewReader(c.netConn, c.srv.opts.Protocol)
 	var cmd protocol.Command
@@ -213,6 +220,7 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 		if isReply && rule != policy.RuleReserved {
 			c.srv.repliesAllowed.Add(1)
 		} else if c.srv.denied(OpPublish, rule, subject, pol.Audit()) {
+			topic.RefuseAccess()
 			c.refuse(subject, now, func() string { return policy.PublishViolation(subject, rule.Explain()) })
 			return false
 		}

@@ -27,6 +27,8 @@ var (
 		"Messages dropped before delivery, by reason.", []string{"subscription", "reason"}, nil)
 	descPending = prometheus.NewDesc("weighstation_sidecar_pending_messages",
 		"Messages waiting in the sidecar for the application.", []string{"subscription"}, nil)
+	descInFlight = prometheus.NewDesc("weighstation_sidecar_in_flight_messages",
+		"Messages taken from a queue and being written to the application's socket.", []string{"subscription"}, nil)
 	descUnrouted = prometheus.NewDesc("weighstation_sidecar_unrouted_total",
 		"Messages from the broker for interest no local subscription held any more (between an UNSUB and the broker learning of it).", nil, nil)
 	descUpstreamDropped = prometheus.NewDesc("weighstation_sidecar_upstream_dropped_total",
@@ -70,7 +72,7 @@ type collector struct{ s *Server }
 func (s *Server) Collector() prometheus.Collector { return collector{s} }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descUpstreamDropped, descEchoSuppressed, descKilled, descBreakerState, descBreakerTransitions, descNoResponders, descAccess, descRepliesAllowed} {
+	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descInFlight, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descUpstreamDropped, descEchoSuppressed, descKilled, descBreakerState, descBreakerTransitions, descNoResponders, descAccess, descRepliesAllowed} {
 		ch <- d
 	}
 }
@@ -83,6 +85,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(t.Dropped[r]), name, pending.Reason(r).String())
 		}
 		ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(t.Pending), name)
+		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(t.InFlight), name)
 	}
 	ch <- prometheus.MustNewConstMetric(descInvalid, prometheus.CounterValue, float64(c.s.Invalid()))
 	ch <- prometheus.MustNewConstMetric(descUnrouted, prometheus.CounterValue, float64(c.s.Unrouted()))
@@ -114,7 +117,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, float64(c.s.budget.Used()))
 	ch <- prometheus.MustNewConstMetric(descBudgetMax, prometheus.GaugeValue, float64(c.s.budget.Max()))
 	for topic, t := range c.s.TopicCounters() {
-		for outcome, v := range map[string]uint64{"forwarded": t.Forwarded, "refused_size": t.RefusedSize, "refused_rate": t.RefusedRate, "failed_upstream": t.FailedUpstream} {
+		for outcome, v := range map[string]uint64{"forwarded": t.Forwarded, "refused_access": t.RefusedAccess, "refused_size": t.RefusedSize, "refused_rate": t.RefusedRate, "failed_upstream": t.FailedUpstream} {
 			ch <- prometheus.MustNewConstMetric(descPublish, prometheus.CounterValue, float64(v), topic, outcome)
 		}
 	}

@@ -324,3 +324,25 @@ func TestRequestLatencyIsTimed(t *testing.T) {
 		t.Fatalf("request latency p50 %d µs, max %d µs", h.ValueAtQuantile(50), h.Max())
 	}
 }
+
+// TestDepartedClientIsForgotten: a client that disconnects while idle has
+// its subscriptions and upstream interest removed at once, not when a
+// message for it next fails to write.
+func TestDepartedClientIsForgotten(t *testing.T) {
+	r := newRig(t)
+	app := r.app(t)
+	if _, err := app.Subscribe("idle.>", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, app)
+	if n := r.side.Interest().Subscriptions(); n != 1 {
+		t.Fatalf("%d upstream subscriptions, want 1", n)
+	}
+	app.Close()
+	waitFor(t, "the departed client's interest is withdrawn", func() bool {
+		return r.side.Interest().Subscriptions() == 0 && len(r.side.Stats()) == 0
+	})
+	if totals := r.side.PolicyTotals()[""]; totals.Arrived != 0 || !totals.Balanced() {
+		t.Fatalf("totals %+v", totals)
+	}
+}

@@ -32,11 +32,18 @@ const (
 	RefuseRate
 )
 
-// TopicCounters balance exactly: Attempts == Forwarded + RefusedSize +
-// RefusedRate + FailedUpstream. The sidecar counts the last two kinds after
-// forwarding. They outlive configuration changes, keyed by Topic name.
+// TopicCounters balance exactly: Attempts == Forwarded + RefusedAccess +
+// RefusedSize + RefusedRate + FailedUpstream. The sidecar counts access
+// refusals (enforce mode) before Check, and forwarding outcomes after it.
+// They outlive configuration changes, keyed by Topic name.
 type TopicCounters struct {
-	Attempts, Forwarded, RefusedSize, RefusedRate, FailedUpstream atomic.Uint64
+	Attempts, Forwarded, RefusedAccess, RefusedSize, RefusedRate, FailedUpstream atomic.Uint64
+}
+
+// RefuseAccess counts a publish the ACL refused.
+func (t *Topic) RefuseAccess() {
+	t.Counters.Attempts.Add(1)
+	t.Counters.RefusedAccess.Add(1)
 }
 
 // Topic is one compiled publishing policy.
@@ -87,12 +94,12 @@ func (c *Counters) forTopic(name string) *TopicCounters {
 
 // CountsSnapshot is a copy of one Topic's counters.
 type CountsSnapshot struct {
-	Attempts, Forwarded, RefusedSize, RefusedRate, FailedUpstream uint64
+	Attempts, Forwarded, RefusedAccess, RefusedSize, RefusedRate, FailedUpstream uint64
 }
 
 // Balanced reports whether every attempt is accounted for.
 func (c CountsSnapshot) Balanced() bool {
-	return c.Attempts == c.Forwarded+c.RefusedSize+c.RefusedRate+c.FailedUpstream
+	return c.Attempts == c.Forwarded+c.RefusedAccess+c.RefusedSize+c.RefusedRate+c.FailedUpstream
 }
 
 // Snapshot copies the counters, by Topic name ("" is the default policy).
@@ -101,7 +108,7 @@ func (c *Counters) Snapshot() map[string]CountsSnapshot {
 	defer c.mu.Unlock()
 	out := make(map[string]CountsSnapshot, len(c.topics))
 	for name, tc := range c.topics {
-		out[name] = CountsSnapshot{tc.Attempts.Load(), tc.Forwarded.Load(), tc.RefusedSize.Load(), tc.RefusedRate.Load(), tc.FailedUpstream.Load()}
+		out[name] = CountsSnapshot{tc.Attempts.Load(), tc.Forwarded.Load(), tc.RefusedAccess.Load(), tc.RefusedSize.Load(), tc.RefusedRate.Load(), tc.FailedUpstream.Load()}
 	}
 	return out
 }

@@ -1,0 +1,249 @@
+// Package benchharness runs weighstation's processes for the end-to-end
+// benchmarks (hack/benchsidecar, hack/benchoverload): a broker and
+// sidecars as separate processes, the load generator as another, and the
+// processes' own accounting (CPU time, peak memory) from /proc.
+package benchharness
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/weighstation/weighstation/loadgen"
+)
+
+// clockTicks is Linux's USER_HZ, the unit of /proc/<pid>/stat's times.
+const clockTicks = 100
+
+// Proc is one running process.
+type Proc struct {
+	Name string
+	cmd  *exec.Cmd
+	log  *syncBuffer
+	done chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Start runs bin with args as a named process.
+func Start(name, bin string, args ...string) (*Proc, error) {
+	p := &Proc{Name: name, cmd: exec.Command(bin, args...), log: &syncBuffer{}, done: make(chan error, 1)}
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	return p, nil
+}
+
+// Pid is the process id.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Log is what the process printed.
+func (p *Proc) Log() string { return p.log.String() }
+
+// CPU is the process's CPU time so far, user plus system, from
+// /proc/<pid>/stat (10 ms resolution).
+func (p *Proc) CPU() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
+	if err != nil {
+		return 0, fmt.Errorf("reading %s's CPU time: %w", p.Name, err)
+	}
+	// The command name (field 2) may hold spaces; count fields after ')'.
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("reading %s's CPU time: short /proc stat", p.Name)
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("reading %s's CPU time: %v %v", p.Name, err1, err2)
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// PeakRSS is the process's peak resident memory (VmHWM), in bytes.
+func (p *Proc) PeakRSS() (int64, error) { return statusBytes(p.Pid(), "VmHWM:") }
+
+// RSS is the process's resident memory now (VmRSS), in bytes.
+func (p *Proc) RSS() (int64, error) { return statusBytes(p.Pid(), "VmRSS:") }
+
+func statusBytes(pid int, field string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+// Stop sends SIGTERM and waits up to 10 s, then kills.
+func (p *Proc) Stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// FreeAddr returns a free 127.0.0.1 address.
+func FreeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// WaitNATS waits until a NATS server answers at url.
+func WaitNATS(url string, opts ...nats.Option) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		nc, err := nats.Connect(url, opts...)
+		if err == nil {
+			nc.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not answer within 20 s: %w", url, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Mesh is a broker and sidecars, each its own process.
+type Mesh struct {
+	Dir       string
+	TokenFile string
+	Broker    *Proc
+	BrokerURL string
+	Sidecars  []*Proc
+	// SidecarURLs and MetricsURLs are the sidecars' client and /metrics
+	// addresses.
+	SidecarURLs, MetricsURLs []string
+}
+
+// StartMesh starts a broker and n sidecars with the given pod
+// configuration (YAML) and extra sidecar flags.
+func StartMesh(bin string, n int, podConfig string, sidecarArgs ...string) (*Mesh, error) {
+	dir, err := os.MkdirTemp("", "weighstation-bench-")
+	if err != nil {
+		return nil, err
+	}
+	m := &Mesh{Dir: dir, TokenFile: filepath.Join(dir, "token")}
+	if err := os.WriteFile(m.TokenFile, []byte("bench-token\n"), 0o600); err != nil {
+		return nil, err
+	}
+	configFile := filepath.Join(dir, "pod.yaml")
+	if err := os.WriteFile(configFile, []byte(podConfig), 0o600); err != nil {
+		return nil, err
+	}
+	brokerAddr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	m.BrokerURL = "nats://" + brokerAddr
+	if m.Broker, err = Start("broker", bin, "broker", "-listen", brokerAddr, "-token-file", m.TokenFile); err != nil {
+		return nil, err
+	}
+	if err := WaitNATS(m.BrokerURL, nats.Token("bench-token")); err != nil {
+		m.Stop()
+		return nil, fmt.Errorf("%w\n%s", err, m.Broker.Log())
+	}
+	for i := range n {
+		addr, err1 := FreeAddr()
+		metrics, err2 := FreeAddr()
+		if err1 != nil || err2 != nil {
+			m.Stop()
+			return nil, fmt.Errorf("finding free ports: %v %v", err1, err2)
+		}
+		args := append([]string{"sidecar", "-listen", addr, "-broker", m.BrokerURL, "-token-file", m.TokenFile, "-config", configFile, "-metrics-listen", metrics}, sidecarArgs...)
+		p, err := Start(fmt.Sprintf("sidecar-%c", 'a'+i), bin, args...)
+		if err != nil {
+			m.Stop()
+			return nil, err
+		}
+		m.Sidecars = append(m.Sidecars, p)
+		m.SidecarURLs = append(m.SidecarURLs, "nats://"+addr)
+		m.MetricsURLs = append(m.MetricsURLs, "http://"+metrics+"/metrics")
+		if err := WaitNATS("nats://" + addr); err != nil {
+			m.Stop()
+			return nil, fmt.Errorf("%w\n%s", err, p.Log())
+		}
+	}
+	return m, nil
+}
+
+// Stop stops every process and removes the directory.
+func (m *Mesh) Stop() {
+	for _, p := range m.Sidecars {
+		p.Stop()
+	}
+	if m.Broker != nil {
+		m.Broker.Stop()
+	}
+	_ = os.RemoveAll(m.Dir)
+}
+
+// Bench runs `weighstation bench -json` with args as its own process and
+// returns its summary.
+func Bench(bin string, args ...string) (*loadgen.Summary, error) {
+	cmd := exec.Command(bin, append([]string{"bench", "-json"}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("weighstation bench %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	var s loadgen.Summary
+	if err := json.Unmarshal(stdout.Bytes(), &s); err != nil {
+		return nil, fmt.Errorf("decoding the bench summary: %w", err)
+	}
+	return &s, nil
+}
+
+// CPUs reads several processes' CPU times at once.
+func CPUs(procs ...*Proc) ([]time.Duration, error) {
+	out := make([]time.Duration, len(procs))
+	for i, p := range procs {
+		d, err := p.CPU()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = d
+	}
+	return out, nil
+}
