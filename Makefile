@@ -39,7 +39,8 @@ build: ## Build bin/weighstation.
 
 .PHONY: bench-sidecar
 bench-sidecar: build ## Open-loop end to end: two sidecars vs direct, 5 configurations, separate processes (BENCH_DURATION per run, BENCH_ROUNDS; BENCH_DURATION=5s for a quick run).
-	go run ./hack/benchsidecar -bin bin/weighstation -duration $(BENCH_DURATION) -rounds $(BENCH_ROUNDS) -out bin/bench-sidecar
+	go build -o bin/tcprelay ./hack/tcprelay
+	go run ./hack/benchsidecar -bin bin/weighstation -relay bin/tcprelay -duration $(BENCH_DURATION) -rounds $(BENCH_ROUNDS) -out bin/bench-sidecar
 
 .PHONY: bench-overload
 bench-overload: build ## A publisher at 10x its quota and a socket-stalled consumer beside an essential one (BENCH_DURATION).

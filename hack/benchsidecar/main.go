@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/nats-io/nats.go"
 
 	"github.com/weighstation/weighstation/hack/benchharness"
 	"github.com/weighstation/weighstation/loadgen"
@@ -67,15 +68,16 @@ func main() {
 	rounds := flag.Int("rounds", 3, "interleaved rounds per configuration")
 	only := flag.String("only", "", "run only configurations whose name contains this")
 	maxRate := flag.Bool("max-rate", true, "also find the highest sustainable rate, directly and through one sidecar")
+	relay := flag.String("relay", "", "the tcprelay binary: adds a row with two do-nothing TCP relays where the sidecars are, the cost of the extra hops alone (none when empty)")
 	outDir := flag.String("out", "", "directory for the merged distributions in HdrHistogram's plotter format (none when empty)")
 	flag.Parse()
-	if err := benchmark(*bin, *duration, *rounds, *only, *maxRate, *outDir); err != nil {
+	if err := benchmark(*bin, *relay, *duration, *rounds, *only, *maxRate, *outDir); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-sidecar:", err)
 		os.Exit(1)
 	}
 }
 
-func benchmark(bin string, duration time.Duration, rounds int, only string, maxRate bool, outDir string) error {
+func benchmark(bin, relay string, duration time.Duration, rounds int, only string, maxRate bool, outDir string) error {
 	mesh, err := benchharness.StartMesh(bin, 2, podConfig)
 	if err != nil {
 		return err
@@ -86,6 +88,25 @@ func benchmark(bin string, duration time.Duration, rounds int, only string, maxR
 		{"direct", mesh.BrokerURL, mesh.BrokerURL, true},
 		{"two sidecars", mesh.SidecarURLs[0], mesh.SidecarURLs[1], false},
 		{"direct again (noise)", mesh.BrokerURL, mesh.BrokerURL, true},
+	}
+	if relay != "" {
+		var urls []string
+		for _, name := range []string{"relay-pub", "relay-sub"} {
+			addr, err := benchharness.FreeAddr()
+			if err != nil {
+				return err
+			}
+			p, err := benchharness.Start(name, relay, "-listen", addr, "-target", strings.TrimPrefix(mesh.BrokerURL, "nats://"))
+			if err != nil {
+				return err
+			}
+			defer p.Stop()
+			if err := benchharness.WaitNATS("nats://"+addr, nats.Token("bench-token")); err != nil {
+				return err
+			}
+			urls = append(urls, "nats://"+addr)
+		}
+		setups = append(setups, setup{"two TCP relays (the hops alone)", urls[0], urls[1], true})
 	}
 	fmt.Printf("# bench-sidecar: %d rounds × %s per setup, interleaved; %s\n\n", rounds, duration, time.Now().UTC().Format("2006-01-02"))
 	for _, c := range configs {
