@@ -195,11 +195,17 @@ func TestConfigurationChangesReachExistingSubscriptions(t *testing.T) {
 // limitsOf returns the live queue limits of the subscription with sid.
 func (r *rig) limitsOf(t *testing.T, sid string) pending.Limits {
 	t.Helper()
+	return r.subscriptionStats(t, sid).Limits
+}
+
+// subscriptionStats returns the live subscription with sid.
+func (r *rig) subscriptionStats(t *testing.T, sid string) sidecar.SubscriptionStats {
+	t.Helper()
 	for _, s := range r.side.Stats() {
 		if s.SID == sid {
-			return s.Limits
+			return s
 		}
 	}
 	t.Fatalf("no live subscription %s", sid)
-	return pending.Limits{}
+	return sidecar.SubscriptionStats{}
 }

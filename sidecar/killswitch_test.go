@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weighstation/weighstation/meshconfig"
-	"github.com/weighstation/weighstation/sidecar"
 	"github.com/weighstation/weighstation/sidecar/breaker"
 	"github.com/weighstation/weighstation/sidecar/pending"
 )
@@ -38,13 +37,7 @@ func (r *rig) setConfig(t *testing.T, cfg meshconfig.PodConfig) {
 // statsOf returns the accounting of the live SUB with sid.
 func (r *rig) statsOf(t *testing.T, sid string) pending.Counts {
 	t.Helper()
-	for _, s := range r.side.Stats() {
-		if s.SID == sid {
-			return s.Counts
-		}
-	}
-	t.Fatalf("no live subscription %s", sid)
-	return pending.Counts{}
+	return r.subscriptionStats(t, sid).Counts
 }
 
 // brokerSubs waits until the broker holds want subscriptions besides its own.
@@ -248,7 +241,7 @@ func TestAutoKillSwitchTripsAndRecovers(t *testing.T) {
 	payload := bytes.Repeat([]byte("x"), 64<<10)
 	for sent := 0; !r.side.KillSwitches()["feed"].Killed; sent++ {
 		if sent > 2000 {
-			t.Fatalf("not tripped after %d messages: %+v", sent, r.r(t))
+			t.Fatalf("not tripped after %d messages: %+v", sent, r.side.KillSwitches())
 		}
 		if err := pub.Publish("feed", payload); err != nil {
 			t.Fatal(err)
@@ -292,9 +285,6 @@ func TestAutoKillSwitchTripsAndRecovers(t *testing.T) {
 		t.Fatalf("counts %+v: want balanced, with the backlog dropped as killed", c)
 	}
 }
-
-// r reports the kill switches, for failure messages.
-func (r *rig) r(*testing.T) map[string]sidecar.KillSwitchStatus { return r.side.KillSwitches() }
 
 // TestSlowResponderTripsOnReplyLatency: a responder whose replies take
 // 50 ms, against a 20 ms threshold, trips once the window holds enough

@@ -5,9 +5,10 @@
 // bounded queues, one per subscription, so that an application that stops
 // reading can only fill its own queues.
 //
-// This is the proxy's core: protocol, upstream interest, routing, bounded
-// delivery. Policy (per-topic limits, quotas, kill switches), latency
-// histograms and configuration come with it in later steps.
+// Around that core: per-Topic limits and quotas (package policy), kill
+// switches and their circuit breakers (killswitch.go, package breaker),
+// subject ACLs (access.go), latency histograms (package latency) and
+// configuration (SetConfig; package configfile).
 package sidecar
 
 import (
