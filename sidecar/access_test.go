@@ -40,13 +40,7 @@ func TestACLEnforce(t *testing.T) {
 	app, errs := r.appWithErrors(t)
 	outside := r.direct(t)
 	var leaked atomic.Int64
-	for _, a := range aclAttempts {
-		if a.op == sidecar.OpPublish {
-			if _, err := outside.Subscribe(a.subject, func(*nats.Msg) { leaked.Add(1) }); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	countAttemptedPublishes(t, outside, &leaked)
 	flush(t, outside)
 	for _, a := range aclAttempts {
 		var err error
@@ -108,13 +102,7 @@ func TestACLAudit(t *testing.T) {
 	app, errs := r.appWithErrors(t)
 	outside := r.direct(t)
 	var published atomic.Int64
-	for _, a := range aclAttempts {
-		if a.op == sidecar.OpPublish {
-			if _, err := outside.Subscribe(a.subject, func(*nats.Msg) { published.Add(1) }); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	countAttemptedPublishes(t, outside, &published)
 	var received atomic.Int64
 	for _, a := range aclAttempts {
 		if a.op == sidecar.OpSubscribe {
@@ -196,6 +184,19 @@ func TestReplyToReceivedRequestIsAllowedOnce(t *testing.T) {
 		t.Fatalf("RepliesAllowed = %d, want 1", got)
 	}
 	assertDenials(t, r.side.AccessDenials(), map[sidecar.AccessKey]uint64{{Op: sidecar.OpPublish, Rule: policy.RuleNotPublisher}: 1})
+}
+
+// countAttemptedPublishes counts, outside the pod, what arrives on the
+// subjects aclAttempts publish to.
+func countAttemptedPublishes(t *testing.T, outside *nats.Conn, n *atomic.Int64) {
+	t.Helper()
+	for _, a := range aclAttempts {
+		if a.op == sidecar.OpPublish {
+			if _, err := outside.Subscribe(a.subject, func(*nats.Msg) { n.Add(1) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }
 
 func assertDenials(t *testing.T, got, want map[sidecar.AccessKey]uint64) {
