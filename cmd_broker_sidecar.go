@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -101,6 +102,7 @@ func runSidecar(args []string) error {
 	fs.IntVar(&opts.MaxConnections, "max-connections", opts.MaxConnections, "most application connections")
 	fs.Int64Var(&opts.MemoryBudget, "memory-budget", opts.MemoryBudget, "bytes all pending messages may hold together; past it, non-essential subscriptions are shed first")
 	metricsListen := fs.String("metrics-listen", ":9091", "address of /metrics (Prometheus) and /debug/latency; empty disables them")
+	pprofOn := fs.Bool("debug-pprof", false, "also serve Go's profiles at /debug/pprof/ on the metrics address (for benchmarking; off in production)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -150,7 +152,15 @@ func runSidecar(args []string) error {
 		return err
 	}
 	if *metricsListen != "" {
-		metrics := &http.Server{Addr: *metricsListen, Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		handler := s.Handler()
+		if *pprofOn {
+			mux := http.NewServeMux()
+			mux.Handle("/", handler)
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			handler = mux
+		}
+		metrics := &http.Server{Addr: *metricsListen, Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := metrics.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error(err, "metrics endpoint stopped")
