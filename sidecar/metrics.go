@@ -47,6 +47,8 @@ var (
 		"Operations an ACL rule refused (mode enforce) or would have refused (mode audit).", []string{"operation", "rule", "mode"}, nil)
 	descRepliesAllowed = prometheus.NewDesc("weighstation_sidecar_access_replies_allowed_total",
 		"Publishes the ACL allowed only as the one reply to a request the pod received.", nil, nil)
+	descUntracked = prometheus.NewDesc("weighstation_sidecar_requests_untracked_total",
+		"Requests delivered to the application while 100,000 already awaited replies: their replies are not timed and get no ACL reply allowance.", nil, nil)
 	descInvalid = prometheus.NewDesc("weighstation_sidecar_invalid_total",
 		"PUBs and SUBs refused for an invalid subject, pattern or header block.", nil, nil)
 	descBudget = prometheus.NewDesc("weighstation_sidecar_pending_bytes",
@@ -72,7 +74,7 @@ type collector struct{ s *Server }
 func (s *Server) Collector() prometheus.Collector { return collector{s} }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descInFlight, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descUpstreamDropped, descEchoSuppressed, descKilled, descBreakerState, descBreakerTransitions, descNoResponders, descAccess, descRepliesAllowed} {
+	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descInFlight, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descUpstreamDropped, descEchoSuppressed, descKilled, descBreakerState, descBreakerTransitions, descNoResponders, descAccess, descRepliesAllowed, descUntracked} {
 		ch <- d
 	}
 }
@@ -112,6 +114,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descAccess, prometheus.CounterValue, float64(n), k.Op.String(), k.Rule.String(), mode)
 	}
 	ch <- prometheus.MustNewConstMetric(descRepliesAllowed, prometheus.CounterValue, float64(c.s.RepliesAllowed()))
+	ch <- prometheus.MustNewConstMetric(descUntracked, prometheus.CounterValue, float64(c.s.answerable.untracked.Load()))
 	ch <- prometheus.MustNewConstMetric(descNoResponders, prometheus.CounterValue, float64(c.s.NoRespondersReceived()), "received")
 	ch <- prometheus.MustNewConstMetric(descNoResponders, prometheus.CounterValue, float64(c.s.NoRespondersSent()), "sent")
 	ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, float64(c.s.budget.Used()))

@@ -57,6 +57,8 @@ func TestMetricsAndDebugLatency(t *testing.T) {
 		`weighstation_sidecar_unrouted_total `,
 		`weighstation_sidecar_upstream_dropped_total 0`,
 		`weighstation_sidecar_echo_suppressed_total 0`,
+		`weighstation_sidecar_requests_untracked_total 0`,
+		`weighstation_sidecar_no_responders_total{direction="received"} 0`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)

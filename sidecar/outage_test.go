@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weighstation/weighstation/internal/natstest"
-	"github.com/weighstation/weighstation/sidecar"
 	"github.com/weighstation/weighstation/sidecar/upstream"
 )
 
@@ -24,20 +23,8 @@ func TestBrokerOutage(t *testing.T) {
 	broker := natstest.StartBroker(t, opts)
 	up := natstest.Connect(t, broker.ClientURL(), append(upstream.ConnectOptions(),
 		nats.ReconnectWait(20*time.Millisecond), nats.ReconnectBufSize(64<<10))...)
-	sopts := sidecar.DefaultOptions
-	sopts.Listen = "127.0.0.1:0"
-	side, err := sidecar.New(up, sopts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := side.SetConfig(configWith()); err != nil {
-		t.Fatal(err)
-	}
-	if err := side.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(side.Close)
-	r := &rig{broker: broker, side: side}
+	r := startRig(t, broker, up)
+	side := r.side
 	errs := &asyncErrors{}
 	app := natstest.Connect(t, "nats://"+side.Addr().String(), nats.NoReconnect(), nats.ErrorHandler(errs.handler))
 	var got atomic.Int32

@@ -25,7 +25,13 @@ type rig struct {
 func newRig(t testing.TB, configure ...func(*sidecar.Options)) *rig {
 	t.Helper()
 	broker := natstest.StartBroker(t, nil)
-	up := natstest.Connect(t, broker.ClientURL())
+	return startRig(t, broker, natstest.Connect(t, broker.ClientURL()), configure...)
+}
+
+// startRig starts a sidecar over the upstream connection up to broker,
+// configured (in audit mode) and listening on a free port.
+func startRig(t testing.TB, broker *server.Server, up *nats.Conn, configure ...func(*sidecar.Options)) *rig {
+	t.Helper()
 	opts := sidecar.DefaultOptions
 	opts.Listen = "127.0.0.1:0"
 	for _, c := range configure {
