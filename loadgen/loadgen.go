@@ -78,6 +78,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("rate %g/s over %d connections: at most 1,000,000/s per connection", c.Rate, c.Connections)
 	case c.Timeout <= 0:
 		return fmt.Errorf("timeout %s must be positive", c.Timeout)
+	case c.Spin < 0:
+		return fmt.Errorf("spin %s must not be negative", c.Spin)
 	}
 	return nil
 }
@@ -308,8 +310,7 @@ func startReceiver(cfg Config) (*receiver, error) {
 	return r, nil
 }
 
-// waitFor waits until want messages arrived or timeout passed since the
-// last arrival.
+// waitFor waits until want messages arrived, or for timeout at most.
 func (r *receiver) waitFor(want int64, timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	stop := time.AfterFunc(timeout, func() { r.mu.Lock(); r.cond.Broadcast(); r.mu.Unlock() })

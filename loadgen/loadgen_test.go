@@ -60,6 +60,7 @@ func TestConfigIsValidated(t *testing.T) {
 		{"no connections", func(c *loadgen.Config) { c.Connections = 0 }, "must be positive"},
 		{"too small for the timestamps", func(c *loadgen.Config) { c.Size = 23 }, "at least 24 bytes"},
 		{"too fast per connection", func(c *loadgen.Config) { c.Rate = 2e6 }, "at most 1,000,000/s per connection"},
+		{"negative spin", func(c *loadgen.Config) { c.Spin = -time.Microsecond }, "must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := loadgen.DefaultConfig

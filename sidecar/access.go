@@ -57,10 +57,11 @@ func (s *Server) denied(op Operation, rule policy.Rule, subject string, audit bo
 	if !audit {
 		return true
 	}
+	key := op.String() + " " + subject
 	s.audit.mu.Lock()
-	_, seen := s.audit.logged[op.String()+" "+subject]
+	_, seen := s.audit.logged[key]
 	if !seen && len(s.audit.logged) < maxAuditLogged {
-		s.audit.logged[op.String()+" "+subject] = struct{}{}
+		s.audit.logged[key] = struct{}{}
 	}
 	s.audit.mu.Unlock()
 	if !seen {

@@ -292,7 +292,8 @@ func (c *conn) subscribe(cmd *protocol.Command) bool {
 		c.refuse(subject, time.Now(), func() string { return "Invalid Subject" })
 		return false
 	}
-	if rule := c.srv.policy.Load().CheckSubscribe(subject); rule != policy.Allowed && c.srv.denied(OpSubscribe, rule, subject, c.srv.policy.Load().Audit()) {
+	pol := c.srv.policy.Load()
+	if rule := pol.CheckSubscribe(subject); rule != policy.Allowed && c.srv.denied(OpSubscribe, rule, subject, pol.Audit()) {
 		c.refuse(subject, time.Now(), func() string {
 			return fmt.Sprintf("Permissions Violation for Subscription to %q: %s", subject, rule.Explain())
 		})

@@ -59,14 +59,6 @@ type KillSwitchStatus struct {
 	Transitions map[string]uint64
 }
 
-func breakerConfig(sp meshconfig.SubscriptionPolicy) (breaker.Config, bool) {
-	auto := sp.KillSwitch.Auto
-	if auto == nil || sp.Essential {
-		return breaker.Config{}, false // essential subscriptions never trip automatically
-	}
-	return breaker.ConfigOf(*auto), true
-}
-
 // syncKillSwitches installs the kill switches of a new configuration and
 // applies what changed. The breakers of Subscriptions that stay keep their
 // state.
@@ -83,16 +75,19 @@ func (s *Server) syncKillSwitches(subs []meshconfig.SubscriptionPolicy) {
 		}
 		ks.manual, ks.manualReason = sp.KillSwitch.Engaged, sp.KillSwitch.Reason
 		ks.mu.Lock()
-		if cfg, ok := breakerConfig(sp); ok {
+		if cfg, ok := breaker.ConfigFor(sp); ok {
+			var was breaker.Config
 			if ks.breaker == nil {
 				ks.breaker = breaker.New(cfg, now)
 			} else {
+				was = ks.breaker.Config()
 				ks.breaker.SetConfig(cfg)
 			}
-			if cfg.MaxLatency > 0 && ks.window == nil {
-				ks.window = breaker.NewWindow(cfg.Window, now)
-			} else if cfg.MaxLatency == 0 {
+			switch {
+			case cfg.MaxLatency == 0:
 				ks.window = nil
+			case ks.window == nil || was.Window != cfg.Window:
+				ks.window = breaker.NewWindow(cfg.Window, now) // judged over the new length from now on
 			}
 		} else {
 			ks.breaker, ks.window = nil, nil
@@ -114,9 +109,14 @@ func (s *Server) syncKillSwitches(subs []meshconfig.SubscriptionPolicy) {
 // reconcileKill applies what the manual switch and the breaker want.
 // Callers hold interestMu.
 func (s *Server) reconcileKill(ks *killSwitch, now time.Time) {
+	var tripped bool
+	var breakerReason string
 	ks.mu.Lock()
-	tripped := ks.breaker != nil && ks.breaker.StateOnly() == breaker.Open
-	_, breakerReason, _ := ks.breakerState()
+	if ks.breaker != nil {
+		var state breaker.State
+		state, breakerReason, _ = ks.breaker.State()
+		tripped = state == breaker.Open
+	}
 	ks.mu.Unlock()
 	want := ks.manual || tripped
 	if want == ks.killed {
@@ -179,21 +179,10 @@ func (s *Server) setKilled(ks *killSwitch, killed bool, reason string, now time.
 
 // subsOfPolicy lists the live local SUBs under a Subscription policy.
 func (s *Server) subsOfPolicy(name string) []*localSub {
-	s.mu.RLock()
-	conns := make([]*conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.RUnlock()
 	var out []*localSub
-	for _, c := range conns {
-		c.mu.Lock()
-		order := c.order
-		c.mu.Unlock()
-		for _, ls := range order {
-			if ls.policy == name && !ls.removed.Load() {
-				out = append(out, ls)
-			}
+	for _, ls := range s.liveSubs() {
+		if ls.policy == name {
+			out = append(out, ls)
 		}
 	}
 	return out
@@ -213,9 +202,11 @@ func (s *Server) isKilled(policy string) bool {
 // sidecar re-encodes it as the status line every client reads.)
 func (s *Server) answerNoResponders(reply string) {
 	msg := &nats.Msg{Subject: reply, Header: nats.Header{statusHeader: {"503"}}}
-	if err := s.nc.PublishMsg(msg); err == nil {
-		s.noRespondersSent.Add(1)
+	if err := s.nc.PublishMsg(msg); err != nil {
+		s.noRespondersUnsent.Add(1) // the broker is away: the requester will time out
+		return
 	}
+	s.noRespondersSent.Add(1)
 }
 
 // evaluateKillSwitches is one tick of the breakers: it times out
@@ -254,7 +245,6 @@ func (s *Server) evaluateKillSwitches(now time.Time) {
 		}
 		tr, changed := ks.breaker.Evaluate(now, o)
 		if changed {
-			s.breakerTransitions.Add(1)
 			s.opts.Log.Info("kill switch breaker", "subscription", ks.name, "from", tr.From.String(), "to", tr.To.String(), "reason", tr.Reason)
 			if tr.To == breaker.HalfOpen && ks.window != nil {
 				ks.window.Reset(now) // the trial is judged on its own replies
@@ -283,8 +273,8 @@ func (s *Server) recordReplyLatency(ks *killSwitch, d time.Duration, now time.Ti
 // pendingByPolicy sums the messages waiting per Subscription policy.
 func (s *Server) pendingByPolicy() map[string]int64 {
 	out := map[string]int64{}
-	for _, st := range s.Stats() {
-		out[st.Policy] += int64(st.Counts.Pending)
+	for _, ls := range s.liveSubs() {
+		out[ls.policy] += int64(ls.queue.Counts().Pending)
 	}
 	return out
 }
@@ -316,7 +306,7 @@ func (s *Server) KillSwitches() map[string]KillSwitchStatus {
 		ks.mu.Lock()
 		if ks.breaker != nil {
 			st.Auto = true
-			st.State = ks.breaker.StateOnly()
+			st.State, _, _ = ks.breaker.State()
 			st.Transitions = map[string]uint64{}
 			for k, v := range ks.breaker.Transitions() {
 				st.Transitions[k[0].String()+"->"+k[1].String()] = v
@@ -326,15 +316,6 @@ func (s *Server) KillSwitches() map[string]KillSwitchStatus {
 		out[name] = st
 	}
 	return out
-}
-
-// breakerState is the breaker's state, or closed without one. Callers hold
-// ks.mu.
-func (ks *killSwitch) breakerState() (breaker.State, string, time.Time) {
-	if ks.breaker == nil {
-		return breaker.Closed, "", time.Time{}
-	}
-	return ks.breaker.State()
 }
 
 // KillSwitchEvaluations counts the breakers' evaluation ticks.

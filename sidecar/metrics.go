@@ -42,7 +42,7 @@ var (
 	descBreakerTransitions = prometheus.NewDesc("weighstation_sidecar_kill_switch_transitions_total",
 		"The automatic kill switch's transitions.", []string{"subscription", "from", "to"}, nil)
 	descNoResponders = prometheus.NewDesc("weighstation_sidecar_no_responders_total",
-		"No-responders answers: received by the pod's requests, and sent by this sidecar for queue-group requests it dropped as killed.", []string{"direction"}, nil)
+		"No-responders answers: received by the pod's requests; sent by this sidecar for queue-group requests it dropped as killed; and unsent, when the broker was away.", []string{"direction"}, nil)
 	descAccess = prometheus.NewDesc("weighstation_sidecar_access_denied_total",
 		"Operations an ACL rule refused (mode enforce) or would have refused (mode audit).", []string{"operation", "rule", "mode"}, nil)
 	descRepliesAllowed = prometheus.NewDesc("weighstation_sidecar_access_replies_allowed_total",
@@ -117,6 +117,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descUntracked, prometheus.CounterValue, float64(c.s.answerable.untracked.Load()))
 	ch <- prometheus.MustNewConstMetric(descNoResponders, prometheus.CounterValue, float64(c.s.NoRespondersReceived()), "received")
 	ch <- prometheus.MustNewConstMetric(descNoResponders, prometheus.CounterValue, float64(c.s.NoRespondersSent()), "sent")
+	ch <- prometheus.MustNewConstMetric(descNoResponders, prometheus.CounterValue, float64(c.s.noRespondersUnsent.Load()), "unsent")
 	ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, float64(c.s.budget.Used()))
 	ch <- prometheus.MustNewConstMetric(descBudgetMax, prometheus.GaugeValue, float64(c.s.budget.Max()))
 	for topic, t := range c.s.TopicCounters() {

@@ -134,9 +134,11 @@ type Server struct {
 	// requests it dropped as killed; noRespondersReceived counts those the
 	// application's requests got (from the broker or a sidecar).
 	noRespondersSent, noRespondersReceived atomic.Uint64
-	// breakerTransitions counts every automatic kill switch transition.
-	breakerTransitions atomic.Uint64
-	evaluations        atomic.Uint64
+	// noRespondersUnsent counts those answers the upstream connection
+	// refused (the broker was away and the outage buffer full).
+	noRespondersUnsent atomic.Uint64
+	// evaluations counts the kill switch loop's ticks.
+	evaluations atomic.Uint64
 
 	// access counts ACL verdicts; audit remembers what audit mode logged;
 	// repliesAllowed counts replies the ACL let through as replies.
@@ -342,20 +344,9 @@ func (s *Server) subscriptionPolicy(pattern string) (limits pending.Limits, esse
 // configuration. (Its latency recorder stays with the policy it started
 // under.)
 func (s *Server) reapplySubscriptionLimits() {
-	s.mu.RLock()
-	conns := make([]*conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.RUnlock()
-	for _, c := range conns {
-		c.mu.Lock()
-		order := c.order
-		c.mu.Unlock()
-		for _, ls := range order {
-			limits, essential, _ := s.subscriptionPolicy(ls.key.Subject)
-			ls.queue.SetLimits(limits, essential)
-		}
+	for _, ls := range s.liveSubs() {
+		limits, essential, _ := s.subscriptionPolicy(ls.key.Subject)
+		ls.queue.SetLimits(limits, essential)
 	}
 }
 

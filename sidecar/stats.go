@@ -55,20 +55,30 @@ func (s *Server) PolicyTotals() map[string]pending.Counts {
 
 // Stats reports every live local subscription, for metrics and tests.
 func (s *Server) Stats() []SubscriptionStats {
+	var out []SubscriptionStats
+	for _, ls := range s.liveSubs() {
+		out = append(out, SubscriptionStats{SID: ls.sid, Key: ls.key, Policy: ls.policy, Limits: ls.queue.Limits(), Counts: ls.queue.Counts()})
+	}
+	return out
+}
+
+// liveSubs lists every connection's SUBs that are not removed, from a
+// snapshot of the connections and of each one's copy-on-write list.
+func (s *Server) liveSubs() []*localSub {
 	s.mu.RLock()
 	conns := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
 	s.mu.RUnlock()
-	var out []SubscriptionStats
+	var out []*localSub
 	for _, c := range conns {
 		c.mu.Lock()
 		order := c.order
 		c.mu.Unlock()
 		for _, ls := range order {
 			if !ls.removed.Load() {
-				out = append(out, SubscriptionStats{SID: ls.sid, Key: ls.key, Policy: ls.policy, Limits: ls.queue.Limits(), Counts: ls.queue.Counts()})
+				out = append(out, ls)
 			}
 		}
 	}

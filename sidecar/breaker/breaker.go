@@ -69,9 +69,20 @@ type Config struct {
 	Cooldown time.Duration
 }
 
-// ConfigOf is the breaker configuration of a Subscription's automatic kill
-// switch (durations arrive in milliseconds).
-func ConfigOf(auto meshconfig.AutoKillSwitch) Config {
+// ConfigFor is the breaker configuration of a Subscription, and whether it
+// has one: only non-essential Subscriptions with an automatic kill switch
+// do (essential ones never trip automatically, whatever their
+// configuration says).
+func ConfigFor(sp meshconfig.SubscriptionPolicy) (Config, bool) {
+	if sp.KillSwitch.Auto == nil || sp.Essential {
+		return Config{}, false
+	}
+	return configOf(*sp.KillSwitch.Auto), true
+}
+
+// configOf converts an automatic kill switch (durations arrive in
+// milliseconds).
+func configOf(auto meshconfig.AutoKillSwitch) Config {
 	return Config{
 		MaxPending: int64(auto.MaxPendingMessages),
 		MaxLatency: time.Duration(auto.MaxLatencyMillis) * time.Millisecond,
@@ -133,9 +144,6 @@ func (b *Breaker) Config() Config { return b.cfg }
 
 // State returns the current state, why and since when.
 func (b *Breaker) State() (State, string, time.Time) { return b.state, b.reason, b.since }
-
-// StateOnly returns the current state.
-func (b *Breaker) StateOnly() State { return b.state }
 
 // Transitions returns how often each transition happened, by from and to.
 func (b *Breaker) Transitions() map[[2]State]uint64 {

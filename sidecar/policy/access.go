@@ -125,7 +125,7 @@ func (p *Publish) CheckSubscribe(pattern string) Rule {
 		}
 	}
 	sp, covered := p.SubscriptionFor(pattern)
-	if strings.HasPrefix(first, "$") && (!covered || !strings.HasPrefix(sp.Subject, first+".") && sp.Subject != first) {
+	if strings.HasPrefix(first, "$") && !(covered && startsWithToken(sp.Subject, first)) {
 		return RuleDollar
 	}
 	if !covered {
@@ -141,13 +141,19 @@ func (p *Publish) CheckPublish(subject string, t *Topic) Rule {
 	if first == ReservedToken {
 		return RuleReserved
 	}
-	if strings.HasPrefix(first, "$") && !(t != p.defaultPol && (strings.HasPrefix(t.Policy.Subject, first+".") || t.Policy.Subject == first)) {
+	if strings.HasPrefix(first, "$") && !(t != p.defaultPol && startsWithToken(t.Policy.Subject, first)) {
 		return RuleDollar
 	}
 	if !t.Policy.MayPublish {
 		return RuleNotPublisher
 	}
 	return Allowed
+}
+
+// startsWithToken reports whether pattern's first token is token: the
+// pattern names it, literally.
+func startsWithToken(pattern, token string) bool {
+	return pattern == token || strings.HasPrefix(pattern, token+".")
 }
 
 // inboxPattern reports whether pattern lies under the inbox prefix, and if

@@ -151,8 +151,8 @@ func Compile(cfg meshconfig.PodConfig, counters *Counters) (*Publish, error) {
 		if sp.Limits.MaxPendingMessages < 1 || sp.Limits.MaxPendingBytes < 1 {
 			return nil, fmt.Errorf("subscription %q: pending limits must be at least 1, got %+v", sp.Name, sp.Limits)
 		}
-		if auto := sp.KillSwitch.Auto; auto != nil && !sp.Essential {
-			if err := breaker.ConfigOf(*auto).Validate(); err != nil {
+		if cfg, ok := breaker.ConfigFor(sp); ok {
+			if err := cfg.Validate(); err != nil {
 				return nil, fmt.Errorf("subscription %q: %w", sp.Name, err)
 			}
 		}
