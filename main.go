@@ -21,6 +21,7 @@ import (
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/controllers"
+	"github.com/weighstation/weighstation/controllers/desired"
 	"github.com/weighstation/weighstation/meshconfig"
 )
 
@@ -109,7 +110,7 @@ func runOperator(args []string) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := controllers.SetupReconcilers(mgr, meshconfig.NewStore(), defaults); err != nil {
+	if err := controllers.SetupReconcilers(mgr, desired.NewStore(), defaults); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

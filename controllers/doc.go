@@ -1,7 +1,7 @@
 // Package controllers holds weighstation's reconcilers: TopicReconciler and
 // SubscriptionReconciler keep their resources' status, and
 // PodConfigReconciler keeps each sidecar pod's desired configuration
-// (meshconfig.PodConfig) in a meshconfig.Store, which the xDS server of a
+// (meshconfig.PodConfig) in a desired.Store, which the xDS server of a
 // later issue publishes.
 //
 // Status is written with server-side apply on the status subresource, under

@@ -11,6 +11,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/controllers/desired"
 	"github.com/weighstation/weighstation/meshconfig"
 )
 
@@ -19,7 +20,7 @@ import (
 // of the pod's namespace.
 type PodConfigReconciler struct {
 	client.Client
-	Store    *meshconfig.Store
+	Store    *desired.Store
 	Defaults meshconfig.Defaults
 }
 
@@ -52,7 +53,7 @@ func (r *PodConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.List(ctx, &subscriptions, client.InNamespace(pod.Namespace)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing subscriptions in %s: %w", pod.Namespace, err)
 	}
-	cfg, err := meshconfig.Compute(meshconfig.Pod{Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels, Annotations: pod.Annotations}, topics.Items, subscriptions.Items, r.Defaults)
+	cfg, err := desired.Compute(desired.Pod{Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels, Annotations: pod.Annotations}, topics.Items, subscriptions.Items, r.Defaults)
 	if err != nil {
 		// An invalid selector: the resource's status says so, and the last
 		// good configuration stays in force. Retrying cannot help until the

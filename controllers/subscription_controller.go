@@ -16,6 +16,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/controllers/desired"
 	"github.com/weighstation/weighstation/meshconfig"
 )
 
@@ -68,7 +69,7 @@ func subscriptionStatus(sub *v1alpha1.Subscription, pods []corev1.Pod) (v1alpha1
 	status.ObservedGeneration = sub.Generation
 	gen := sub.Generation
 
-	version, err := policyVersion(meshconfig.SubscriptionPolicyOf(*sub))
+	version, err := policyVersion(desired.SubscriptionPolicyOf(*sub))
 	if err != nil {
 		return status, err
 	}

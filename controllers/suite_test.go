@@ -23,6 +23,7 @@ import (
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/controllers"
+	"github.com/weighstation/weighstation/controllers/desired"
 	"github.com/weighstation/weighstation/meshconfig"
 )
 
@@ -30,7 +31,7 @@ import (
 // reconcilers running against it.
 var (
 	k8sClient  client.Client
-	store      *meshconfig.Store
+	store      *desired.Store
 	kubeconfig string // a kubeconfig file for the real kubectl
 	scheme     = runtime.NewScheme()
 )
@@ -91,7 +92,7 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "creating manager: %v\n", err)
 		return 1
 	}
-	store = meshconfig.NewStore()
+	store = desired.NewStore()
 	if err := controllers.SetupReconcilers(mgr, store, meshconfig.DefaultPolicy); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/controllers/desired"
 	"github.com/weighstation/weighstation/matcher"
-	"github.com/weighstation/weighstation/meshconfig"
 )
 
 // Reasons of the Topic conditions.
@@ -29,7 +29,7 @@ func topicStatus(topic *v1alpha1.Topic, topics []v1alpha1.Topic, subscriptions [
 	status.ObservedGeneration = topic.Generation
 	gen := topic.Generation
 
-	inForce, conflicts := meshconfig.ResolveConflicts(topics)
+	inForce, conflicts := desired.ResolveConflicts(topics)
 	if others := conflicts[topic.Name]; len(others) > 0 {
 		setCondition(&status.Conditions, gen, v1alpha1.ConditionConflicting, metav1.ConditionTrue, ReasonSamePattern,
 			fmt.Sprintf("Topic(s) %s have the same subject pattern %q; the one whose name sorts first is in force", strings.Join(others, ", "), topic.Spec.Subject))

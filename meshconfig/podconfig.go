@@ -1,12 +1,11 @@
-// Package meshconfig is the desired configuration of one sidecar: every
-// policy its pod is under, computed from the Topics and Subscriptions of the
-// pod's namespace by a pure function, and versioned by a hash of its
-// content. The operator computes it; the xDS server publishes it unchanged;
-// the sidecar enforces it.
+// Package meshconfig holds the configuration types that one sidecar
+// enforces: every policy its pod is under, versioned by a hash of its
+// content. The operator computes it (controllers/desired) and sends it over
+// xDS (meshconfig/xdsresource); the sidecar reads it from there or from a
+// file and enforces it.
 //
-// It must never read anything outside the pod's own namespace: policy is
-// namespaced, and no resource in another namespace may change a pod's
-// limits, quotas or permissions.
+// It is a leaf shared by the operator and the sidecar, so it must import no
+// Kubernetes package: the sidecar carries none.
 package meshconfig
 
 // PodConfig is everything one sidecar enforces. Its JSON form is what

@@ -52,7 +52,7 @@ func (r *rig) countOutside(t *testing.T, subject string) *atomic.Int32 {
 // configWith is the default configuration with topics, in audit mode: the
 // tests of other features subscribe where they like; the ACL tests enforce.
 func configWith(topics ...meshconfig.TopicPolicy) meshconfig.PodConfig {
-	cfg, _ := meshconfig.Compute(meshconfig.Pod{}, nil, nil, meshconfig.DefaultPolicy)
+	cfg := meshconfig.DefaultConfig(meshconfig.DefaultPolicy)
 	cfg.Topics = topics
 	cfg.Access.Mode = meshconfig.AccessAudit
 	return cfg

@@ -277,11 +277,7 @@ func New(nc *nats.Conn, opts Options) (*Server, error) {
 	s.interest = upstream.NewInterest(nc, s.deliver)
 	// Until a configuration arrives, the operator's documented defaults
 	// govern every subject: nothing is unbounded.
-	initial, err := meshconfig.Compute(meshconfig.Pod{}, nil, nil, meshconfig.DefaultPolicy)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.SetConfig(initial); err != nil {
+	if err := s.SetConfig(meshconfig.DefaultConfig(meshconfig.DefaultPolicy)); err != nil {
 		return nil, err
 	}
 	return s, nil

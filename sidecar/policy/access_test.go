@@ -9,7 +9,7 @@ import (
 
 func accessConfig(t *testing.T, a meshconfig.Access) *policy.Publish {
 	t.Helper()
-	cfg, _ := meshconfig.Compute(meshconfig.Pod{}, nil, nil, meshconfig.DefaultPolicy)
+	cfg := meshconfig.DefaultConfig(meshconfig.DefaultPolicy)
 	cfg.Access = a
 	limits := meshconfig.Limits{MaxPendingMessages: 1, MaxPendingBytes: 1}
 	cfg.Subscriptions = []meshconfig.SubscriptionPolicy{
@@ -91,7 +91,7 @@ func TestAccessModes(t *testing.T) {
 		{meshconfig.AccessAudit, true, false},
 		{"loose", false, true},
 	} {
-		cfg, _ := meshconfig.Compute(meshconfig.Pod{}, nil, nil, meshconfig.DefaultPolicy)
+		cfg := meshconfig.DefaultConfig(meshconfig.DefaultPolicy)
 		cfg.Access.Mode = tc.mode
 		p, err := policy.Compile(cfg, policy.NewCounters())
 		if (err != nil) != tc.wantErr || (err == nil && p.Audit() != tc.wantAudit) {

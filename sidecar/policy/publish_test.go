@@ -9,7 +9,7 @@ import (
 )
 
 func TestGoverningTopicIsTheMostSpecific(t *testing.T) {
-	cfg, _ := meshconfig.Compute(meshconfig.Pod{}, nil, nil, meshconfig.DefaultPolicy)
+	cfg := meshconfig.DefaultConfig(meshconfig.DefaultPolicy)
 	cfg.Topics = []meshconfig.TopicPolicy{
 		{Name: "all-orders", Subject: "orders.>", MaxMessageBytes: 100},
 		{Name: "eu-orders", Subject: "orders.eu.*", MaxMessageBytes: 200},
@@ -37,7 +37,7 @@ func TestGoverningTopicIsTheMostSpecific(t *testing.T) {
 }
 
 func TestQuotaSpendsBothBucketsOrNeither(t *testing.T) {
-	cfg, _ := meshconfig.Compute(meshconfig.Pod{}, nil, nil, meshconfig.DefaultPolicy)
+	cfg := meshconfig.DefaultConfig(meshconfig.DefaultPolicy)
 	cfg.Topics = []meshconfig.TopicPolicy{{Name: "q", Subject: "q", MaxMessageBytes: 100,
 		PublishRate: &meshconfig.Rate{MessagesPerSecond: 1, MessagesBurst: 3, BytesPerSecond: 1, BytesBurst: 150}}}
 	p, err := policy.Compile(cfg, policy.NewCounters())
@@ -69,7 +69,7 @@ func TestQuotaSpendsBothBucketsOrNeither(t *testing.T) {
 }
 
 func TestInvalidConfigurationsAreRefused(t *testing.T) {
-	base, _ := meshconfig.Compute(meshconfig.Pod{}, nil, nil, meshconfig.DefaultPolicy)
+	base := meshconfig.DefaultConfig(meshconfig.DefaultPolicy)
 	tests := []struct {
 		name   string
 		mutate func(*meshconfig.PodConfig)
@@ -108,7 +108,7 @@ func TestInvalidConfigurationsAreRefused(t *testing.T) {
 }
 
 func TestSubscriptionForPicksTheMostSpecificCover(t *testing.T) {
-	cfg, _ := meshconfig.Compute(meshconfig.Pod{}, nil, nil, meshconfig.DefaultPolicy)
+	cfg := meshconfig.DefaultConfig(meshconfig.DefaultPolicy)
 	lim := meshconfig.Limits{MaxPendingMessages: 1, MaxPendingBytes: 1}
 	cfg.Subscriptions = []meshconfig.SubscriptionPolicy{
 		{Name: "all", Subject: "orders.>", Limits: lim},

@@ -1,6 +1,8 @@
-package meshconfig
+package desired
 
 import (
+	"github.com/weighstation/weighstation/meshconfig"
+
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -11,7 +13,7 @@ import (
 // it and publishes each entry unchanged. It is safe for concurrent use.
 type Store struct {
 	mu      sync.RWMutex
-	configs map[types.NamespacedName]PodConfig
+	configs map[types.NamespacedName]meshconfig.PodConfig
 	// changed is closed and replaced on every change, so a reader can wait
 	// for the next one without polling.
 	changed chan struct{}
@@ -19,15 +21,15 @@ type Store struct {
 
 // NewStore returns an empty store.
 func NewStore() *Store {
-	return &Store{configs: map[types.NamespacedName]PodConfig{}, changed: make(chan struct{})}
+	return &Store{configs: map[types.NamespacedName]meshconfig.PodConfig{}, changed: make(chan struct{})}
 }
 
-func keyOf(cfg PodConfig) types.NamespacedName {
+func keyOf(cfg meshconfig.PodConfig) types.NamespacedName {
 	return types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Pod}
 }
 
 // Set stores cfg and reports whether it differs from what was stored.
-func (s *Store) Set(cfg PodConfig) bool {
+func (s *Store) Set(cfg meshconfig.PodConfig) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.configs[keyOf(cfg)]; ok && old.Version == cfg.Version {
@@ -51,7 +53,7 @@ func (s *Store) Delete(pod types.NamespacedName) bool {
 }
 
 // Get returns a pod's configuration.
-func (s *Store) Get(pod types.NamespacedName) (PodConfig, bool) {
+func (s *Store) Get(pod types.NamespacedName) (meshconfig.PodConfig, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	cfg, ok := s.configs[pod]

@@ -1,4 +1,4 @@
-package meshconfig_test
+package desired_test
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/controllers/desired"
 	"github.com/weighstation/weighstation/meshconfig"
 )
 
@@ -39,7 +40,7 @@ func subscription(ns, name, subject string, selector map[string]string, mutate .
 	return s
 }
 
-var billingPod = meshconfig.Pod{Namespace: "shop", Name: "billing-0", Labels: map[string]string{"app": "billing"}}
+var billingPod = desired.Pod{Namespace: "shop", Name: "billing-0", Labels: map[string]string{"app": "billing"}}
 
 func TestCompute(t *testing.T) {
 	notEssential := false
@@ -147,7 +148,7 @@ func TestCompute(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := meshconfig.Compute(billingPod, tc.topics, tc.subscriptions, meshconfig.DefaultPolicy)
+			cfg, err := desired.Compute(billingPod, tc.topics, tc.subscriptions, meshconfig.DefaultPolicy)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -167,14 +168,14 @@ func TestComputeIsDeterministic(t *testing.T) {
 		subscription("shop", "x", "a.*", map[string]string{"app": "billing"}),
 		subscription("shop", "y", "b.*", map[string]string{"app": "billing"}),
 	}
-	first, err := meshconfig.Compute(billingPod, topics, subs, meshconfig.DefaultPolicy)
+	first, err := desired.Compute(billingPod, topics, subs, meshconfig.DefaultPolicy)
 	if err != nil {
 		t.Fatal(err)
 	}
 	firstJSON, _ := json.Marshal(first)
 	slices.Reverse(topics)
 	slices.Reverse(subs)
-	again, err := meshconfig.Compute(billingPod, topics, subs, meshconfig.DefaultPolicy)
+	again, err := desired.Compute(billingPod, topics, subs, meshconfig.DefaultPolicy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,11 +186,11 @@ func TestComputeIsDeterministic(t *testing.T) {
 	// topics[0] is now "c2", shadowed by "c" (same pattern, name sorts
 	// first): its limits are not in force, so the version stays.
 	topics[0].Spec.Limits.MaxMessageBytes = 1234
-	if shadowed, _ := meshconfig.Compute(billingPod, topics, subs, meshconfig.DefaultPolicy); shadowed.Version != first.Version {
+	if shadowed, _ := desired.Compute(billingPod, topics, subs, meshconfig.DefaultPolicy); shadowed.Version != first.Version {
 		t.Fatal("a change to a shadowed Topic changed the version")
 	}
 	topics[len(topics)-1].Spec.Limits.MaxMessageBytes = 1234 // "a", in force
-	changed, err := meshconfig.Compute(billingPod, topics, subs, meshconfig.DefaultPolicy)
+	changed, err := desired.Compute(billingPod, topics, subs, meshconfig.DefaultPolicy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,15 +203,15 @@ func TestComputeRefusesAnInvalidSelector(t *testing.T) {
 	bad := subscription("shop", "bad", "a", nil, func(s *v1alpha1.Subscription) {
 		s.Spec.Selector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}
 	})
-	_, err := meshconfig.Compute(billingPod, nil, []v1alpha1.Subscription{bad}, meshconfig.DefaultPolicy)
+	_, err := desired.Compute(billingPod, nil, []v1alpha1.Subscription{bad}, meshconfig.DefaultPolicy)
 	if err == nil || !strings.Contains(err.Error(), "subscription shop/bad: selector") {
 		t.Fatalf("Compute = %v, want an error naming the subscription's selector", err)
 	}
 }
 
 func TestStoreReportsChanges(t *testing.T) {
-	s := meshconfig.NewStore()
-	cfg, _ := meshconfig.Compute(billingPod, nil, nil, meshconfig.DefaultPolicy)
+	s := desired.NewStore()
+	cfg, _ := desired.Compute(billingPod, nil, nil, meshconfig.DefaultPolicy)
 	changed := s.Changed()
 	if !s.Set(cfg) {
 		t.Fatal("the first Set reported no change")
@@ -241,7 +242,7 @@ func TestAccessFromPodAnnotations(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := meshconfig.Compute(meshconfig.Pod{Namespace: "ns", Name: "p", Annotations: tc.annotations}, nil, nil, meshconfig.DefaultPolicy)
+			cfg, err := desired.Compute(desired.Pod{Namespace: "ns", Name: "p", Annotations: tc.annotations}, nil, nil, meshconfig.DefaultPolicy)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)

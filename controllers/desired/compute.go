@@ -1,19 +1,15 @@
-package meshconfig
+package desired
 
 import (
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
-	"github.com/weighstation/weighstation/matcher"
+	"github.com/weighstation/weighstation/meshconfig"
 )
 
 // Pod is what Compute needs to know of a pod.
@@ -28,48 +24,37 @@ type Pod struct {
 // Subscriptions. It ignores every resource outside the pod's namespace, so
 // callers may pass more than they filtered. It is pure: same inputs, same
 // output, same Version.
-func Compute(pod Pod, topics []v1alpha1.Topic, subscriptions []v1alpha1.Subscription, defaults Defaults) (PodConfig, error) {
+func Compute(pod Pod, topics []v1alpha1.Topic, subscriptions []v1alpha1.Subscription, defaults meshconfig.Defaults) (meshconfig.PodConfig, error) {
 	podLabels := labels.Set(pod.Labels)
-	cfg := PodConfig{
-		Namespace:     pod.Namespace,
-		Pod:           pod.Name,
-		Topics:        []TopicPolicy{},
-		Subscriptions: []SubscriptionPolicy{},
-		Default: TopicPolicy{
-			Subject:         ">",
-			MaxMessageBytes: defaults.MaxMessageBytes,
-			PublishRate:     rateOrNil(defaults.PublishRate),
-			MayPublish:      true,
-			StampHeader:     defaults.StampHeader,
-		},
-	}
+	cfg := meshconfig.DefaultConfig(defaults)
+	cfg.Namespace, cfg.Pod = pod.Namespace, pod.Name
 	access, err := accessOf(pod.Annotations)
 	if err != nil {
-		return PodConfig{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		return meshconfig.PodConfig{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	cfg.Access = access
 	inForce, _ := ResolveConflicts(inNamespace(topics, pod.Namespace))
 	for _, t := range inForce {
 		mayPublish, err := selects(t.Spec.Publishers, podLabels, true)
 		if err != nil {
-			return PodConfig{}, fmt.Errorf("topic %s/%s: publishers: %w", t.Namespace, t.Name, err)
+			return meshconfig.PodConfig{}, fmt.Errorf("topic %s/%s: publishers: %w", t.Namespace, t.Name, err)
 		}
 		cfg.Topics = append(cfg.Topics, topicPolicy(t, mayPublish))
 	}
 	for _, s := range inNamespace(subscriptions, pod.Namespace) {
 		selected, err := selects(&s.Spec.Selector, podLabels, false)
 		if err != nil {
-			return PodConfig{}, fmt.Errorf("subscription %s/%s: selector: %w", s.Namespace, s.Name, err)
+			return meshconfig.PodConfig{}, fmt.Errorf("subscription %s/%s: selector: %w", s.Namespace, s.Name, err)
 		}
 		if selected {
 			cfg.Subscriptions = append(cfg.Subscriptions, SubscriptionPolicyOf(s))
 		}
 	}
-	slices.SortFunc(cfg.Topics, func(a, b TopicPolicy) int { return cmp.Compare(a.Subject, b.Subject) })
-	slices.SortFunc(cfg.Subscriptions, func(a, b SubscriptionPolicy) int { return cmp.Compare(a.Name, b.Name) })
-	version, err := hashOf(cfg)
+	slices.SortFunc(cfg.Topics, func(a, b meshconfig.TopicPolicy) int { return cmp.Compare(a.Subject, b.Subject) })
+	slices.SortFunc(cfg.Subscriptions, func(a, b meshconfig.SubscriptionPolicy) int { return cmp.Compare(a.Name, b.Name) })
+	version, err := meshconfig.Hash(cfg)
 	if err != nil {
-		return PodConfig{}, err
+		return meshconfig.PodConfig{}, err
 	}
 	cfg.Version = version
 	return cfg, nil
@@ -107,22 +92,22 @@ func ResolveConflicts(topics []v1alpha1.Topic) (inForce []v1alpha1.Topic, confli
 }
 
 // SubscriptionPolicyOf is a Subscription's policy as sidecars enforce it.
-func SubscriptionPolicyOf(s v1alpha1.Subscription) SubscriptionPolicy {
-	p := SubscriptionPolicy{
+func SubscriptionPolicyOf(s v1alpha1.Subscription) meshconfig.SubscriptionPolicy {
+	p := meshconfig.SubscriptionPolicy{
 		Name:       s.Name,
 		Subject:    string(s.Spec.Subject),
 		QueueGroup: s.Spec.QueueGroup,
 		Essential:  s.Spec.IsEssential(),
-		Limits: Limits{
+		Limits: meshconfig.Limits{
 			MaxPendingMessages: s.Spec.Limits.MaxPendingMessages,
 			MaxPendingBytes:    s.Spec.Limits.MaxPendingBytes,
 			Overflow:           string(s.Spec.Limits.Overflow),
 		},
 	}
 	if ks := s.Spec.KillSwitch; ks != nil {
-		p.KillSwitch = KillSwitch{Engaged: ks.Engaged, Reason: ks.Reason}
+		p.KillSwitch = meshconfig.KillSwitch{Engaged: ks.Engaged, Reason: ks.Reason}
 		if a := ks.Auto; a != nil {
-			auto := &AutoKillSwitch{
+			auto := &meshconfig.AutoKillSwitch{
 				WindowMillis:   millis(a.Window),
 				CooldownMillis: millis(a.Cooldown),
 			}
@@ -136,8 +121,8 @@ func SubscriptionPolicyOf(s v1alpha1.Subscription) SubscriptionPolicy {
 	return p
 }
 
-func topicPolicy(t v1alpha1.Topic, mayPublish bool) TopicPolicy {
-	p := TopicPolicy{
+func topicPolicy(t v1alpha1.Topic, mayPublish bool) meshconfig.TopicPolicy {
+	p := meshconfig.TopicPolicy{
 		Name:            t.Name,
 		Subject:         string(t.Spec.Subject),
 		MaxMessageBytes: t.Spec.Limits.MaxMessageBytes,
@@ -145,7 +130,7 @@ func topicPolicy(t v1alpha1.Topic, mayPublish bool) TopicPolicy {
 		StampHeader:     t.Spec.Latency.StampHeader == nil || *t.Spec.Latency.StampHeader,
 	}
 	if r := t.Spec.Limits.PublishRate; r != nil {
-		p.PublishRate = rateOrNil(Rate{
+		p.PublishRate = meshconfig.RateOrNil(meshconfig.Rate{
 			MessagesPerSecond: deref(r.MessagesPerSecond),
 			MessagesBurst:     deref(r.MessagesBurst),
 			BytesPerSecond:    deref(r.BytesPerSecond),
@@ -181,23 +166,6 @@ func inNamespace[T any, P interface {
 	return out
 }
 
-func hashOf(cfg PodConfig) (string, error) {
-	cfg.Version = ""
-	b, err := json.Marshal(cfg)
-	if err != nil {
-		return "", fmt.Errorf("hashing pod configuration: %w", err)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8]), nil
-}
-
-func rateOrNil(r Rate) *Rate {
-	if r == (Rate{}) {
-		return nil
-	}
-	return &r
-}
-
 func deref(p *int64) int64 {
 	if p == nil {
 		return 0
@@ -213,31 +181,19 @@ func millis(d *metav1.Duration) int64 {
 }
 
 // accessOf reads the pod's access annotations.
-func accessOf(annotations map[string]string) (Access, error) {
-	a := Access{Mode: AccessEnforce}
+func accessOf(annotations map[string]string) (meshconfig.Access, error) {
+	a := meshconfig.Access{Mode: meshconfig.AccessEnforce}
 	if mode, ok := annotations[v1alpha1.AccessModeAnnotation]; ok {
-		if mode != AccessEnforce && mode != AccessAudit {
-			return Access{}, fmt.Errorf("annotation %s is %q: it must be %q or %q", v1alpha1.AccessModeAnnotation, mode, AccessEnforce, AccessAudit)
+		if mode != meshconfig.AccessEnforce && mode != meshconfig.AccessAudit {
+			return meshconfig.Access{}, fmt.Errorf("annotation %s is %q: it must be %q or %q", v1alpha1.AccessModeAnnotation, mode, meshconfig.AccessEnforce, meshconfig.AccessAudit)
 		}
 		a.Mode = mode
 	}
 	if prefix, ok := annotations[v1alpha1.InboxPrefixAnnotation]; ok {
-		if err := ValidateInboxPrefix(prefix); err != nil {
-			return Access{}, fmt.Errorf("annotation %s: %w", v1alpha1.InboxPrefixAnnotation, err)
+		if err := meshconfig.ValidateInboxPrefix(prefix); err != nil {
+			return meshconfig.Access{}, fmt.Errorf("annotation %s: %w", v1alpha1.InboxPrefixAnnotation, err)
 		}
 		a.InboxPrefix = prefix
 	}
 	return a, nil
-}
-
-// ValidateInboxPrefix checks a custom inbox prefix: a literal subject that
-// does not start with '$' (those belong to NATS).
-func ValidateInboxPrefix(prefix string) error {
-	if err := matcher.ValidateSubject(prefix); err != nil {
-		return fmt.Errorf("inbox prefix %q: %w", prefix, err)
-	}
-	if strings.HasPrefix(prefix, "$") {
-		return fmt.Errorf("inbox prefix %q: it must not start with '$'", prefix)
-	}
-	return nil
 }
