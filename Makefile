@@ -4,6 +4,14 @@ GO ?= go
 
 CONTROLLER_TOOLS_VERSION := v0.23.0
 CONTROLLER_GEN := $(CURDIR)/bin/controller-gen-$(CONTROLLER_TOOLS_VERSION)
+# buf and protoc-gen-go are pinned in tools/go.mod (a module of its own, so
+# the main go.mod does not carry their dependencies); the versions in the
+# binaries' names come from there, so bumping tools/go.mod rebuilds them.
+tools_version = $(shell awk '$$1 == "$(1)" { print $$2 }' tools/go.mod)
+BUF_VERSION := $(call tools_version,github.com/bufbuild/buf)
+PROTOC_GEN_GO_VERSION := $(call tools_version,google.golang.org/protobuf)
+BUF := $(CURDIR)/bin/buf-$(BUF_VERSION)
+PROTOC_GEN_GO := $(CURDIR)/bin/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
 # The envtest binaries (etcd, kube-apiserver, kubectl), built by
 # hack/setup-envtest.sh from their Go modules and linked here.
 KUBEBUILDER_ASSETS := $(CURDIR)/bin/k8s
@@ -56,16 +64,30 @@ fuzz-protocol: ## Fuzz the sidecar's NATS protocol reader (FUZZTIME).
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $${FUZZTIME:-30s} ./sidecar/protocol/
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs and RBAC from the markers; `make test` fails if this changes anything.
+generate: $(CONTROLLER_GEN) $(BUF) $(PROTOC_GEN_GO) ## Regenerate deepcopy code, CRDs, RBAC and protobuf Go code (api/**/*.pb.go); `make test` fails if this changes anything.
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd rbac:roleName=weighstation-operator paths=./api/... paths=./controllers/... \
 	  output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	cd tools && $(GO) mod tidy
+	ln -sf $(notdir $(PROTOC_GEN_GO)) bin/protoc-gen-go
+	$(BUF) generate
 	$(GO) mod tidy
 
 $(CONTROLLER_GEN):
 	mkdir -p bin/tmp-controller-gen
 	GOBIN=$(CURDIR)/bin/tmp-controller-gen $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
 	mv bin/tmp-controller-gen/controller-gen $@ && rmdir bin/tmp-controller-gen
+
+# Built from tools/go.mod (-mod=readonly: fails rather than change it).
+$(BUF): tools/go.mod tools/go.sum
+	mkdir -p bin
+	cd tools && $(GO) build -mod=readonly -o $@.tmp github.com/bufbuild/buf/cmd/buf
+	mv $@.tmp $@
+
+$(PROTOC_GEN_GO): tools/go.mod tools/go.sum
+	mkdir -p bin
+	cd tools && $(GO) build -mod=readonly -o $@.tmp google.golang.org/protobuf/cmd/protoc-gen-go
+	mv $@.tmp $@
 
 .PHONY: lint
 lint: ## gofmt and go vet.

@@ -20,7 +20,7 @@ import (
 // of the pod's namespace.
 type PodConfigReconciler struct {
 	client.Client
-	Store    *desired.Store
+	Store    desired.Sink
 	Defaults meshconfig.Defaults
 }
 
@@ -61,7 +61,7 @@ func (r *PodConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		log.Error(err, "keeping the last good configuration")
 		return ctrl.Result{}, nil
 	}
-	if r.Store.Set(cfg) {
+	if r.Store.Set(cfg, pod.UID) {
 		log.Info("pod configuration changed", "version", cfg.Version, "topics", len(cfg.Topics), "subscriptions", len(cfg.Subscriptions))
 	}
 	return ctrl.Result{}, nil

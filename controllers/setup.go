@@ -1,25 +1,85 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
 
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/weighstation/weighstation/controllers/desired"
 	"github.com/weighstation/weighstation/meshconfig"
 )
 
-// SetupReconcilers registers every reconciler of the operator with mgr;
-// configurations go to store.
-func SetupReconcilers(mgr ctrl.Manager, store *desired.Store, defaults meshconfig.Defaults) error {
+// Setup is what the reconcilers need.
+type Setup struct {
+	// Sink receives every sidecar pod's desired configuration.
+	Sink desired.Sink
+	// Defaults govern subjects that no Topic matches.
+	Defaults meshconfig.Defaults
+	// OnSynced, if set, is called once every sidecar pod has been computed
+	// since this replica became the leader: until then a sink that serves
+	// sidecars must not answer them (it would answer with removals).
+	OnSynced func()
+}
+
+// SetupReconcilers registers every reconciler of the operator with mgr.
+func SetupReconcilers(mgr ctrl.Manager, setup Setup) error {
 	if err := (&TopicReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the topic reconciler: %w", err)
 	}
 	if err := (&SubscriptionReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the subscription reconciler: %w", err)
 	}
-	if err := (&PodConfigReconciler{Client: mgr.GetClient(), Store: store, Defaults: defaults}).SetupWithManager(mgr); err != nil {
+	pods := &PodConfigReconciler{Client: mgr.GetClient(), Store: setup.Sink, Defaults: setup.Defaults}
+	if err := pods.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the pod configuration reconciler: %w", err)
 	}
+	if setup.OnSynced != nil {
+		sync := &initialSync{reader: mgr.GetCache(), reconciler: pods, done: setup.OnSynced, log: mgr.GetLogger().WithName("initial-sync")}
+		if err := mgr.Add(sync); err != nil {
+			return fmt.Errorf("adding the initial pod sync: %w", err)
+		}
+	}
+	return nil
+}
+
+// initialSync computes every sidecar pod once, in this process, before the
+// configuration is served. It runs when this replica becomes the leader
+// (a manager Runnable needs leader election unless it says otherwise).
+type initialSync struct {
+	reader interface {
+		client.Reader
+		WaitForCacheSync(context.Context) bool
+	}
+	reconciler *PodConfigReconciler
+	done       func()
+	log        logr.Logger
+}
+
+var _ manager.LeaderElectionRunnable = (*initialSync)(nil)
+
+func (s *initialSync) NeedLeaderElection() bool { return true }
+
+func (s *initialSync) Start(ctx context.Context) error {
+	if !s.reader.WaitForCacheSync(ctx) {
+		return fmt.Errorf("initial pod sync: the cache did not sync: %w", ctx.Err())
+	}
+	var pods corev1.PodList
+	if err := s.reader.List(ctx, &pods, client.MatchingLabelsSelector{Selector: injectedPods}); err != nil {
+		return fmt.Errorf("initial pod sync: listing sidecar pods: %w", err)
+	}
+	for _, pod := range pods.Items {
+		req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}}
+		if _, err := s.reconciler.Reconcile(ctx, req); err != nil {
+			return fmt.Errorf("initial pod sync: %s: %w", req.NamespacedName, err)
+		}
+	}
+	s.log.Info("every sidecar pod computed; serving configuration", "pods", len(pods.Items))
+	s.done()
 	return nil
 }

@@ -93,7 +93,7 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	store = desired.NewStore()
-	if err := controllers.SetupReconcilers(mgr, store, meshconfig.DefaultPolicy); err != nil {
+	if err := controllers.SetupReconcilers(mgr, controllers.Setup{Sink: store, Defaults: meshconfig.DefaultPolicy}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fails when `make generate` would change any generated file: the CRDs, the
-# RBAC role, the deepcopy code and go.mod/go.sum. It compares checksums
+# RBAC role, the deepcopy code, the protobuf Go code, go.mod/go.sum and the
+# tools module's tools/go.mod/tools/go.sum. It compares checksums
 # before and after generating (rather than asking git), so it also holds in
 # a working tree with uncommitted changes.
 set -euo pipefail
@@ -8,9 +9,11 @@ cd "$(dirname "$0")/.."
 
 generated() {
   find config/crd config/rbac -type f 2>/dev/null
-  find api -name 'zz_generated.*.go'
+  find api -name 'zz_generated.*.go' -o -name '*.pb.go'
   echo go.mod
   echo go.sum
+  echo tools/go.mod
+  echo tools/go.sum
 }
 snapshot() { generated | sort | xargs sha256sum; }
 

@@ -2,6 +2,7 @@ package desired_test
 
 import (
 	"encoding/json"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -10,8 +11,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
 	"github.com/weighstation/weighstation/controllers/desired"
 	"github.com/weighstation/weighstation/meshconfig"
+	"github.com/weighstation/weighstation/meshconfig/xdsresource"
 )
 
 func topic(ns, name, subject string, mutate ...func(*v1alpha1.Topic)) v1alpha1.Topic {
@@ -156,6 +162,28 @@ func TestCompute(t *testing.T) {
 				t.Fatalf("identity %s/%s version %q", cfg.Namespace, cfg.Pod, cfg.Version)
 			}
 			tc.check(t, cfg)
+			// What the sidecar assembles from the xDS resources is what was
+			// computed, down to the version.
+			pod, shared := xdsresource.Split(cfg, "uid")
+			wire := map[string]*xdsv1.Resource{}
+			for name, res := range shared {
+				b, err := proto.Marshal(res)
+				if err != nil {
+					t.Fatal(err)
+				}
+				decoded, err := xdsresource.Decode(name, &anypb.Any{TypeUrl: xdsresource.TypeURL, Value: b})
+				if err != nil {
+					t.Fatal(err)
+				}
+				wire[name] = decoded
+			}
+			assembled, missing, err := xdsresource.Assemble(pod.GetPod(), wire)
+			if err != nil || len(missing) > 0 {
+				t.Fatalf("assembling: missing %v, %v", missing, err)
+			}
+			if !reflect.DeepEqual(assembled, cfg) {
+				t.Fatalf("assembled from the wire:\n%+v\ncomputed:\n%+v", assembled, cfg)
+			}
 		})
 	}
 }
@@ -213,7 +241,7 @@ func TestStoreReportsChanges(t *testing.T) {
 	s := desired.NewStore()
 	cfg, _ := desired.Compute(billingPod, nil, nil, meshconfig.DefaultPolicy)
 	changed := s.Changed()
-	if !s.Set(cfg) {
+	if !s.Set(cfg, "") {
 		t.Fatal("the first Set reported no change")
 	}
 	select {
@@ -221,7 +249,7 @@ func TestStoreReportsChanges(t *testing.T) {
 	default:
 		t.Fatal("Changed was not closed by a change")
 	}
-	if s.Set(cfg) {
+	if s.Set(cfg, "") {
 		t.Fatal("setting the same version reported a change")
 	}
 }

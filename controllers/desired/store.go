@@ -1,16 +1,25 @@
 package desired
 
 import (
-	"github.com/weighstation/weighstation/meshconfig"
-
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/weighstation/weighstation/meshconfig"
 )
 
-// Store holds the latest desired configuration of every sidecar pod. The
-// operator's pod reconciler writes it; the xDS server (a later issue) reads
-// it and publishes each entry unchanged. It is safe for concurrent use.
+// Sink is where the pod reconciler puts each pod's desired configuration:
+// a Store, or the xDS publisher, which keeps a Store and serves it.
+type Sink interface {
+	// Set stores the configuration of the pod with the given UID and
+	// reports whether it changed.
+	Set(cfg meshconfig.PodConfig, uid types.UID) bool
+	// Delete forgets a pod and reports whether it was known.
+	Delete(pod types.NamespacedName) bool
+}
+
+// Store holds the latest desired configuration of every sidecar pod. It is
+// safe for concurrent use.
 type Store struct {
 	mu      sync.RWMutex
 	configs map[types.NamespacedName]meshconfig.PodConfig
@@ -29,7 +38,7 @@ func keyOf(cfg meshconfig.PodConfig) types.NamespacedName {
 }
 
 // Set stores cfg and reports whether it differs from what was stored.
-func (s *Store) Set(cfg meshconfig.PodConfig) bool {
+func (s *Store) Set(cfg meshconfig.PodConfig, _ types.UID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.configs[keyOf(cfg)]; ok && old.Version == cfg.Version {

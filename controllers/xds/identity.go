@@ -1,0 +1,132 @@
+package xds
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Identity is the pod a stream proved it is.
+type Identity struct {
+	Namespace      string
+	Pod            string
+	PodUID         string
+	ServiceAccount string
+	// Expiry is when the presented token stops being valid; the stream
+	// ends then, and the sidecar reconnects with its refreshed token.
+	Expiry time.Time
+}
+
+// NodeID is the node ID this identity must present.
+func (id Identity) NodeID() string { return id.Namespace + "/" + id.Pod }
+
+// Authenticator turns a bearer token into the pod it belongs to.
+type Authenticator interface {
+	Authenticate(ctx context.Context, token string) (Identity, error)
+}
+
+// Keys of a pod-bound ServiceAccount token's user.extra in a TokenReview.
+const (
+	extraPodName = "authentication.kubernetes.io/pod-name"
+	extraPodUID  = "authentication.kubernetes.io/pod-uid"
+)
+
+// errUnauthenticated wraps every refusal of a caller's credentials.
+var errUnauthenticated = errors.New("unauthenticated")
+
+// TokenReviewer authenticates with a TokenReview naming Audience, and then
+// checks that the pod the token is bound to exists with that UID.
+type TokenReviewer struct {
+	// Client creates TokenReviews (RBAC: create tokenreviews).
+	Client client.Client
+	// Pods reads Pods; the manager's cache, which holds sidecar pods only.
+	Pods client.Reader
+	// Audience is the audience the sidecar's projected token is for.
+	Audience string
+}
+
+// Authenticate implements Authenticator.
+func (r TokenReviewer) Authenticate(ctx context.Context, token string) (Identity, error) {
+	review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{r.Audience}}}
+	if err := r.Client.Create(ctx, review); err != nil {
+		return Identity{}, fmt.Errorf("reviewing the token: %w", err)
+	}
+	st := review.Status
+	if !st.Authenticated {
+		return Identity{}, fmt.Errorf("%w: the token was not accepted: %s", errUnauthenticated, st.Error)
+	}
+	if !slices.Contains(st.Audiences, r.Audience) {
+		return Identity{}, fmt.Errorf("%w: the token is not for audience %q (it is for %v)", errUnauthenticated, r.Audience, st.Audiences)
+	}
+	ns, sa, ok := serviceAccountOf(st.User.Username)
+	if !ok {
+		return Identity{}, fmt.Errorf("%w: %q is not a ServiceAccount", errUnauthenticated, st.User.Username)
+	}
+	podName, podUID := first(st.User.Extra[extraPodName]), first(st.User.Extra[extraPodUID])
+	if podName == "" || podUID == "" {
+		return Identity{}, fmt.Errorf("%w: the token of %s/%s is not bound to a pod (use a projected ServiceAccount token)", errUnauthenticated, ns, sa)
+	}
+	expiry, err := tokenExpiry(token)
+	if err != nil {
+		return Identity{}, fmt.Errorf("%w: %w", errUnauthenticated, err)
+	}
+	var pod corev1.Pod
+	if err := r.Pods.Get(ctx, k8stypes.NamespacedName{Namespace: ns, Name: podName}, &pod); err != nil {
+		return Identity{}, fmt.Errorf("%w: pod %s/%s: %w", errUnauthenticated, ns, podName, err)
+	}
+	if string(pod.UID) != podUID {
+		return Identity{}, fmt.Errorf("%w: the token is bound to pod %s/%s with UID %s, but that pod's UID is %s", errUnauthenticated, ns, podName, podUID, pod.UID)
+	}
+	return Identity{Namespace: ns, Pod: podName, PodUID: podUID, ServiceAccount: sa, Expiry: expiry}, nil
+}
+
+func first(v authenticationv1.ExtraValue) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
+}
+
+// serviceAccountOf reads "system:serviceaccount:<namespace>:<name>": the
+// review's extra has the pod but not its namespace.
+func serviceAccountOf(username string) (namespace, name string, ok bool) {
+	rest, ok := strings.CutPrefix(username, "system:serviceaccount:")
+	if !ok {
+		return "", "", false
+	}
+	namespace, name, ok = strings.Cut(rest, ":")
+	return namespace, name, ok && namespace != "" && name != ""
+}
+
+// tokenExpiry reads a JWT's exp claim. The TokenReview has already checked
+// the signature; its status carries no expiry, so it is read here.
+func tokenExpiry(token string) (time.Time, error) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return time.Time{}, errors.New("the token is not a JWT")
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return time.Time{}, fmt.Errorf("decoding the token's claims: %w", err)
+	}
+	var claims struct {
+		Exp *int64 `json:"exp"`
+	}
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		return time.Time{}, fmt.Errorf("decoding the token's claims: %w", err)
+	}
+	if claims.Exp == nil {
+		return time.Time{}, errors.New("the token has no expiry (exp); use a projected ServiceAccount token")
+	}
+	return time.Unix(*claims.Exp, 0), nil
+}

@@ -1,0 +1,211 @@
+package xds
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/go-logr/logr"
+	"google.golang.org/protobuf/proto"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
+	"github.com/weighstation/weighstation/controllers/desired"
+	"github.com/weighstation/weighstation/meshconfig"
+	"github.com/weighstation/weighstation/meshconfig/xdsresource"
+)
+
+// Publisher is the desired state as xDS resources: it keeps every pod's
+// configuration (a desired.Store, which it is) and mirrors it into the
+// LinearCache that the xDS server serves. A pod's own resource and the
+// shared resources it names go into the cache in one update, so a stream
+// never sees a pod resource that names a shared resource the cache lacks.
+//
+// A shared resource lives while some pod names it, and changes in the cache
+// only when its content does: that is what keeps one Topic's change from
+// resending anything else.
+type Publisher struct {
+	*desired.Store
+	cache   *cachev3.LinearCache
+	tracker *Tracker
+	log     logr.Logger
+
+	// mu guards the maps; it is taken before the cache's own lock (the
+	// cache is updated under mu, so two pods' updates of one shared
+	// resource cannot land out of order).
+	mu     sync.Mutex
+	pods   map[string]publishedPod // by pod resource name
+	shared map[string]*publishedShared
+	// changedAt is when each resource last changed in the cache: the start
+	// of its push latency.
+	changedAt map[string]time.Time
+
+	// synced is set once every pod has been computed since this replica
+	// started or became the leader (Server refuses streams before).
+	synced atomic.Bool
+}
+
+type publishedPod struct {
+	resource *xdsv1.Resource
+	refs     []string
+}
+
+type publishedShared struct {
+	resource *xdsv1.Resource
+	// users counts the pods that name the resource.
+	users int
+}
+
+// NewPublisher returns an empty publisher; a pod it deletes is forgotten
+// by tracker too (nil for none).
+func NewPublisher(log logr.Logger, tracker *Tracker) *Publisher {
+	return &Publisher{
+		Store:     desired.NewStore(),
+		tracker:   tracker,
+		cache:     cachev3.NewLinearCache(xdsresource.TypeURL, cachev3.WithLogger(discardCacheLog{})),
+		log:       log,
+		pods:      map[string]publishedPod{},
+		shared:    map[string]*publishedShared{},
+		changedAt: map[string]time.Time{},
+	}
+}
+
+var _ desired.Sink = (*Publisher)(nil)
+
+// Cache is what the xDS server serves.
+func (p *Publisher) Cache() *cachev3.LinearCache { return p.cache }
+
+// MarkSynced records that every pod has been computed once: from now on
+// the cache answers for every pod, and streams may open.
+func (p *Publisher) MarkSynced() { p.synced.Store(true) }
+
+// Synced reports whether MarkSynced was called.
+func (p *Publisher) Synced() bool { return p.synced.Load() }
+
+// ChangedAt returns when a resource last changed in the cache.
+func (p *Publisher) ChangedAt(name string) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.changedAt[name]
+	return t, ok
+}
+
+// Current returns the resource the cache holds under name.
+func (p *Publisher) Current(name string) (*xdsv1.Resource, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s, ok := p.shared[name]; ok {
+		return s.resource, true
+	}
+	if pod, ok := p.pods[name]; ok {
+		return pod.resource, true
+	}
+	return nil, false
+}
+
+// Set stores a pod's configuration and publishes what changed of it.
+func (p *Publisher) Set(cfg meshconfig.PodConfig, uid k8stypes.UID) bool {
+	storeChanged := p.Store.Set(cfg, uid)
+	podResource, shared := xdsresource.Split(cfg, string(uid))
+	name := xdsresource.PodName(cfg.Namespace, cfg.Pod)
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	update := map[string]types.Resource{}
+	old, known := p.pods[name]
+	if !known || !proto.Equal(old.resource, podResource) {
+		update[name] = podResource
+	}
+	refs := xdsresource.Refs(podResource.GetPod())
+	for ref, res := range shared {
+		s, ok := p.shared[ref]
+		if !ok {
+			s = &publishedShared{}
+			p.shared[ref] = s
+		}
+		if s.resource == nil || !proto.Equal(s.resource, res) {
+			s.resource = res
+			update[ref] = res
+		}
+	}
+	for _, ref := range refs {
+		p.shared[ref].users++
+	}
+	var remove []string
+	if known {
+		for _, ref := range old.refs {
+			remove = append(remove, p.release(ref)...)
+		}
+	}
+	p.pods[name] = publishedPod{resource: podResource, refs: refs}
+	p.publishLocked(update, remove)
+	return storeChanged || len(update) > 0
+}
+
+// Delete forgets a pod. Only a pod that no longer exists (or no longer
+// carries the sidecar) is deleted: its stream, if any, learns of the removal.
+func (p *Publisher) Delete(pod k8stypes.NamespacedName) bool {
+	storeChanged := p.Store.Delete(pod)
+	name := xdsresource.PodName(pod.Namespace, pod.Name)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old, known := p.pods[name]
+	if !known {
+		return storeChanged
+	}
+	delete(p.pods, name)
+	remove := []string{name}
+	for _, ref := range old.refs {
+		remove = append(remove, p.release(ref)...)
+	}
+	p.publishLocked(nil, remove)
+	if p.tracker != nil {
+		p.tracker.Forget(name)
+	}
+	return true
+}
+
+// release drops one user of a shared resource and returns its name when no
+// pod names it any more.
+func (p *Publisher) release(ref string) []string {
+	s, ok := p.shared[ref]
+	if !ok {
+		return nil
+	}
+	s.users--
+	if s.users > 0 {
+		return nil
+	}
+	delete(p.shared, ref)
+	return []string{ref}
+}
+
+func (p *Publisher) publishLocked(update map[string]types.Resource, remove []string) {
+	if len(update) == 0 && len(remove) == 0 {
+		return
+	}
+	now := time.Now()
+	for name := range update {
+		p.changedAt[name] = now
+	}
+	for _, name := range remove {
+		delete(p.changedAt, name)
+	}
+	if err := p.cache.UpdateResources(update, remove); err != nil {
+		// The cache fails only to marshal a resource, which our generated
+		// messages cannot: this is a bug, and the streams keep what they had.
+		p.log.Error(fmt.Errorf("updating the xDS cache: %w", err), "resources not published", "updated", len(update), "removed", len(remove))
+	}
+}
+
+// discardCacheLog silences the LinearCache's per-watch chatter; the server
+// logs what matters (streams, ACKs, NACKs) itself.
+type discardCacheLog struct{}
+
+func (discardCacheLog) Debugf(string, ...any) {}
+func (discardCacheLog) Infof(string, ...any)  {}
+func (discardCacheLog) Warnf(string, ...any)  {}
+func (discardCacheLog) Errorf(string, ...any) {}

@@ -1,0 +1,424 @@
+// Package xds serves each sidecar its own pod's configuration over delta
+// ADS (go-control-plane), authenticates every stream as a pod, and tracks
+// from the sidecars' ACKs and NACKs how far each change has reached.
+//
+// A stream is refused until every pod has been computed once since this
+// replica started or became the leader: go-control-plane's LinearCache
+// answers a reconnecting sidecar that reports a resource the cache does not
+// hold with a removal, so an operator that restarts would otherwise wipe its
+// sidecars. Replicas that are not the leader never compute, so they refuse
+// every stream, and the sidecar reconnects with backoff until it reaches
+// the leader.
+//
+// Lock order: Server.mu, then Publisher.mu, then the LinearCache's own
+// lock; Tracker.mu is taken alone.
+package xds
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	serverconfig "github.com/envoyproxy/go-control-plane/pkg/server/config"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/weighstation/weighstation/meshconfig/xdsresource"
+)
+
+// deltaADSMethod is the one RPC the server answers: the state-of-the-world
+// variant cannot signal the removal of a named resource, and its legacy
+// wildcard would hand out every pod's configuration.
+const deltaADSMethod = "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources"
+
+// Options configure a Server.
+type Options struct {
+	// Listen is the gRPC address, host:port.
+	Listen string
+	// TLS serves the stream over TLS; nil serves plaintext, which only
+	// tests do (the operator's flags always set it).
+	TLS *tls.Config
+	// Authenticator proves which pod a stream belongs to.
+	Authenticator Authenticator
+	// Now is the clock that token expiry is judged by; tests inject one.
+	Now func() time.Time
+	// Registerer takes the server's metrics; nil registers none.
+	Registerer prometheus.Registerer
+	Log        logr.Logger
+}
+
+// Server is the operator's xDS server. It is a manager Runnable that runs
+// on every replica (the leader's Publisher alone is ever synced).
+type Server struct {
+	opts    Options
+	pub     *Publisher
+	tracker *Tracker
+	metrics *serverMetrics
+
+	mu       sync.Mutex
+	streams  map[int64]*streamState
+	listener net.Listener
+	ready    chan struct{} // closed once listening
+}
+
+// streamState is one stream's identity and what it was sent. Callbacks of
+// one stream run on that stream's goroutine, so only the map that holds it
+// needs the lock.
+type streamState struct {
+	id       Identity
+	openedAt time.Time
+	sawNode  bool
+	// sent is every response not yet acknowledged, by nonce, in order.
+	sent []sentResponse
+	// subscribedAt is when the stream subscribed to each resource: a push
+	// counts toward push latency only for changes made after it.
+	subscribedAt map[string]time.Time
+}
+
+type sentResponse struct {
+	nonce    string
+	versions map[string]string
+	removed  []string
+	at       time.Time
+}
+
+// NewServer returns a server of pub's resources, recording ACKs in tracker.
+func NewServer(pub *Publisher, tracker *Tracker, opts Options) *Server {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Server{opts: opts, pub: pub, tracker: tracker, metrics: newServerMetrics(opts.Registerer), streams: map[int64]*streamState{}, ready: make(chan struct{})}
+}
+
+// NeedLeaderElection is false: every replica listens, so that a sidecar
+// reaching a replica that is not the leader is told to retry rather than
+// finding nothing there.
+func (s *Server) NeedLeaderElection() bool { return false }
+
+// Addr returns the address the server listens on, once it does.
+func (s *Server) Addr(ctx context.Context) (net.Addr, error) {
+	select {
+	case <-s.ready:
+		return s.listener.Addr(), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Start serves until ctx ends.
+func (s *Server) Start(ctx context.Context) error {
+	lis, err := net.Listen("tcp", s.opts.Listen)
+	if err != nil {
+		return fmt.Errorf("xDS server: listening on %s: %w", s.opts.Listen, err)
+	}
+	s.listener = lis
+	close(s.ready)
+	grpcOpts := []grpc.ServerOption{
+		grpc.StreamInterceptor(s.authenticate),
+		// Sidecars hold one stream each for their lifetime; keepalives find
+		// the ones whose pod vanished without a FIN.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
+	if s.opts.TLS != nil {
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(s.opts.TLS)))
+	}
+	gs := grpc.NewServer(grpcOpts...)
+	callbacks := serverv3.CallbackFuncs{
+		DeltaStreamOpenFunc:     s.onStreamOpen,
+		DeltaStreamClosedFunc:   func(id int64, _ *corev3Node) { s.onStreamClosed(id) },
+		StreamDeltaRequestFunc:  s.onRequest,
+		StreamDeltaResponseFunc: s.onResponse,
+	}
+	xds := serverv3.NewServer(ctx, s.pub.Cache(), callbacks, serverconfig.DeactivateLegacyWildcard())
+	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(gs, deltaOnly{xds: xds})
+	errc := make(chan error, 1)
+	go func() { errc <- gs.Serve(lis) }()
+	s.opts.Log.Info("xDS server listening", "address", lis.Addr().String(), "tls", s.opts.TLS != nil)
+	select {
+	case <-ctx.Done():
+		// Streams never end by themselves: stop them, then return.
+		gs.Stop()
+		return nil
+	case err := <-errc:
+		return fmt.Errorf("xDS server: %w", err)
+	}
+}
+
+// deltaOnly serves the delta ADS RPC alone.
+type deltaOnly struct {
+	discoverygrpc.UnimplementedAggregatedDiscoveryServiceServer
+	xds serverv3.Server
+}
+
+func (d deltaOnly) DeltaAggregatedResources(stream discoverygrpc.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
+	return d.xds.DeltaAggregatedResources(stream)
+}
+
+type identityKey struct{}
+
+// AcceptedHeader is the response header that tells a sidecar its stream
+// was admitted, naming the pod it was admitted as.
+const AcceptedHeader = "weighstation-accepted-pod"
+
+// authenticate admits a stream once this replica serves and the caller
+// proved which pod it is; the stream ends when the caller's token expires.
+func (s *Server) authenticate(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if info.FullMethod != deltaADSMethod {
+		s.metrics.refused.WithLabelValues("method").Inc()
+		return status.Errorf(codes.Unimplemented, "%s is not served: weighstation serves delta ADS only", info.FullMethod)
+	}
+	if !s.pub.Synced() {
+		s.metrics.refused.WithLabelValues("not_ready").Inc()
+		return status.Error(codes.Unavailable, "this operator replica does not serve configuration now (not the leader, or still computing every pod); retry")
+	}
+	token, err := bearerToken(ss.Context())
+	if err != nil {
+		s.metrics.refused.WithLabelValues("no_token").Inc()
+		return status.Error(codes.Unauthenticated, err.Error())
+	}
+	id, err := s.opts.Authenticator.Authenticate(ss.Context(), token)
+	if err != nil {
+		reason := "unauthenticated"
+		if !errors.Is(err, errUnauthenticated) {
+			reason = "review_failed" // the apiserver, not the caller
+		}
+		s.metrics.refused.WithLabelValues(reason).Inc()
+		s.opts.Log.Info("refused an xDS stream", "reason", err.Error(), "peer", peerOf(ss.Context()))
+		if reason == "review_failed" {
+			return status.Errorf(codes.Unavailable, "checking the token: %v", err)
+		}
+		return status.Error(codes.Unauthenticated, err.Error())
+	}
+	remaining := id.Expiry.Sub(s.opts.Now())
+	if remaining <= 0 {
+		s.metrics.refused.WithLabelValues("expired").Inc()
+		return status.Errorf(codes.Unauthenticated, "the token of %s expired at %s", id.NodeID(), id.Expiry.Format(time.RFC3339))
+	}
+	// Tell the sidecar it is in, before any configuration: a reconnecting
+	// sidecar that holds the current versions gets no response at all.
+	if err := ss.SendHeader(metadata.Pairs(AcceptedHeader, id.NodeID())); err != nil {
+		return err
+	}
+	expired := make(chan struct{})
+	timer := time.AfterFunc(remaining, func() { close(expired) })
+	defer timer.Stop()
+	ctx := context.WithValue(ss.Context(), identityKey{}, id)
+	return handler(srv, &expiringStream{ServerStream: ss, ctx: ctx, expired: expired, node: id.NodeID()})
+}
+
+// expiringStream ends the stream when the caller's token expires: its
+// RecvMsg fails then, which is how go-control-plane's stream loop learns
+// that its stream is over (it does not watch the stream's context).
+type expiringStream struct {
+	grpc.ServerStream
+	ctx     context.Context
+	expired <-chan struct{}
+	node    string
+	// recv carries the result of the one RecvMsg in flight.
+	recv chan error
+}
+
+func (e *expiringStream) Context() context.Context { return e.ctx }
+
+func (e *expiringStream) RecvMsg(m any) error {
+	if e.recv == nil {
+		e.recv = make(chan error, 1)
+	}
+	go func() { e.recv <- e.ServerStream.RecvMsg(m) }()
+	select {
+	case err := <-e.recv:
+		return err
+	case <-e.expired:
+		// The RecvMsg in flight returns when the handler has returned and
+		// gRPC cancels the stream; m is abandoned with it.
+		return status.Errorf(codes.Unauthenticated, "the token of %s expired; reconnect with a fresh one", e.node)
+	}
+}
+
+func bearerToken(ctx context.Context) (string, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		if token, ok := strings.CutPrefix(v, "Bearer "); ok && token != "" {
+			return token, nil
+		}
+	}
+	return "", errors.New("no bearer token: send the pod's projected ServiceAccount token as 'authorization: Bearer <token>' metadata")
+}
+
+func (s *Server) onStreamOpen(ctx context.Context, streamID int64, typeURL string) error {
+	id, ok := ctx.Value(identityKey{}).(Identity)
+	if !ok {
+		return status.Error(codes.Internal, "stream opened without an identity")
+	}
+	s.mu.Lock()
+	s.streams[streamID] = &streamState{id: id, openedAt: time.Now(), subscribedAt: map[string]time.Time{}}
+	s.mu.Unlock()
+	s.metrics.streams.Inc()
+	s.opts.Log.V(1).Info("xDS stream opened", "stream", streamID, "pod", id.NodeID(), "expires", id.Expiry)
+	return nil
+}
+
+func (s *Server) onStreamClosed(streamID int64) {
+	s.mu.Lock()
+	st, ok := s.streams[streamID]
+	delete(s.streams, streamID)
+	s.mu.Unlock()
+	if ok {
+		s.metrics.streams.Dec()
+		s.opts.Log.V(1).Info("xDS stream closed", "stream", streamID, "pod", st.id.NodeID())
+	}
+}
+
+func (s *Server) stream(streamID int64) (*streamState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.streams[streamID]
+	if !ok {
+		return nil, status.Error(codes.Internal, "unknown stream")
+	}
+	return st, nil
+}
+
+// onRequest checks what a stream asks for and records its ACK or NACK.
+// An error ends the stream with that status.
+func (s *Server) onRequest(streamID int64, req *discoveryRequest) error {
+	st, err := s.stream(streamID)
+	if err != nil {
+		return err
+	}
+	if err := s.checkRequest(st, req); err != nil {
+		s.metrics.refused.WithLabelValues("forbidden").Inc()
+		s.opts.Log.Info("refused an xDS request", "pod", st.id.NodeID(), "reason", err.Error())
+		return status.Error(codes.PermissionDenied, err.Error())
+	}
+	now := time.Now()
+	for _, name := range req.GetResourceNamesSubscribe() {
+		if _, ok := st.subscribedAt[name]; !ok {
+			st.subscribedAt[name] = now
+		}
+	}
+	for _, name := range req.GetResourceNamesUnsubscribe() {
+		delete(st.subscribedAt, name)
+	}
+	if nonce := req.GetResponseNonce(); nonce != "" {
+		s.settle(st, nonce, req)
+	}
+	return nil
+}
+
+// checkRequest refuses a request that is not the pod's to make.
+func (s *Server) checkRequest(st *streamState, req *discoveryRequest) error {
+	if req.GetTypeUrl() != xdsresource.TypeURL {
+		return fmt.Errorf("type %q is not served; the one type is %q", req.GetTypeUrl(), xdsresource.TypeURL)
+	}
+	if node := req.GetNode(); node != nil {
+		if node.GetId() != st.id.NodeID() {
+			return fmt.Errorf("node ID %q does not match the token's pod %q", node.GetId(), st.id.NodeID())
+		}
+		st.sawNode = true
+	}
+	if !st.sawNode {
+		return fmt.Errorf("the first request must carry the node ID %q", st.id.NodeID())
+	}
+	first := len(st.subscribedAt) == 0 && len(st.sent) == 0 && req.GetResponseNonce() == ""
+	if first && len(req.GetResourceNamesSubscribe()) == 0 {
+		return errors.New("an empty first subscription (the legacy wildcard) is not served: subscribe to your pod's resource by name")
+	}
+	names := slices.Clone(req.GetResourceNamesSubscribe())
+	for name := range req.GetInitialResourceVersions() {
+		names = append(names, name)
+	}
+	for _, name := range names {
+		if err := s.mayRead(st.id, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mayRead allows a pod its own resource and the shared resources of its
+// namespace.
+func (s *Server) mayRead(id Identity, name string) error {
+	if name == "*" {
+		return errors.New("the wildcard subscription is not served: subscribe to resources by name")
+	}
+	parsed, err := xdsresource.ParseName(name)
+	if err != nil {
+		return err
+	}
+	switch {
+	case parsed.Kind == xdsresource.KindPod && name != id.NodeID():
+		return fmt.Errorf("pod %s may not read %s: another pod's configuration", id.NodeID(), name)
+	case parsed.Namespace != id.Namespace:
+		return fmt.Errorf("pod %s may not read %s: another namespace's resource", id.NodeID(), name)
+	}
+	return nil
+}
+
+// settle records the ACK or NACK of the response with nonce and of every
+// earlier response still unsettled: the sidecar applies in order, so an ACK
+// of a later response covers the earlier ones.
+func (s *Server) settle(st *streamState, nonce string, req *discoveryRequest) {
+	i := slices.IndexFunc(st.sent, func(r sentResponse) bool { return r.nonce == nonce })
+	if i < 0 {
+		return // a nonce of an earlier stream, or settled already
+	}
+	settled := st.sent[:i+1]
+	st.sent = slices.Clone(st.sent[i+1:])
+	versions := map[string]string{}
+	var removed []string
+	for _, r := range settled {
+		for name, v := range r.versions {
+			versions[name] = v
+		}
+		removed = append(removed, r.removed...)
+	}
+	if detail := req.GetErrorDetail(); detail != nil {
+		s.metrics.nacks.Inc()
+		s.tracker.nack(st.id.NodeID(), versions, detail.GetMessage(), time.Now())
+		s.opts.Log.Info("a sidecar refused its configuration (NACK)", "pod", st.id.NodeID(), "reason", detail.GetMessage(), "resources", len(versions))
+		return
+	}
+	s.metrics.acks.Inc()
+	s.tracker.ack(st.id.NodeID(), versions, removed)
+}
+
+func (s *Server) onResponse(streamID int64, _ *discoveryRequest, resp *discoveryResponse) {
+	st, err := s.stream(streamID)
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	sent := sentResponse{nonce: resp.GetNonce(), versions: make(map[string]string, len(resp.GetResources())), removed: resp.GetRemovedResources(), at: now}
+	for _, r := range resp.GetResources() {
+		sent.versions[r.GetName()] = r.GetVersion()
+		if changed, ok := s.pub.ChangedAt(r.GetName()); ok && changed.After(st.subscribedAt[r.GetName()]) {
+			s.metrics.pushLatency.Observe(now.Sub(changed).Seconds())
+		}
+	}
+	st.sent = append(st.sent, sent)
+	s.metrics.pushes.Inc()
+}
+
+func peerOf(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get(":authority"); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}

@@ -1,0 +1,358 @@
+// Package xdsclient is the sidecar's source of configuration from the
+// operator: a delta ADS client of the operator's xDS server that subscribes
+// to its own pod's resource and to the shared resources it names, applies
+// each complete configuration through the same function as the file source,
+// and acknowledges it (ACK), or refuses it with the reason (NACK) and keeps
+// the last good one.
+//
+// It keeps its last good configuration while the operator is unreachable
+// and reconnects with capped exponential backoff and jitter, reporting the
+// versions it holds, so a reconnection resends nothing that did not change.
+//
+// go-control-plane's own client is a prototype (wildcard only, no
+// reconnection); this one is written on the generated
+// AggregatedDiscoveryServiceClient. It imports no Kubernetes package.
+package xdsclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/go-logr/logr"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+
+	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
+	"github.com/weighstation/weighstation/meshconfig"
+	"github.com/weighstation/weighstation/meshconfig/xdsresource"
+)
+
+// Options configure a Client.
+type Options struct {
+	// Address is the operator's xDS address, host:port.
+	Address string
+	// Namespace, Pod and PodUID are this sidecar's pod (from the downward
+	// API). A configuration for another UID of the same pod name is
+	// refused.
+	Namespace, Pod, PodUID string
+	// TokenFile holds the pod's projected ServiceAccount token; it is read
+	// again at every connection, because the kubelet rotates it.
+	TokenFile string
+	// Credentials secure the connection (TLS with the operator's CA).
+	Credentials credentials.TransportCredentials
+	// Apply installs a complete configuration, atomically, or refuses it
+	// with the reason.
+	Apply func(meshconfig.PodConfig) error
+	// InitialBackoff and MaxBackoff bound the wait between connection
+	// attempts (doubling, with jitter).
+	InitialBackoff, MaxBackoff time.Duration
+	Log                        logr.Logger
+}
+
+// Defaults for the backoff: a first retry soon enough that an operator
+// failover is barely noticed, and a cap that keeps a fleet of sidecars from
+// hammering an operator that is down.
+const (
+	DefaultInitialBackoff = 100 * time.Millisecond
+	DefaultMaxBackoff     = 30 * time.Second
+)
+
+// Client is a running xDS client.
+type Client struct {
+	opts Options
+	own  string
+
+	mu sync.Mutex
+	// held is the resource set of the configuration in force, by name: what
+	// a reconnection reports, and what a refused update falls back to.
+	held    map[string]received
+	applied string // version of the configuration in force
+	stats   Stats
+}
+
+type received struct {
+	resource *xdsv1.Resource
+	version  string
+}
+
+// Stats count what the client did.
+type Stats struct {
+	Connects, Applied, Refused uint64
+	// Connected is whether a stream is open now.
+	Connected bool
+	// LastError is why the last stream ended or the last update was
+	// refused ("" for none).
+	LastError string
+}
+
+// New returns a client; Run starts it.
+func New(opts Options) (*Client, error) {
+	switch {
+	case opts.Address == "":
+		return nil, errors.New("-operator is required: the operator's xDS address, host:port")
+	case opts.Namespace == "" || opts.Pod == "":
+		return nil, errors.New("-pod-namespace and -pod-name are required with -operator (from the downward API)")
+	case opts.TokenFile == "":
+		return nil, errors.New("-identity-token-file is required with -operator: the pod's projected ServiceAccount token")
+	case opts.Credentials == nil:
+		return nil, errors.New("no transport credentials: -ca-file is required with -operator")
+	case opts.Apply == nil:
+		return nil, errors.New("no apply function")
+	}
+	if opts.InitialBackoff <= 0 {
+		opts.InitialBackoff = DefaultInitialBackoff
+	}
+	if opts.MaxBackoff < opts.InitialBackoff {
+		opts.MaxBackoff = max(DefaultMaxBackoff, opts.InitialBackoff)
+	}
+	return &Client{opts: opts, own: xdsresource.PodName(opts.Namespace, opts.Pod), held: map[string]received{}}, nil
+}
+
+// Version returns the version of the configuration in force ("" before the
+// first).
+func (c *Client) Version() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.applied
+}
+
+// Stats returns the client's counts.
+func (c *Client) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stats
+}
+
+// Run connects and reconnects until ctx ends.
+func (c *Client) Run(ctx context.Context) error {
+	conn, err := grpc.NewClient(c.opts.Address,
+		grpc.WithTransportCredentials(c.opts.Credentials),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}))
+	if err != nil {
+		return fmt.Errorf("xDS client for %s: %w", c.opts.Address, err)
+	}
+	defer conn.Close()
+	ads := discoveryv3.NewAggregatedDiscoveryServiceClient(conn)
+	backoff := c.opts.InitialBackoff
+	for ctx.Err() == nil {
+		progressed, err := c.stream(ctx, ads)
+		c.mu.Lock()
+		c.stats.Connected = false
+		if err != nil && ctx.Err() == nil {
+			c.stats.LastError = err.Error()
+		}
+		c.mu.Unlock()
+		if ctx.Err() != nil {
+			break
+		}
+		if progressed {
+			backoff = c.opts.InitialBackoff
+		}
+		// Equal jitter: at least half the backoff, so a fleet that lost the
+		// operator together does not return together.
+		wait := backoff/2 + rand.N(backoff/2+1)
+		c.opts.Log.Info("xDS stream ended; keeping the configuration in force and retrying", "reason", errString(err), "retryIn", wait.String(), "version", c.Version())
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		backoff = min(2*backoff, c.opts.MaxBackoff)
+	}
+	return nil
+}
+
+// acceptedHeader is the operator's header that admits a stream (the
+// operator's xds.AcceptedHeader; the sidecar does not import the operator).
+const acceptedHeader = "weighstation-accepted-pod"
+
+// stream runs one ADS stream until it fails. admitted reports whether the
+// operator admitted it, which resets the backoff.
+func (c *Client) stream(ctx context.Context, ads discoveryv3.AggregatedDiscoveryServiceClient) (admitted bool, err error) {
+	token, err := os.ReadFile(c.opts.TokenFile)
+	if err != nil {
+		return false, fmt.Errorf("reading the identity token: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+strings.TrimSpace(string(token)))
+	st, err := ads.DeltaAggregatedResources(ctx)
+	if err != nil {
+		return false, fmt.Errorf("opening the stream: %w", err)
+	}
+
+	c.mu.Lock()
+	working := maps.Clone(c.held)
+	c.stats.Connects++
+	c.mu.Unlock()
+	subscribed := map[string]bool{c.own: true}
+	initial := map[string]string{}
+	for name, r := range working {
+		subscribed[name] = true
+		initial[name] = r.version
+	}
+	first := &discoveryv3.DeltaDiscoveryRequest{
+		Node:                    &corev3.Node{Id: c.own},
+		TypeUrl:                 xdsresource.TypeURL,
+		ResourceNamesSubscribe:  slices.Sorted(maps.Keys(subscribed)),
+		InitialResourceVersions: initial,
+	}
+	if err := st.Send(first); err != nil {
+		return false, fmt.Errorf("subscribing: %w", err)
+	}
+	// The operator admits a stream with a header before any configuration:
+	// a sidecar that holds the current versions gets no response at all.
+	header, err := st.Header()
+	if err != nil || len(header.Get(acceptedHeader)) == 0 {
+		_, err := st.Recv() // the refusal's status
+		return false, err
+	}
+	c.mu.Lock()
+	c.stats.Connected = true
+	c.mu.Unlock()
+	c.opts.Log.Info("xDS stream open", "operator", c.opts.Address, "version", c.Version())
+	for {
+		resp, err := st.Recv()
+		if err != nil {
+			return true, err
+		}
+		ack := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdsresource.TypeURL, ResponseNonce: resp.GetNonce()}
+		change, waiting, err := c.handle(resp, working, subscribed)
+		if change != nil {
+			if err := st.Send(change); err != nil {
+				return true, fmt.Errorf("changing the subscription: %w", err)
+			}
+		}
+		if waiting {
+			// The shared resources it names are on their way; the response
+			// that completes them is acknowledged, and with it this one.
+			continue
+		}
+		if err != nil {
+			ack.ErrorDetail = &statuspb.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
+			c.mu.Lock()
+			c.stats.Refused++
+			c.stats.LastError = err.Error()
+			c.mu.Unlock()
+			c.opts.Log.Error(err, "configuration refused (NACK); the last good one stays in force", "version", c.Version())
+		}
+		if err := st.Send(ack); err != nil {
+			return true, fmt.Errorf("acknowledging: %w", err)
+		}
+	}
+}
+
+// handle merges one response into working and applies the result when it is
+// complete. It returns a subscription change to send (or nil), whether the
+// configuration still waits for shared resources, and why it was refused.
+func (c *Client) handle(resp *discoveryv3.DeltaDiscoveryResponse, working map[string]received, subscribed map[string]bool) (change *discoveryv3.DeltaDiscoveryRequest, waiting bool, err error) {
+	decoded := make(map[string]received, len(resp.GetResources()))
+	for _, r := range resp.GetResources() {
+		res, err := xdsresource.Decode(r.GetName(), r.GetResource())
+		if err != nil {
+			return nil, false, err
+		}
+		if r.GetName() == c.own {
+			if err := c.checkOwn(res.GetPod()); err != nil {
+				return nil, false, err
+			}
+		}
+		decoded[r.GetName()] = received{resource: res, version: r.GetVersion()}
+	}
+	maps.Copy(working, decoded)
+	for _, name := range resp.GetRemovedResources() {
+		if name == c.own {
+			// The operator removes a pod's resource only once the pod is
+			// gone; until this process is stopped too, it keeps enforcing.
+			c.opts.Log.Info("the operator removed this pod's configuration; keeping the one in force")
+			continue
+		}
+		delete(working, name)
+	}
+	pod, ok := working[c.own]
+	if !ok {
+		return nil, false, nil // nothing to apply yet
+	}
+	wanted := map[string]bool{c.own: true}
+	for _, ref := range xdsresource.Refs(pod.resource.GetPod()) {
+		wanted[ref] = true
+	}
+	var sub, unsub []string
+	for name := range wanted {
+		if !subscribed[name] {
+			sub = append(sub, name)
+			subscribed[name] = true
+		}
+	}
+	for name := range subscribed {
+		if !wanted[name] {
+			unsub = append(unsub, name)
+			delete(subscribed, name)
+			delete(working, name)
+		}
+	}
+	if len(sub)+len(unsub) > 0 {
+		slices.Sort(sub)
+		slices.Sort(unsub)
+		change = &discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdsresource.TypeURL, ResourceNamesSubscribe: sub, ResourceNamesUnsubscribe: unsub}
+	}
+	shared := make(map[string]*xdsv1.Resource, len(working))
+	for name, r := range working {
+		shared[name] = r.resource
+	}
+	cfg, missing, err := xdsresource.Assemble(pod.resource.GetPod(), shared)
+	if err != nil {
+		return change, false, err
+	}
+	if len(missing) > 0 {
+		return change, true, nil
+	}
+	c.mu.Lock()
+	same := cfg.Version == c.applied
+	c.mu.Unlock()
+	if !same {
+		if err := c.opts.Apply(cfg); err != nil {
+			return change, false, err
+		}
+		c.opts.Log.Info("configuration applied", "version", cfg.Version, "topics", len(cfg.Topics), "subscriptions", len(cfg.Subscriptions))
+	}
+	c.mu.Lock()
+	c.applied = cfg.Version
+	c.held = maps.Clone(working)
+	if !same {
+		c.stats.Applied++
+	}
+	c.mu.Unlock()
+	return change, false, nil
+}
+
+// checkOwn refuses a pod resource that is not for this pod.
+func (c *Client) checkOwn(p *xdsv1.PodPolicy) error {
+	if xdsresource.PodName(p.GetNamespace(), p.GetPod()) != c.own {
+		return fmt.Errorf("the resource %s holds the configuration of %s/%s", c.own, p.GetNamespace(), p.GetPod())
+	}
+	if c.opts.PodUID != "" && p.GetPodUid() != c.opts.PodUID {
+		return fmt.Errorf("the configuration is for pod UID %s; this pod's UID is %s", p.GetPodUid(), c.opts.PodUID)
+	}
+	return nil
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
