@@ -1,0 +1,199 @@
+package system_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"google.golang.org/grpc/credentials/insecure"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/controllers"
+	"github.com/weighstation/weighstation/controllers/xds"
+	"github.com/weighstation/weighstation/internal/natstest"
+	"github.com/weighstation/weighstation/meshconfig"
+	"github.com/weighstation/weighstation/sidecar"
+	"github.com/weighstation/weighstation/sidecar/xdsclient"
+)
+
+// operator is the operator's manager and xDS server in this process.
+type operator struct {
+	pub    *xds.Publisher
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startOperator(t *testing.T, xdsAddr string) *operator {
+	t.Helper()
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:  scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache:   controllers.CacheOptions(),
+		// A restarted operator registers its controllers again in this
+		// process; a real restart is a new process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracker := xds.NewTracker()
+	pub := xds.NewPublisher(mgr.GetLogger().WithName("xds"), tracker)
+	if err := controllers.SetupReconcilers(mgr, controllers.Setup{Sink: pub, Defaults: meshconfig.DefaultPolicy, OnSynced: pub.MarkSynced}); err != nil {
+		t.Fatal(err)
+	}
+	srv := xds.NewServer(pub, tracker, xds.Options{
+		Listen:        xdsAddr,
+		Authenticator: xds.TokenReviewer{Client: mgr.GetClient(), Pods: mgr.GetCache(), Audience: audience},
+		Log:           mgr.GetLogger().WithName("xds"),
+	})
+	if err := mgr.Add(srv); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	op := &operator{pub: pub, cancel: cancel, done: make(chan error, 1)}
+	go func() { op.done <- mgr.Start(ctx) }()
+	t.Cleanup(op.stop)
+	return op
+}
+
+func (o *operator) stop() {
+	if o.cancel == nil {
+		return
+	}
+	o.cancel()
+	o.cancel = nil
+	select {
+	case err := <-o.done:
+		if err != nil {
+			panic(fmt.Sprintf("operator: %v", err))
+		}
+	case <-time.After(30 * time.Second):
+		panic("the operator did not stop within 30s")
+	}
+}
+
+// pod is one application pod: its Pod object, its sidecar and xDS client.
+type pod struct {
+	name, uid string
+	side      *sidecar.Server
+	client    *xdsclient.Client
+}
+
+// startPod creates a ServiceAccount and a scheduled Pod (there is no
+// scheduler in envtest, so spec.nodeName is set), requests a token bound to
+// the pod from the apiserver, and starts the pod's sidecar with it.
+func startPod(t *testing.T, ns, name string, labels map[string]string, broker *server.Server, xdsAddr string) *pod {
+	t.Helper()
+	ctx := background()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if err := k8sClient.Create(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	all := map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled}
+	for k, v := range labels {
+		all[k] = v
+	}
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: all},
+		Spec: corev1.PodSpec{
+			NodeName:           "node-1",
+			ServiceAccountName: name,
+			Containers:         []corev1.Container{{Name: "app", Image: "app"}},
+		},
+	}
+	if err := k8sClient.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		Audiences:         []string{audience},
+		ExpirationSeconds: ptr.To[int64](3600),
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: name, UID: p.UID},
+	}}
+	if err := k8sClient.SubResource("token").Create(ctx, sa, tr); err != nil {
+		t.Fatalf("requesting a token for %s: %v", name, err)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(tr.Status.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	opts := sidecar.DefaultOptions
+	opts.Listen = "127.0.0.1:0"
+	side, err := sidecar.New(natstest.Connect(t, broker.ClientURL()), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := side.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(side.Close)
+	c, err := xdsclient.New(xdsclient.Options{
+		Address: xdsAddr, Namespace: ns, Pod: name, PodUID: string(p.UID), TokenFile: tokenFile,
+		Credentials: insecure.NewCredentials(), Apply: side.SetConfig,
+		InitialBackoff: 20 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, Log: logr.Discard(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); _ = c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+	return &pod{name: name, uid: string(p.UID), side: side, client: c}
+}
+
+// app connects a stock nats.go client to the pod's sidecar.
+func (p *pod) app(t *testing.T, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	return natstest.Connect(t, "nats://"+p.side.Addr().String(), append([]nats.Option{nats.NoReconnect()}, opts...)...)
+}
+
+// waitConfigured waits until the pod's sidecar holds what the operator
+// computed for it and that satisfies check.
+func waitConfigured(t *testing.T, op *operator, ns string, p *pod, what string, check func(meshconfig.PodConfig) error) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%s: %s", p.name, what), func() error {
+		want, ok := op.pub.Get(types.NamespacedName{Namespace: ns, Name: p.name})
+		if !ok {
+			return fmt.Errorf("the operator has no configuration for %s", p.name)
+		}
+		if err := check(want); err != nil {
+			return fmt.Errorf("the operator's configuration: %w", err)
+		}
+		if got := p.client.Version(); got != want.Version {
+			return fmt.Errorf("the sidecar holds %q, the operator computed %q", got, want.Version)
+		}
+		return nil
+	})
+}
+
+// kubectl runs the real kubectl against the test apiserver.
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// clientObject is what k8sClient.Create takes.
+type clientObject = ctrlclient.Object

@@ -1,0 +1,238 @@
+package system_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/internal/natstest"
+	"github.com/weighstation/weighstation/meshconfig"
+)
+
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "system-"}}
+	if err := k8sClient.Create(background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// billingSubscription selects one pod into the queue group "billing".
+func billingSubscription(ns, name, podName string) *v1alpha1.Subscription {
+	return &v1alpha1.Subscription{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.SubscriptionSpec{
+			Subject:    "orders.*",
+			QueueGroup: "billing",
+			Essential:  ptr.To(false),
+			Selector:   metav1.LabelSelector{MatchLabels: map[string]string{"pod": podName}},
+		},
+	}
+}
+
+func killSwitch(name string, engaged bool) func(meshconfig.PodConfig) error {
+	return func(cfg meshconfig.PodConfig) error {
+		for _, s := range cfg.Subscriptions {
+			if s.Name == name {
+				if s.KillSwitch.Engaged != engaged {
+					return fmt.Errorf("%s engaged=%v", name, s.KillSwitch.Engaged)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no subscription %s", name)
+	}
+}
+
+// TestKubectlDrivesTheSidecars: kubectl patches reach the sidecars through
+// the operator and are enforced there, and an operator restart changes no
+// sidecar's configuration.
+func TestKubectlDrivesTheSidecars(t *testing.T) {
+	ctx := background()
+	ns := newNamespace(t)
+	broker := natstest.StartBroker(t, nil)
+	xdsAddr := natstest.FreeAddr(t)
+
+	topic := &v1alpha1.Topic{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"},
+		Spec:       v1alpha1.TopicSpec{Subject: "orders.>", Limits: v1alpha1.TopicLimits{MaxMessageBytes: 4096}},
+	}
+	for _, obj := range []clientObject{topic, billingSubscription(ns, "billing-a", "billing-0"), billingSubscription(ns, "billing-b", "billing-1")} {
+		if err := k8sClient.Create(ctx, obj); err != nil {
+			t.Fatalf("creating %s: %v", obj.GetName(), err)
+		}
+	}
+	op := startOperator(t, xdsAddr)
+	checkout := startPod(t, ns, "checkout-0", map[string]string{"app": "checkout", "pod": "checkout-0"}, broker, xdsAddr)
+	billing0 := startPod(t, ns, "billing-0", map[string]string{"app": "billing", "pod": "billing-0"}, broker, xdsAddr)
+	billing1 := startPod(t, ns, "billing-1", map[string]string{"app": "billing", "pod": "billing-1"}, broker, xdsAddr)
+	pods := []*pod{checkout, billing0, billing1}
+	waitConfigured(t, op, ns, checkout, "configured", func(meshconfig.PodConfig) error { return nil })
+	waitConfigured(t, op, ns, billing0, "configured", killSwitch("billing-a", false))
+	waitConfigured(t, op, ns, billing1, "configured", killSwitch("billing-b", false))
+
+	// Two responders in one queue group, one in each billing pod.
+	for _, p := range []*pod{billing0, billing1} {
+		nc := p.app(t)
+		name := p.name
+		if _, err := nc.QueueSubscribe("orders.*", "billing", func(m *nats.Msg) { _ = m.Respond([]byte(name)) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var asyncErrs sync.Map
+	requester := checkout.app(t, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		asyncErrs.Store(err.Error(), true)
+	}))
+	answers := func(n int) map[string]int {
+		t.Helper()
+		got := map[string]int{}
+		for range n {
+			m, err := requester.Request("orders.new", []byte("order"), 10*time.Second)
+			if err != nil {
+				t.Fatalf("request: %v", err)
+			}
+			got[string(m.Data)]++
+		}
+		return got
+	}
+	// The broker learns of both queue members once both sidecars forwarded
+	// their SUBs; until then one may take everything.
+	eventually(t, "both billing pods answer", func() error {
+		if got := answers(40); got["billing-0"] == 0 || got["billing-1"] == 0 {
+			return fmt.Errorf("answers %v", got)
+		}
+		return nil
+	})
+
+	t.Run("a kill switch engaged with kubectl moves the load to the queue peer", func(t *testing.T) {
+		kubectl(t, "-n", ns, "patch", "subscription", "billing-a", "--type=merge", "-p", `{"spec":{"killSwitch":{"engaged":true,"reason":"incident 42"}}}`)
+		waitConfigured(t, op, ns, billing0, "billing-a killed", killSwitch("billing-a", true))
+		// The broker learns of the withdrawn interest asynchronously; once
+		// it has, every request goes to billing-1.
+		eventually(t, "only billing-1 answers", func() error {
+			if got := answers(40); got["billing-0"] != 0 || got["billing-1"] != 40 {
+				return fmt.Errorf("answers %v", got)
+			}
+			return nil
+		})
+	})
+
+	t.Run("with every member killed, requests fail fast", func(t *testing.T) {
+		kubectl(t, "-n", ns, "patch", "subscription", "billing-b", "--type=merge", "-p", `{"spec":{"killSwitch":{"engaged":true,"reason":"incident 42"}}}`)
+		waitConfigured(t, op, ns, billing1, "billing-b killed", killSwitch("billing-b", true))
+		eventually(t, "requests fail with no responders", func() error {
+			start := time.Now()
+			_, err := requester.Request("orders.new", []byte("order"), 10*time.Second)
+			if !errors.Is(err, nats.ErrNoResponders) {
+				return fmt.Errorf("request: %v, want %v", err, nats.ErrNoResponders)
+			}
+			if took := time.Since(start); took > 2*time.Second {
+				return fmt.Errorf("failing took %v, not fast", took)
+			}
+			return nil
+		})
+	})
+
+	t.Run("released with kubectl, both answer again", func(t *testing.T) {
+		kubectl(t, "-n", ns, "patch", "subscription", "billing-a", "--type=merge", "-p", `{"spec":{"killSwitch":{"engaged":false}}}`)
+		kubectl(t, "-n", ns, "patch", "subscription", "billing-b", "--type=merge", "-p", `{"spec":{"killSwitch":{"engaged":false}}}`)
+		waitConfigured(t, op, ns, billing0, "billing-a released", killSwitch("billing-a", false))
+		waitConfigured(t, op, ns, billing1, "billing-b released", killSwitch("billing-b", false))
+		eventually(t, "both billing pods answer", func() error {
+			if got := answers(40); got["billing-0"] == 0 || got["billing-1"] == 0 {
+				return fmt.Errorf("answers %v", got)
+			}
+			return nil
+		})
+	})
+
+	t.Run("a Topic's size limit changed with kubectl is enforced", func(t *testing.T) {
+		kubectl(t, "-n", ns, "patch", "topic", "orders", "--type=merge", "-p", `{"spec":{"limits":{"maxMessageBytes":100}}}`)
+		waitConfigured(t, op, ns, checkout, "maxMessageBytes 100", func(cfg meshconfig.PodConfig) error {
+			if len(cfg.Topics) != 1 || cfg.Topics[0].MaxMessageBytes != 100 {
+				return fmt.Errorf("topics %+v", cfg.Topics)
+			}
+			return nil
+		})
+		if err := requester.Publish("orders.big", make([]byte, 200)); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+		// A sentinel under the limit still gets its answer: the refusal
+		// kept the connection.
+		if _, err := requester.Request("orders.small", []byte("ok"), 10*time.Second); err != nil {
+			t.Fatalf("a request under the limit after the refusal: %v", err)
+		}
+		want := `message of 200 bytes exceeds maxMessageBytes 100`
+		eventually(t, "the refusal reaches the application", func() error {
+			var found bool
+			asyncErrs.Range(func(k, _ any) bool {
+				found = found || strings.Contains(k.(string), want)
+				return !found
+			})
+			if !found {
+				return fmt.Errorf("no async error containing %q", want)
+			}
+			return nil
+		})
+	})
+
+	t.Run("an operator restart changes no sidecar's configuration", func(t *testing.T) {
+		before := map[string]uint64{}
+		versions := map[string]string{}
+		for _, p := range pods {
+			before[p.name] = p.client.Stats().Applied
+			versions[p.name] = p.client.Version()
+		}
+		connects := billing0.client.Stats().Connects
+		op.stop()
+		// Traffic flows while the operator is away.
+		if got := answers(10); got["billing-0"]+got["billing-1"] != 10 {
+			t.Fatalf("answers while the operator is down: %v", got)
+		}
+		op = startOperator(t, xdsAddr)
+		for _, p := range pods {
+			eventually(t, p.name+" reconnects", func() error {
+				if st := p.client.Stats(); !st.Connected || st.Connects <= connects-1 {
+					return fmt.Errorf("stats %+v", st)
+				}
+				return nil
+			})
+		}
+		// Sentinel: a change after the reconnection reaches billing-0, so
+		// anything the reconnection sent it came before.
+		kubectl(t, "-n", ns, "patch", "subscription", "billing-a", "--type=merge", "-p", `{"spec":{"killSwitch":{"reason":"sentinel"}}}`)
+		waitConfigured(t, op, ns, billing0, "the sentinel", func(cfg meshconfig.PodConfig) error {
+			for _, s := range cfg.Subscriptions {
+				if s.KillSwitch.Reason == "sentinel" {
+					return nil
+				}
+			}
+			return errors.New("no sentinel yet")
+		})
+		for _, p := range pods {
+			want := before[p.name]
+			if p == billing0 {
+				want++ // the sentinel
+			} else if v := p.client.Version(); v != versions[p.name] {
+				t.Errorf("%s: version %s after the restart, was %s", p.name, v, versions[p.name])
+			}
+			if got := p.client.Stats().Applied; got != want {
+				t.Errorf("%s applied %d configurations, want %d: the restart must apply nothing", p.name, got, want)
+			}
+		}
+	})
+}
