@@ -7,9 +7,11 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -17,16 +19,27 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/controllers"
-	"github.com/weighstation/weighstation/controllers/desired"
+	"github.com/weighstation/weighstation/controllers/pki"
+	"github.com/weighstation/weighstation/controllers/xds"
 	"github.com/weighstation/weighstation/meshconfig"
 )
 
 // LeaderElectionID names the operator's leader election lease.
 const LeaderElectionID = "weighstation-operator.weighstation.io"
+
+// DefaultXDSAudience is the audience of the tokens sidecars present to the
+// xDS server: a token for the apiserver is refused, so a stolen sidecar
+// token is useless against the apiserver and the reverse.
+const DefaultXDSAudience = "weighstation.io/xds"
+
+// bundleChanged wakes the CA bundle publisher when the CA changes.
+var bundleChanged = make(chan struct{}, 1)
 
 const usage = `usage: weighstation <command> [flags]
 
@@ -73,6 +86,11 @@ func runOperator(args []string) error {
 	probeAddr := fs.String("health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
 	leaderElect := fs.Bool("leader-elect", true, "elect a leader, so that only one replica reconciles at a time")
 	leaderNamespace := fs.String("leader-election-namespace", "", "namespace of the leader election lease (default: the pod's own, in a cluster)")
+	namespace := fs.String("namespace", os.Getenv("POD_NAMESPACE"), "the operator's own namespace, where its CA Secret lives (default: $POD_NAMESPACE)")
+	xdsListen := fs.String("xds-listen", ":9443", "address of the xDS server that sidecars connect to (TLS, from the operator's CA)")
+	xdsService := fs.String("xds-service", "weighstation-xds", "name of the Service in front of the xDS server; its DNS names go into the serving certificate")
+	xdsAudience := fs.String("xds-audience", DefaultXDSAudience, "audience of the projected ServiceAccount tokens that sidecars present")
+	caSecret := fs.String("ca-secret", pki.DefaultSecretName, "name of the Secret, in -namespace, that holds the operator's CA")
 	defaults := meshconfig.DefaultPolicy
 	fs.Int64Var(&defaults.MaxMessageBytes, "default-max-message-bytes", defaults.MaxMessageBytes, "largest message on subjects no Topic governs")
 	fs.Int64Var(&defaults.PublishRate.MessagesPerSecond, "default-messages-per-second", defaults.PublishRate.MessagesPerSecond, "per-pod publish rate on subjects no Topic governs")
@@ -110,13 +128,51 @@ func runOperator(args []string) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := controllers.SetupReconcilers(mgr, desired.NewStore(), defaults); err != nil {
+	if *namespace == "" {
+		return errors.New("-namespace (or $POD_NAMESPACE) is required: the operator keeps its CA in a Secret there")
+	}
+	log := ctrl.Log.WithName("operator")
+	authority, err := pki.New(mgr.GetAPIReader(), mgr.GetClient(), pki.Options{
+		Namespace:  *namespace,
+		SecretName: *caSecret,
+		DNSNames:   pki.ServiceDNSNames(*xdsService, *namespace),
+		Log:        log.WithName("ca"),
+		OnBundleChange: func([]byte) {
+			select {
+			case bundleChanged <- struct{}{}:
+			default: // a republish is already due
+			}
+		},
+	})
+	if err != nil {
 		return err
+	}
+	tracker := xds.NewTracker()
+	publisher := xds.NewPublisher(log.WithName("xds"), tracker)
+	if err := controllers.SetupReconcilers(mgr, controllers.Setup{Sink: publisher, Defaults: defaults, OnSynced: publisher.MarkSynced}); err != nil {
+		return err
+	}
+	xdsServer := xds.NewServer(publisher, tracker, xds.Options{
+		Listen:        *xdsListen,
+		TLS:           authority.TLSConfig(),
+		Authenticator: xds.TokenReviewer{Client: mgr.GetClient(), Pods: mgr.GetCache(), Audience: *xdsAudience},
+		Registerer:    metrics.Registry,
+		Log:           log.WithName("xds"),
+	})
+	for _, r := range []manager.Runnable{authority, xdsServer, &controllers.BundlePublisher{
+		Client: mgr.GetClient(), Bundle: authority.Bundle, Changed: bundleChanged, Interval: 10 * time.Second, Log: log.WithName("ca-bundle"),
+	}} {
+		if err := mgr.Add(r); err != nil {
+			return fmt.Errorf("adding to the manager: %w", err)
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the health check: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	// Every replica is ready once it serves a certificate, leader or not,
+	// so that a failover keeps endpoints (the xDS stream itself tells a
+	// sidecar to retry until it reaches the leader).
+	if err := mgr.AddReadyzCheck("readyz", authority.ReadyCheck); err != nil {
 		return fmt.Errorf("adding the readiness check: %w", err)
 	}
 	ctrl.Log.WithName("operator").Info("starting", "defaults", defaults)

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/controllers/pki"
 )
 
 // injectedPods selects the pods that carry the sidecar.
@@ -22,10 +23,12 @@ var injectedPods = labels.SelectorFromSet(labels.Set{v1alpha1.InjectLabel: v1alp
 
 // CacheOptions limits the manager's pod cache to sidecar pods: the operator
 // never needs the others, and a cluster has many. A pod whose label is
-// removed leaves the cache, which reads as its deletion.
+// removed leaves the cache, which reads as its deletion. Of ConfigMaps it
+// holds only the CA bundles it publishes (its RBAC allows no others).
 func CacheOptions() cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}: {Label: injectedPods},
+		&corev1.Pod{}:       {Label: injectedPods},
+		&corev1.ConfigMap{}: pki.BundleConfigMap{}.CacheByObject(),
 	}}
 }
 

@@ -55,6 +55,8 @@ type TokenReviewer struct {
 	Audience string
 }
 
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+
 // Authenticate implements Authenticator.
 func (r TokenReviewer) Authenticate(ctx context.Context, token string) (Identity, error) {
 	review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{r.Audience}}}

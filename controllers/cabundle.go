@@ -1,0 +1,67 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/weighstation/weighstation/controllers/pki"
+)
+
+// BundlePublisher keeps the operator's CA bundle in a ConfigMap of every
+// namespace that has sidecar pods, which the sidecars mount and re-read, so
+// that a CA rotation reaches running pods. It republishes when the bundle
+// changes and every Interval (a namespace's first sidecar pod waits at most
+// that long; its sidecar retries until the bundle is there).
+type BundlePublisher struct {
+	Client   client.Client
+	Bundle   func() []byte
+	Changed  <-chan struct{}
+	Interval time.Duration
+	Log      logr.Logger
+}
+
+// NeedLeaderElection is true: one replica writes.
+func (b *BundlePublisher) NeedLeaderElection() bool { return true }
+
+// Start publishes until ctx ends.
+func (b *BundlePublisher) Start(ctx context.Context) error {
+	ticker := time.NewTicker(b.Interval)
+	defer ticker.Stop()
+	for {
+		if err := b.publish(ctx); err != nil && ctx.Err() == nil {
+			b.Log.Error(err, "publishing the CA bundle; retrying")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		case <-b.Changed:
+		}
+	}
+}
+
+func (b *BundlePublisher) publish(ctx context.Context) error {
+	bundle := b.Bundle()
+	if bundle == nil {
+		return nil // no CA yet; the change signal comes when there is
+	}
+	var pods corev1.PodList
+	if err := b.Client.List(ctx, &pods, client.MatchingLabelsSelector{Selector: injectedPods}); err != nil {
+		return fmt.Errorf("listing sidecar pods: %w", err)
+	}
+	namespaces := map[string]bool{}
+	for _, p := range pods.Items {
+		namespaces[p.Namespace] = true
+	}
+	for ns := range namespaces {
+		if err := pki.PublishBundle(ctx, b.Client, ns, bundle); err != nil {
+			return err
+		}
+	}
+	return nil
+}

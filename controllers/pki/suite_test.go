@@ -1,0 +1,167 @@
+package pki_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"go.uber.org/zap/zapcore"
+
+	"github.com/weighstation/weighstation/controllers/pki"
+)
+
+// One real apiserver and etcd for the package (envtest). The client reads
+// straight from the API server, as the manager's APIReader does.
+var (
+	cfg       *rest.Config
+	k8sClient client.Client
+	scheme    = runtime.NewScheme()
+)
+
+const (
+	// poll is how often tests re-check something that happens in the
+	// background.
+	poll = 20 * time.Millisecond
+	// eventuallyTimeout bounds every wait.
+	eventuallyTimeout = 20 * time.Second
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, which builds etcd, kube-apiserver and kubectl (hack/setup-envtest.sh) and points it at bin/k8s")
+		return 1
+	}
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(logLevel())))
+
+	env := &envtest.Environment{}
+	var err error
+	cfg, err = env.Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
+		return 1
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
+		}
+	}()
+	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "creating client: %v\n", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// logLevel is errors only, unless WEIGHSTATION_TEST_LOG is set.
+func logLevel() zapcore.Level {
+	if os.Getenv("WEIGHSTATION_TEST_LOG") != "" {
+		return zapcore.DebugLevel
+	}
+	return zapcore.ErrorLevel
+}
+
+// newNamespace creates a namespace of its own for one test, so tests never
+// see each other's Secrets and ConfigMaps.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "test-"}}
+	if err := k8sClient.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	return ns.Name
+}
+
+// eventually polls check until it returns nil, failing the test with its
+// last error after eventuallyTimeout.
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(eventuallyTimeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = check(); err == nil {
+			return
+		}
+		time.Sleep(poll)
+	}
+	t.Fatalf("%s: still not true after %s: %v", what, eventuallyTimeout, err)
+}
+
+// clock is a settable clock for the Authority's decisions. It starts at
+// the real time, so that certificates are valid for TLS stacks that read
+// the real clock, until a test moves it.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Now()} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+const day = 24 * time.Hour
+
+// xdsService is the name the tests give the operator's xDS Service.
+const xdsService = "weighstation-xds"
+
+// testOptions is a 90-day CA rotated at 60 days, and a 9-day leaf renewed at
+// 6 days. A new CA starts to sign an hour after it joins the bundle.
+func testOptions(t *testing.T, ns string, c *clock) pki.Options {
+	return pki.Options{
+		Namespace:    ns,
+		DNSNames:     pki.ServiceDNSNames(xdsService, ns),
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		CALifetime:   90 * day,
+		CARotateAt:   2.0 / 3,
+		LeafLifetime: 9 * day,
+		LeafRenewAt:  2.0 / 3,
+		SigningDelay: time.Hour,
+		Now:          c.Now,
+		Log:          testr.New(t),
+	}
+}
+
+// newAuthority returns an Authority that reads and writes through rw
+// (k8sClient when nil).
+func newAuthority(t *testing.T, opts pki.Options, rw client.Client) *pki.Authority {
+	t.Helper()
+	if rw == nil {
+		rw = k8sClient
+	}
+	a, err := pki.New(rw, rw, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
