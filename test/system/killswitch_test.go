@@ -191,13 +191,13 @@ func TestKubectlDrivesTheSidecars(t *testing.T) {
 	})
 
 	t.Run("an operator restart changes no sidecar's configuration", func(t *testing.T) {
-		before := map[string]uint64{}
+		before, connects := map[string]uint64{}, map[string]uint64{}
 		versions := map[string]string{}
 		for _, p := range pods {
-			before[p.name] = p.client.Stats().Applied
+			st := p.client.Stats()
+			before[p.name], connects[p.name] = st.Applied, st.Connects
 			versions[p.name] = p.client.Version()
 		}
-		connects := billing0.client.Stats().Connects
 		op.stop()
 		// Traffic flows while the operator is away.
 		if got := answers(10); got["billing-0"]+got["billing-1"] != 10 {
@@ -206,7 +206,7 @@ func TestKubectlDrivesTheSidecars(t *testing.T) {
 		op = startOperator(t, xdsAddr)
 		for _, p := range pods {
 			eventually(t, p.name+" reconnects", func() error {
-				if st := p.client.Stats(); !st.Connected || st.Connects <= connects-1 {
+				if st := p.client.Stats(); !st.Connected || st.Connects <= connects[p.name] {
 					return fmt.Errorf("stats %+v", st)
 				}
 				return nil
