@@ -97,14 +97,19 @@ func runSidecar(args []string) error {
 	brokerURL := fs.String("broker", "nats://weighstation-broker:4222", "the broker's URL")
 	tokenFile := fs.String("token-file", "", "file holding the broker token (the application never sees it)")
 	nkeySeedFile := fs.String("nkey-seed-file", "", "file holding the sidecar's nkey seed, instead of a token")
-	configPath := fs.String("config", "", "pod configuration file (JSON or YAML), reloaded on change; empty: the documented defaults")
+	configPath := fs.String("config", "", "pod configuration file (JSON or YAML), reloaded on change; empty: the documented defaults, and the sidecar is ready at once")
 	reload := fs.Duration("reload-interval", time.Second, "how often the configuration file is checked")
 	fs.IntVar(&opts.MaxConnections, "max-connections", opts.MaxConnections, "most application connections")
 	fs.Int64Var(&opts.MemoryBudget, "memory-budget", opts.MemoryBudget, "bytes all pending messages may hold together; past it, non-essential subscriptions are shed first")
 	metricsListen := fs.String("metrics-listen", ":9091", "address of /metrics (Prometheus) and /debug/latency; empty disables them")
 	pprofOn := fs.Bool("debug-pprof", false, "also serve Go's profiles at /debug/pprof/ on the metrics address (for benchmarking; off in production)")
+	healthListen := fs.String("health-listen", ":8081", "address of the probes, and nothing else: /livez (200 while the process serves) and /readyz "+
+		"(200 once a configuration is in force: the -config file's, or the defaults without -config; the broker connection is listed in "+
+		"/readyz?verbose but never makes it fail, since the outage buffer covers it); empty disables them")
+	logFlags := flag.NewFlagSet("sidecar logging", flag.ContinueOnError)
 	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
+	zapOpts.BindFlags(logFlags)
+	addGroup(fs, logFlags, "Logging")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -124,19 +129,45 @@ func runSidecar(args []string) error {
 		}
 		credentials = nats.Token(token)
 	}
-	nc, err := nats.Connect(*brokerURL, append(upstream.ConnectOptions(), credentials)...)
+	// The broker may not be there yet (it restarts, or the cluster is
+	// coming up): nats.go keeps trying (upstream.ConnectOptions) while the
+	// sidecar serves its applications and holds their publishes, bounded.
+	link := upstream.NewLink(log.WithName("broker"))
+	nc, err := nats.Connect(*brokerURL, append(append(upstream.ConnectOptions(), link.Options()...), credentials)...)
 	if err != nil {
 		return fmt.Errorf("connecting to the broker %s: %w", *brokerURL, err)
 	}
 	defer nc.Close()
-	opts.Log = log
+	if !nc.IsConnected() {
+		log.Info("the broker is not reachable yet; serving applications and retrying", "broker", *brokerURL,
+			"retryEvery", upstream.ReconnectWait.String(), "outageBufferBytes", upstream.OutageBufferBytes)
+	}
+	opts.Log, opts.Link = log, link
 	s, err := sidecar.New(nc, opts)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	if *configPath != "" {
+	if *healthListen != "" {
+		// Up before the configuration is read, so that /livez answers
+		// while /readyz says what is missing.
+		health := &http.Server{Addr: *healthListen, Handler: s.HealthHandler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := health.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error(err, "health endpoint stopped")
+			}
+		}()
+		defer health.Close()
+	}
+	if *configPath == "" {
+		// Standalone: the documented defaults are this pod's configuration
+		// by choice, so the sidecar is ready.
+		if err := s.SetConfig(meshconfig.DefaultConfig(meshconfig.DefaultPolicy)); err != nil {
+			return err
+		}
+		log.Info("no -config: the documented defaults are in force")
+	} else {
 		err := configfile.Watch(ctx, *configPath, *reload, func(cfg meshconfig.PodConfig) error {
 			if err := s.SetConfig(cfg); err != nil {
 				return err
@@ -168,8 +199,30 @@ func runSidecar(args []string) error {
 		}()
 		defer metrics.Close()
 	}
-	log.Info("serving", "listen", s.Addr().String(), "broker", *brokerURL, "metrics", *metricsListen)
+	log.Info("serving", "listen", s.Addr().String(), "broker", *brokerURL, "metrics", *metricsListen, "health", *healthListen)
 	<-ctx.Done()
 	s.Close()
 	return nil
+}
+
+// addGroup adds group's flags to fs and prints them apart, under heading,
+// in fs's usage (-h): the flag package has no groups, and the logging flags
+// would otherwise be interleaved alphabetically with the sidecar's own.
+func addGroup(fs, group *flag.FlagSet, heading string) {
+	group.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
+	fs.Usage = func() {
+		out := fs.Output()
+		fmt.Fprintf(out, "Usage of %s:\n", fs.Name())
+		own := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+		fs.VisitAll(func(f *flag.Flag) {
+			if group.Lookup(f.Name) == nil {
+				own.Var(f.Value, f.Name, f.Usage)
+			}
+		})
+		own.SetOutput(out)
+		own.PrintDefaults()
+		fmt.Fprintf(out, "\n%s:\n", heading)
+		group.SetOutput(out)
+		group.PrintDefaults()
+	}
 }

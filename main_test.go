@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -48,11 +50,11 @@ func TestOperatorCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := buildBinary(t)
-	metricsAddr, probeAddr := natstest.FreeAddr(t), natstest.FreeAddr(t)
+	metricsAddr, probeAddr, xdsAddr := natstest.FreeAddr(t), natstest.FreeAddr(t), natstest.FreeAddr(t)
 	logs := &lockedBuffer{}
 	cmd := exec.Command(bin, "operator",
 		"-metrics-bind-address", metricsAddr, "-health-probe-bind-address", probeAddr,
-		"-leader-elect", "-leader-election-namespace", "default")
+		"-leader-elect", "-leader-election-namespace", "default", "-namespace", "default", "-xds-listen", xdsAddr)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -103,6 +105,19 @@ func TestOperatorCommand(t *testing.T) {
 	}
 	waitFor(t, "metrics are served", func() error {
 		return get200("http://"+metricsAddr+"/metrics", `controller_runtime_reconcile_total{controller="topic"`)
+	})
+	// Ready means serving a certificate from the operator's own CA, kept in
+	// a Secret of its namespace.
+	var ca corev1.Secret
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "weighstation-ca"}, &ca); err != nil {
+		t.Fatalf("the operator's CA Secret: %v", err)
+	}
+	waitFor(t, "the xDS server serves TLS", func() error {
+		conn, err := tls.Dial("tcp", xdsAddr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only the handshake is checked
+		if err != nil {
+			return err
+		}
+		return conn.Close()
 	})
 	if !strings.Contains(logs.String(), `"logger":"operator","msg":"starting"`) {
 		t.Fatalf("no structured (JSON) start line in the logs:\n%s", logs.String())
@@ -222,9 +237,10 @@ func process(t *testing.T, args ...string) *lockedBuffer {
 }
 
 // TestBrokerAndSidecarCommands runs `weighstation broker` and `weighstation
-// sidecar` as processes: a stock client talks through the sidecar, the
-// sidecar's configuration file is enforced, and a client without the
-// broker's token is refused by the broker.
+// sidecar` as processes: the sidecar starts first, ready and serving while
+// the broker is away; a stock client talks through it, the sidecar's
+// configuration file is enforced, and a client without the broker's token
+// is refused by the broker.
 func TestBrokerAndSidecarCommands(t *testing.T) {
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
@@ -243,20 +259,20 @@ access: {mode: enforce}
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	brokerAddr, sidecarAddr, metricsAddr := natstest.FreeAddr(t), natstest.FreeAddr(t), natstest.FreeAddr(t)
-	process(t, "broker", "-listen", brokerAddr, "-token-file", tokenFile)
-	waitFor(t, "the broker listens", func() error {
-		nc, err := nats.Connect("nats://"+brokerAddr, nats.Token("s3cret"))
-		if err == nil {
-			nc.Close()
+	brokerAddr, sidecarAddr, metricsAddr, healthAddr := natstest.FreeAddr(t), natstest.FreeAddr(t), natstest.FreeAddr(t), natstest.FreeAddr(t)
+	sidecarLogs := process(t, "sidecar", "-listen", sidecarAddr, "-broker", "nats://"+brokerAddr, "-token-file", tokenFile, "-config", configFile,
+		"-metrics-listen", metricsAddr, "-health-listen", healthAddr)
+	waitFor(t, "the sidecar is ready without its broker", func() error {
+		for _, path := range []string{"/livez", "/readyz"} {
+			if err := get200("http://"+healthAddr+path, "ok"); err != nil {
+				return err
+			}
 		}
-		return err
+		return get200("http://"+healthAddr+"/readyz?verbose", "[+]config ok\n[-]broker disconnected (not required)\n")
 	})
-	if _, err := nats.Connect("nats://" + brokerAddr); err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
-		t.Fatalf("a client without the token reached the broker: %v", err)
+	if !strings.Contains(sidecarLogs.String(), "the broker is not reachable yet") {
+		t.Fatalf("the sidecar does not log that the broker is away:\n%s", sidecarLogs)
 	}
-	process(t, "sidecar", "-listen", sidecarAddr, "-broker", "nats://"+brokerAddr, "-token-file", tokenFile, "-config", configFile,
-		"-metrics-listen", metricsAddr)
 
 	var app *nats.Conn
 	errs := make(chan error, 10)
@@ -273,8 +289,20 @@ access: {mode: enforce}
 	if err := app.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	// Published before the broker exists: the sidecar holds it.
 	if err := app.Publish("greetings", []byte("hello")); err != nil {
 		t.Fatal(err)
+	}
+	process(t, "broker", "-listen", brokerAddr, "-token-file", tokenFile)
+	waitFor(t, "the broker listens", func() error {
+		nc, err := nats.Connect("nats://"+brokerAddr, nats.Token("s3cret"))
+		if err == nil {
+			nc.Close()
+		}
+		return err
+	})
+	if _, err := nats.Connect("nats://" + brokerAddr); err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+		t.Fatalf("a client without the token reached the broker: %v", err)
 	}
 	select {
 	case m := <-got:
@@ -298,4 +326,23 @@ access: {mode: enforce}
 	waitFor(t, "the sidecar's metrics count the refusal", func() error {
 		return get200("http://"+metricsAddr+"/metrics", `weighstation_sidecar_publish_total{outcome="refused_size",topic="small"} 1`)
 	})
+	if err := get200("http://"+healthAddr+"/readyz?verbose", "[+]config ok\n[+]broker ok\n"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(sidecarLogs.String(), `"logger":"sidecar.broker","msg":"connected to the broker"`) {
+		t.Fatalf("the sidecar does not log the broker's arrival:\n%s", sidecarLogs)
+	}
+}
+
+// TestSidecarUsage: -h prints the logging flags apart from the sidecar's
+// own.
+func TestSidecarUsage(t *testing.T) {
+	out, err := exec.Command(buildBinary(t), "sidecar", "-h").CombinedOutput()
+	if err != nil {
+		t.Fatalf("sidecar -h: %v\n%s", err, out)
+	}
+	own, logging, found := strings.Cut(string(out), "\nLogging:\n")
+	if !found || !strings.Contains(own, "-health-listen") || strings.Contains(own, "-zap-") || !strings.Contains(logging, "-zap-log-level") {
+		t.Fatalf("sidecar -h does not group the logging flags:\n%s", out)
+	}
 }

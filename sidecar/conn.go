@@ -261,9 +261,10 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 	if reply != "" {
 		c.requests.start(reply, monotonic(now))
 	}
-	// nats.go copies the message into its buffer before returning, so the
-	// reader's buffers can be reused at once.
-	if err := c.srv.nc.PublishMsg(msg); err != nil {
+	// The link (nats.go, or the link's own hold until the broker is first
+	// reached) copies the message before returning, so the reader's
+	// buffers can be reused at once.
+	if err := c.srv.link.Publish(msg); err != nil {
 		if reply != "" {
 			c.requests.finish(reply) // it never left
 		}

@@ -33,6 +33,12 @@ var (
 		"Messages from the broker for interest no local subscription held any more (between an UNSUB and the broker learning of it).", nil, nil)
 	descUpstreamDropped = prometheus.NewDesc("weighstation_sidecar_upstream_dropped_total",
 		"Messages the broker sent that the sidecar's upstream buffer could not hold (delivery could not keep up); they never reached a local queue.", nil, nil)
+	descBrokerConnected = prometheus.NewDesc("weighstation_sidecar_broker_connected",
+		"1 while the connection to the broker is up. Without it the sidecar still serves its applications: publishes wait in the bounded outage buffer.", nil, nil)
+	descBrokerReconnects = prometheus.NewDesc("weighstation_sidecar_broker_reconnects_total",
+		"Times the connection to the broker came back after it was lost (the subscriptions were renewed each time).", nil, nil)
+	descBrokerUnsent = prometheus.NewDesc("weighstation_sidecar_broker_unsent_total",
+		"Publishes accepted before the broker was first reached that never left: the broker refused them when it was reached (over its max_payload), or the sidecar stopped first.", nil, nil)
 	descEchoSuppressed = prometheus.NewDesc("weighstation_sidecar_echo_suppressed_total",
 		"Messages not delivered back to the connection that published them, because it asked for echo:false.", nil, nil)
 	descKilled = prometheus.NewDesc("weighstation_sidecar_killed",
@@ -74,7 +80,7 @@ type collector struct{ s *Server }
 func (s *Server) Collector() prometheus.Collector { return collector{s} }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descInFlight, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descUpstreamDropped, descEchoSuppressed, descKilled, descBreakerState, descBreakerTransitions, descNoResponders, descAccess, descRepliesAllowed, descUntracked} {
+	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descInFlight, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descUpstreamDropped, descBrokerConnected, descBrokerReconnects, descBrokerUnsent, descEchoSuppressed, descKilled, descBreakerState, descBreakerTransitions, descNoResponders, descAccess, descRepliesAllowed, descUntracked} {
 		ch <- d
 	}
 }
@@ -92,6 +98,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descInvalid, prometheus.CounterValue, float64(c.s.Invalid()))
 	ch <- prometheus.MustNewConstMetric(descUnrouted, prometheus.CounterValue, float64(c.s.Unrouted()))
 	ch <- prometheus.MustNewConstMetric(descUpstreamDropped, prometheus.CounterValue, float64(c.s.interest.Dropped()))
+	ch <- prometheus.MustNewConstMetric(descBrokerConnected, prometheus.GaugeValue, boolGauge(c.s.BrokerConnected()))
+	ch <- prometheus.MustNewConstMetric(descBrokerReconnects, prometheus.CounterValue, float64(c.s.BrokerReconnects()))
+	ch <- prometheus.MustNewConstMetric(descBrokerUnsent, prometheus.CounterValue, float64(c.s.link.Unsent()))
 	ch <- prometheus.MustNewConstMetric(descEchoSuppressed, prometheus.CounterValue, float64(c.s.EchoSuppressed()))
 	for name, ks := range c.s.KillSwitches() {
 		ch <- prometheus.MustNewConstMetric(descKilled, prometheus.GaugeValue, boolGauge(ks.Killed), name)

@@ -76,6 +76,12 @@ type Options struct {
 	KillSwitchInterval time.Duration
 	// Log receives kill switch changes and configuration events.
 	Log logr.Logger
+	// Link reports the broker connection's losses and returns and holds
+	// publishes until the broker is first reached: make it with
+	// upstream.NewLink and connect with its Options. Nil: New makes one,
+	// logging to Log, which then cannot see the first connection of a
+	// connection that was still retrying (see upstream.Link.Options).
+	Link *upstream.Link
 }
 
 // DefaultOptions: nats-server's protocol defaults, 256 connections (a pod
@@ -109,6 +115,7 @@ var DefaultOptions = Options{
 type Server struct {
 	opts     Options
 	nc       *nats.Conn
+	link     *upstream.Link
 	interest *upstream.Interest
 	ln       net.Listener
 
@@ -119,6 +126,12 @@ type Server struct {
 	counters *policy.Counters
 	// configMu serializes configuration changes.
 	configMu sync.Mutex
+	// configured is set by the first SetConfig: the defaults New installs
+	// do not count (HasConfig).
+	configured atomic.Bool
+	// brokerVersion is the version INFO gives: the broker's, or the last
+	// one known while it is away, or versionBeforeBroker. Under configMu.
+	brokerVersion string
 
 	// interestMu serializes changes of upstream interest: SUBs, UNSUBs and
 	// kill switches (which withdraw and restore it). Order: configMu, then
@@ -275,12 +288,52 @@ func New(nc *nats.Conn, opts Options) (*Server, error) {
 		audit: auditLog{logged: map[string]struct{}{}}}
 	s.kills.Store(&map[string]*killSwitch{})
 	s.interest = upstream.NewInterest(nc, s.deliver)
+	s.brokerVersion = versionBeforeBroker
+	s.link = opts.Link
+	if s.link == nil {
+		s.link = upstream.NewLink(opts.Log.WithName("broker"))
+	}
 	// Until a configuration arrives, the operator's documented defaults
-	// govern every subject: nothing is unbounded.
-	if err := s.SetConfig(meshconfig.DefaultConfig(meshconfig.DefaultPolicy)); err != nil {
+	// govern every subject: nothing is unbounded. They do not make the
+	// sidecar ready (HasConfig).
+	if err := s.setConfig(meshconfig.DefaultConfig(meshconfig.DefaultPolicy)); err != nil {
 		return nil, err
 	}
+	s.link.Attach(nc, s.brokerConnected)
 	return s, nil
+}
+
+// versionBeforeBroker is the version INFO gives before the broker was ever
+// reached: the first nats-server with headers and no_responders, which the
+// sidecar's protocol relies on. Clients get the broker's own in a new INFO
+// once it is reached.
+const versionBeforeBroker = "2.2.0"
+
+// HasConfig reports whether a configuration was given (SetConfig), as
+// opposed to the defaults New starts with: the sidecar is ready only then.
+func (s *Server) HasConfig() bool { return s.configured.Load() }
+
+// BrokerConnected reports whether the connection to the broker is up now.
+// Without it the sidecar still serves its applications: publishes wait in
+// the bounded outage buffer.
+func (s *Server) BrokerConnected() bool { return s.link.Connected() }
+
+// BrokerReconnects is the number of times the connection to the broker came
+// back after it was lost (nats.go resubscribed each time).
+func (s *Server) BrokerReconnects() uint64 { return s.link.Reconnects() }
+
+// brokerConnected runs after each connection to the broker: the broker's
+// version and max_payload may be new (or known for the first time, when
+// the sidecar started before the broker), so clients get a new INFO.
+func (s *Server) brokerConnected() {
+	s.configMu.Lock()
+	defer s.configMu.Unlock()
+	info, err := s.infoFor(s.policy.Load())
+	if err != nil {
+		s.opts.Log.Error(err, "INFO for the broker's new connection")
+		return
+	}
+	s.installInfo(info)
 }
 
 // SetConfig compiles and installs a pod configuration. An invalid one is
@@ -288,28 +341,61 @@ func New(nc *nats.Conn, opts Options) (*Server, error) {
 // largest message allowed changes, every client gets a complete new INFO
 // (nats.go replaces its whole server info on one).
 func (s *Server) SetConfig(cfg meshconfig.PodConfig) error {
+	if err := s.setConfig(cfg); err != nil {
+		return err
+	}
+	s.configured.Store(true)
+	return nil
+}
+
+func (s *Server) setConfig(cfg meshconfig.PodConfig) error {
 	s.configMu.Lock()
 	defer s.configMu.Unlock()
 	compiled, err := policy.Compile(cfg, s.counters)
 	if err != nil {
 		return fmt.Errorf("refusing configuration %s: %w", cfg.Version, err)
 	}
+	info, err := s.infoFor(compiled)
+	if err != nil {
+		return err
+	}
+	s.policy.Store(compiled)
+	s.installInfo(info)
+	s.reapplySubscriptionLimits()
+	s.syncKillSwitches(cfg.Subscriptions)
+	return nil
+}
+
+// infoFor is the INFO clients get under compiled: the broker's version, and
+// the smallest of the sidecar's payload limit, the configuration's largest
+// message and the broker's max_payload (less the stamp's room), once it is
+// known. Called under configMu.
+func (s *Server) infoFor(compiled *policy.Publish) ([]byte, error) {
+	if v := s.nc.ConnectedServerVersion(); v != "" {
+		s.brokerVersion = v
+	}
+	maxPayload := min(int64(s.opts.Protocol.MaxPayload), compiled.MaxMessageBytes)
+	if broker := s.nc.MaxPayload() - stampRoom; broker > 0 {
+		maxPayload = min(maxPayload, broker)
+	}
 	info, err := json.Marshal(serverInfo{
 		ServerID:   "weighstation-sidecar",
 		ServerName: "weighstation-sidecar",
-		Version:    s.nc.ConnectedServerVersion(),
+		Version:    s.brokerVersion,
 		Proto:      1,
 		Headers:    true,
-		MaxPayload: min(int64(s.opts.Protocol.MaxPayload), compiled.MaxMessageBytes),
+		MaxPayload: maxPayload,
 	})
 	if err != nil {
-		return fmt.Errorf("encoding INFO: %w", err)
+		return nil, fmt.Errorf("encoding INFO: %w", err)
 	}
-	old := s.info.Load()
-	s.policy.Store(compiled)
-	s.info.Store(&info)
-	s.reapplySubscriptionLimits()
-	s.syncKillSwitches(cfg.Subscriptions)
+	return info, nil
+}
+
+// installInfo makes info the INFO new clients get and, when it changed,
+// sends it to every client. Called under configMu.
+func (s *Server) installInfo(info []byte) {
+	old := s.info.Swap(&info)
 	if old != nil && string(*old) != string(info) {
 		s.mu.RLock()
 		for c := range s.conns {
@@ -317,7 +403,6 @@ func (s *Server) SetConfig(cfg meshconfig.PodConfig) error {
 		}
 		s.mu.RUnlock()
 	}
-	return nil
 }
 
 // subscriptionPolicy is what a local SUB of pattern gets under the current

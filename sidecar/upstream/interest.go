@@ -65,24 +65,6 @@ const (
 	DefaultPendingBytes    = 16 << 20
 )
 
-// OutageBufferBytes bounds what the sidecar holds for the broker while it
-// is unreachable: publishes are buffered up to it (nats.go's reconnect
-// buffer), then refused with an error the application sees, and counted.
-// nats.go's own default is the same 8 MiB; it is set explicitly so that it
-// is a documented limit, not an inherited one.
-const OutageBufferBytes = 8 << 20
-
-// ConnectOptions are the nats.go options every sidecar connects with: keep
-// reconnecting (the broker is the sidecar's reason to exist), a bounded
-// outage buffer, and a name the broker's monitoring shows.
-func ConnectOptions() []nats.Option {
-	return []nats.Option{
-		nats.Name("weighstation-sidecar"),
-		nats.MaxReconnects(-1),
-		nats.ReconnectBufSize(OutageBufferBytes),
-	}
-}
-
 // NewInterest returns an empty registry over nc.
 func NewInterest(nc *nats.Conn, deliver Deliver) *Interest {
 	return &Interest{nc: nc, deliver: deliver, pendingMsgs: DefaultPendingMessages, pendingBytes: DefaultPendingBytes, subs: map[Key]*interest{}}
