@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
@@ -13,15 +14,20 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/nats-io/nats.go"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/weighstation/weighstation/broker"
+	"github.com/weighstation/weighstation/internal/tlsreload"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar"
 	"github.com/weighstation/weighstation/sidecar/configfile"
 	"github.com/weighstation/weighstation/sidecar/upstream"
+	"github.com/weighstation/weighstation/sidecar/xdsclient"
 )
 
 // readToken reads a credential from a file, so that it never shows in a
@@ -104,14 +110,25 @@ func runSidecar(args []string) error {
 	metricsListen := fs.String("metrics-listen", ":9091", "address of /metrics (Prometheus) and /debug/latency; empty disables them")
 	pprofOn := fs.Bool("debug-pprof", false, "also serve Go's profiles at /debug/pprof/ on the metrics address (for benchmarking; off in production)")
 	healthListen := fs.String("health-listen", ":8081", "address of the probes, and nothing else: /livez (200 while the process serves) and /readyz "+
-		"(200 once a configuration is in force: the -config file's, or the defaults without -config; the broker connection is listed in "+
+		"(200 once a configuration is in force: the operator's with -operator, the -config file's, or the defaults without either; the broker connection is listed in "+
 		"/readyz?verbose but never makes it fail, since the outage buffer covers it); empty disables them")
+	var xdsOpts xdsclient.Options
+	fs.StringVar(&xdsOpts.Address, "operator", "", "the operator's xDS address, host:port (e.g. weighstation-xds.weighstation-system.svc:9443); the pod's configuration comes from there instead of -config")
+	fs.StringVar(&xdsOpts.TokenFile, "identity-token-file", "/var/run/secrets/weighstation.io/xds/token", "with -operator: the pod's projected ServiceAccount token (audience weighstation.io/xds), re-read at every connection")
+	caFile := fs.String("ca-file", "/etc/weighstation/ca/ca.crt", "with -operator: the operator's CA bundle (the mounted weighstation-ca-bundle ConfigMap), re-read so that a rotation reaches this pod")
+	serverName := fs.String("operator-server-name", "", "with -operator: the name the operator's certificate must carry (default: -operator's host)")
+	fs.StringVar(&xdsOpts.Pod, "pod-name", os.Getenv("POD_NAME"), "with -operator: this pod's name (downward API; default $POD_NAME)")
+	fs.StringVar(&xdsOpts.Namespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "with -operator: this pod's namespace (downward API; default $POD_NAMESPACE)")
+	fs.StringVar(&xdsOpts.PodUID, "pod-uid", os.Getenv("POD_UID"), "with -operator: this pod's UID (downward API; default $POD_UID); a configuration for another UID is refused")
 	logFlags := flag.NewFlagSet("sidecar logging", flag.ContinueOnError)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(logFlags)
 	addGroup(fs, logFlags, "Logging")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if xdsOpts.Address != "" && *configPath != "" {
+		return errors.New("-operator and -config are two sources of the same configuration: give one")
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("sidecar")
@@ -160,14 +177,23 @@ func runSidecar(args []string) error {
 		}()
 		defer health.Close()
 	}
-	if *configPath == "" {
+	switch {
+	case xdsOpts.Address != "":
+		// The operator's configuration: not ready until it arrives; the
+		// documented defaults govern meanwhile.
+		xdsOpts.Apply = s.SetConfig
+		xdsOpts.Log = log.WithName("xds")
+		if err := startXDS(ctx, xdsOpts, *caFile, *serverName, log); err != nil {
+			return err
+		}
+	case *configPath == "":
 		// Standalone: the documented defaults are this pod's configuration
 		// by choice, so the sidecar is ready.
 		if err := s.SetConfig(meshconfig.DefaultConfig(meshconfig.DefaultPolicy)); err != nil {
 			return err
 		}
 		log.Info("no -config: the documented defaults are in force")
-	} else {
+	default:
 		err := configfile.Watch(ctx, *configPath, *reload, func(cfg meshconfig.PodConfig) error {
 			if err := s.SetConfig(cfg); err != nil {
 				return err
@@ -202,6 +228,51 @@ func runSidecar(args []string) error {
 	log.Info("serving", "listen", s.Addr().String(), "broker", *brokerURL, "metrics", *metricsListen, "health", *healthListen)
 	<-ctx.Done()
 	s.Close()
+	return nil
+}
+
+// startXDS runs the xDS client in the background. Its trust comes from the
+// CA bundle file, which may not be mounted yet when the pod starts (the
+// operator publishes it into the namespace): it is retried until it is.
+func startXDS(ctx context.Context, opts xdsclient.Options, caFile, serverName string, log logr.Logger) error {
+	if serverName == "" {
+		host, _, err := net.SplitHostPort(opts.Address)
+		if err != nil {
+			return fmt.Errorf("-operator %q: %w", opts.Address, err)
+		}
+		serverName = host
+	}
+	// Check the rest of the options now, so that a missing flag is an
+	// error at start rather than a retry loop.
+	opts.Credentials = insecure.NewCredentials()
+	if _, err := xdsclient.New(opts); err != nil {
+		return err
+	}
+	go func() {
+		wait := xdsclient.DefaultInitialBackoff
+		for {
+			pool, err := tlsreload.NewReloadingPool(caFile, tlsreload.Options{Log: log.WithName("ca")})
+			if err == nil {
+				opts.Credentials = credentials.NewTLS(pool.ClientConfig(serverName))
+				break
+			}
+			log.Info("waiting for the operator's CA bundle", "caFile", caFile, "reason", err.Error())
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 5*time.Second)
+		}
+		client, err := xdsclient.New(opts)
+		if err != nil {
+			log.Error(err, "xDS client")
+			return
+		}
+		if err := client.Run(ctx); err != nil {
+			log.Error(err, "xDS client stopped")
+		}
+	}()
 	return nil
 }
 

@@ -91,6 +91,7 @@ func runOperator(args []string) error {
 	xdsService := fs.String("xds-service", "weighstation-xds", "name of the Service in front of the xDS server; its DNS names go into the serving certificate")
 	xdsAudience := fs.String("xds-audience", DefaultXDSAudience, "audience of the projected ServiceAccount tokens that sidecars present")
 	caSecret := fs.String("ca-secret", pki.DefaultSecretName, "name of the Secret, in -namespace, that holds the operator's CA")
+	bundleResync := fs.Duration("ca-bundle-resync", 10*time.Second, "how often the CA bundle ConfigMap is checked in every namespace with sidecar pods (a new namespace's first pod waits at most this long for it)")
 	defaults := meshconfig.DefaultPolicy
 	fs.Int64Var(&defaults.MaxMessageBytes, "default-max-message-bytes", defaults.MaxMessageBytes, "largest message on subjects no Topic governs")
 	fs.Int64Var(&defaults.PublishRate.MessagesPerSecond, "default-messages-per-second", defaults.PublishRate.MessagesPerSecond, "per-pod publish rate on subjects no Topic governs")
@@ -149,7 +150,7 @@ func runOperator(args []string) error {
 	}
 	tracker := xds.NewTracker()
 	publisher := xds.NewPublisher(log.WithName("xds"), tracker)
-	if err := controllers.SetupReconcilers(mgr, controllers.Setup{Sink: publisher, Defaults: defaults, OnSynced: publisher.MarkSynced}); err != nil {
+	if err := controllers.SetupReconcilers(mgr, controllers.Setup{Sink: publisher, Defaults: defaults, OnSynced: publisher.MarkSynced, Tracker: tracker}); err != nil {
 		return err
 	}
 	xdsServer := xds.NewServer(publisher, tracker, xds.Options{
@@ -160,7 +161,7 @@ func runOperator(args []string) error {
 		Log:           log.WithName("xds"),
 	})
 	for _, r := range []manager.Runnable{authority, xdsServer, &controllers.BundlePublisher{
-		Client: mgr.GetClient(), Bundle: authority.Bundle, Changed: bundleChanged, Interval: 10 * time.Second, Log: log.WithName("ca-bundle"),
+		Client: mgr.GetClient(), Bundle: authority.Bundle, Changed: bundleChanged, Interval: *bundleResync, Log: log.WithName("ca-bundle"),
 	}} {
 		if err := mgr.Add(r); err != nil {
 			return fmt.Errorf("adding to the manager: %w", err)

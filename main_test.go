@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -54,7 +55,7 @@ func TestOperatorCommand(t *testing.T) {
 	logs := &lockedBuffer{}
 	cmd := exec.Command(bin, "operator",
 		"-metrics-bind-address", metricsAddr, "-health-probe-bind-address", probeAddr,
-		"-leader-elect", "-leader-election-namespace", "default", "-namespace", "default", "-xds-listen", xdsAddr)
+		"-leader-elect", "-leader-election-namespace", "default", "-namespace", "default", "-xds-listen", xdsAddr, "-ca-bundle-resync", "200ms")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -94,8 +95,8 @@ func TestOperatorCommand(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(topic), &got); err != nil {
 			return err
 		}
-		if !meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionReady) {
-			return fmt.Errorf("not Ready: %+v", got.Status.Conditions)
+		if !meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionValid) {
+			return fmt.Errorf("not Valid: %+v", got.Status.Conditions)
 		}
 		return nil
 	})
@@ -119,6 +120,7 @@ func TestOperatorCommand(t *testing.T) {
 		}
 		return conn.Close()
 	})
+	configuresASidecarProcess(t, c, bin, xdsAddr)
 	if !strings.Contains(logs.String(), `"logger":"operator","msg":"starting"`) {
 		t.Fatalf("no structured (JSON) start line in the logs:\n%s", logs.String())
 	}
@@ -133,6 +135,58 @@ func TestOperatorCommand(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the operator did not stop within 30s of SIGTERM")
+	}
+}
+
+// configuresASidecarProcess runs `weighstation sidecar -operator` as a pod's
+// sidecar would: its pod's token from the apiserver, the CA bundle the
+// operator published into the namespace, TLS to the xDS server. The sidecar
+// starts before its broker exists and is ready once the operator's
+// configuration is in force.
+func configuresASidecarProcess(t *testing.T, c client.Client, bin, xdsAddr string) {
+	t.Helper()
+	ctx := context.Background()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "app"}}
+	if err := c.Create(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "app-0", Labels: map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled}},
+		Spec:       corev1.PodSpec{NodeName: "node-1", ServiceAccountName: "app", Containers: []corev1.Container{{Name: "app", Image: "app"}}},
+	}
+	if err := c.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	expiry := int64(3600)
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		Audiences: []string{DefaultXDSAudience}, ExpirationSeconds: &expiry,
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}
+	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	tokenFile, caFile := filepath.Join(dir, "token"), filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(tokenFile, []byte(tr.Status.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the operator publishes its CA bundle into the pod's namespace", func() error {
+		var cm corev1.ConfigMap
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "weighstation-ca-bundle"}, &cm); err != nil {
+			return err
+		}
+		return os.WriteFile(caFile, []byte(cm.Data["ca.crt"]), 0o600)
+	})
+	healthAddr := natstest.FreeAddr(t)
+	sidecarLogs := process(t, "sidecar", "-listen", natstest.FreeAddr(t), "-broker", "nats://"+natstest.FreeAddr(t),
+		"-token-file", tokenFile, "-metrics-listen", "", "-health-listen", healthAddr,
+		"-operator", xdsAddr, "-operator-server-name", "weighstation-xds.default.svc", "-ca-file", caFile,
+		"-identity-token-file", tokenFile, "-pod-name", pod.Name, "-pod-namespace", "default", "-pod-uid", string(pod.UID))
+	waitFor(t, "the sidecar is ready with the operator's configuration", func() error {
+		return get200("http://"+healthAddr+"/readyz?verbose", "[+]config")
+	})
+	if !strings.Contains(sidecarLogs.String(), `"msg":"configuration applied"`) {
+		t.Fatalf("the sidecar did not log its configuration:\n%s", sidecarLogs.String())
 	}
 }
 

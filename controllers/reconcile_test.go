@@ -75,7 +75,7 @@ func TestTopicReadyFollowsGeneration(t *testing.T) {
 		if got.Status.ObservedGeneration != 1 {
 			return fmt.Errorf("observedGeneration %d", got.Status.ObservedGeneration)
 		}
-		return conditionIs(got.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, 1, `"orders.>"`)
+		return conditionIs(got.Status.Conditions, v1alpha1.ConditionValid, metav1.ConditionTrue, 1, `"orders.>"`)
 	})
 	got, _ := getTopic(ns, "orders")
 	got.Spec.Limits.MaxMessageBytes = 4096
@@ -90,7 +90,7 @@ func TestTopicReadyFollowsGeneration(t *testing.T) {
 		if got.Generation != 2 || got.Status.ObservedGeneration != 2 {
 			return fmt.Errorf("generation %d, observedGeneration %d", got.Generation, got.Status.ObservedGeneration)
 		}
-		return conditionIs(got.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, 2, "")
+		return conditionIs(got.Status.Conditions, v1alpha1.ConditionValid, metav1.ConditionTrue, 2, "")
 	})
 }
 
@@ -122,10 +122,10 @@ func TestConflictingTopicsAreReported(t *testing.T) {
 		for _, check := range []error{
 			conditionIs(a.Status.Conditions, v1alpha1.ConditionConflicting, metav1.ConditionTrue, 1, "orders-b"),
 			conditionIs(b.Status.Conditions, v1alpha1.ConditionConflicting, metav1.ConditionTrue, 1, "orders-a"),
-			conditionIs(a.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, 1, ""),
-			conditionIs(b.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionFalse, 1, "orders-a"),
+			conditionIs(a.Status.Conditions, v1alpha1.ConditionValid, metav1.ConditionTrue, 1, ""),
+			conditionIs(b.Status.Conditions, v1alpha1.ConditionValid, metav1.ConditionFalse, 1, "orders-a"),
 			conditionIs(eu.Status.Conditions, v1alpha1.ConditionConflicting, metav1.ConditionFalse, 1, ""),
-			conditionIs(eu.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, 1, ""),
+			conditionIs(eu.Status.Conditions, v1alpha1.ConditionValid, metav1.ConditionTrue, 1, ""),
 		} {
 			if check != nil {
 				return check
@@ -145,14 +145,16 @@ func TestConflictingTopicsAreReported(t *testing.T) {
 		if err := conditionIs(b.Status.Conditions, v1alpha1.ConditionConflicting, metav1.ConditionFalse, 1, ""); err != nil {
 			return err
 		}
-		return conditionIs(b.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, 1, "")
+		return conditionIs(b.Status.Conditions, v1alpha1.ConditionValid, metav1.ConditionTrue, 1, "")
 	})
 }
 
 func newPod(ns, name string, labels map[string]string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}},
+		// Scheduled: there is no scheduler in envtest, and propagation
+		// counts only scheduled pods.
+		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}},
 	}
 }
 
@@ -316,7 +318,7 @@ func TestTopicInAnotherNamespaceChangesNothing(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return conditionIs(got.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, 1, "")
+		return conditionIs(got.Status.Conditions, v1alpha1.ConditionValid, metav1.ConditionTrue, 1, "")
 	})
 	if cfg, _ := store.Get(types.NamespacedName{Namespace: mine, Name: "app-0"}); cfg.Version != before.Version || len(cfg.Topics) != 0 || len(cfg.Subscriptions) != 0 {
 		t.Fatalf("a Topic in namespace %s changed a pod in %s: %+v", other, mine, cfg)
@@ -336,19 +338,40 @@ func TestSubscriptionStatus(t *testing.T) {
 	if err := k8sClient.Create(ctx, sub); err != nil {
 		t.Fatal(err)
 	}
+	// A pod that is not scheduled is not counted: no sidecar runs for it.
+	if err := k8sClient.Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "billing-pending", Labels: map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled, "app": "billing"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.Subscription
 	eventually(t, "status counts the pods and reports the kill switch", func() error {
-		var got v1alpha1.Subscription
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), &got); err != nil {
 			return err
 		}
-		if got.Status.Config.TotalPods != 3 || got.Status.Config.Version == "" || got.Status.ObservedGeneration != 1 {
+		if got.Status.Config == nil || got.Status.Config.TotalPods != 3 || got.Status.Config.Version == "" || got.Status.ObservedGeneration != 1 {
 			return fmt.Errorf("config %+v, observedGeneration %d", got.Status.Config, got.Status.ObservedGeneration)
 		}
 		if err := conditionIs(got.Status.Conditions, v1alpha1.ConditionKillSwitchEngaged, metav1.ConditionTrue, 1, "load test"); err != nil {
 			return err
 		}
-		return conditionIs(got.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, 1, "3 sidecar pod(s)")
+		if err := conditionIs(got.Status.Conditions, v1alpha1.ConditionValid, metav1.ConditionTrue, 1, ""); err != nil {
+			return err
+		}
+		// No sidecar runs in this suite, so nothing is applied.
+		return conditionIs(got.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionFalse, 1, "0 of 3 pod(s) applied")
 	})
+	// Each writer owns its part of the status (api/v1alpha1's table).
+	owners := map[string]bool{}
+	for _, mf := range got.ManagedFields {
+		if mf.Subresource == "status" && mf.Operation == metav1.ManagedFieldsOperationApply {
+			owners[mf.Manager] = true
+		}
+	}
+	if !owners[v1alpha1.FieldManagerReconciler] || !owners[v1alpha1.FieldManagerPropagation] || len(owners) != 2 {
+		t.Fatalf("status field managers %v, want %s and %s", owners, v1alpha1.FieldManagerReconciler, v1alpha1.FieldManagerPropagation)
+	}
 }
 
 // TestTopicStatusCountsAndIsWrittenOnlyWhenChanged checks what the Topic
@@ -379,8 +402,8 @@ func TestTopicStatusCountsAndIsWrittenOnlyWhenChanged(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if got.Status.Subscriptions != 1 || got.Status.Pods != 1 {
-			return fmt.Errorf("subscriptions %d, pods %d", got.Status.Subscriptions, got.Status.Pods)
+		if got.Status.Subscriptions != 1 || got.Status.Config == nil || got.Status.Config.TotalPods != 1 {
+			return fmt.Errorf("subscriptions %d, config %+v", got.Status.Subscriptions, got.Status.Config)
 		}
 		settled = got
 		return nil
@@ -405,7 +428,7 @@ func TestTopicStatusCountsAndIsWrittenOnlyWhenChanged(t *testing.T) {
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(unrelated), &got); err != nil {
 			return err
 		}
-		return conditionIs(got.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, 1, "")
+		return conditionIs(got.Status.Conditions, v1alpha1.ConditionValid, metav1.ConditionTrue, 1, "")
 	})
 	time.Sleep(time.Second) // let the requeued Topic reconciles run
 	after, err := getTopic(ns, "orders")

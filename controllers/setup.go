@@ -11,7 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/controllers/desired"
+	"github.com/weighstation/weighstation/controllers/xds"
 	"github.com/weighstation/weighstation/meshconfig"
 )
 
@@ -25,6 +27,9 @@ type Setup struct {
 	// since this replica became the leader: until then a sink that serves
 	// sidecars must not answer them (it would answer with removals).
 	OnSynced func()
+	// Tracker, if set, holds the sidecars' acknowledgements, and
+	// propagation writes them into status.
+	Tracker *xds.Tracker
 }
 
 // SetupReconcilers registers every reconciler of the operator with mgr.
@@ -38,6 +43,12 @@ func SetupReconcilers(mgr ctrl.Manager, setup Setup) error {
 	pods := &PodConfigReconciler{Client: mgr.GetClient(), Store: setup.Sink, Defaults: setup.Defaults}
 	if err := pods.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the pod configuration reconciler: %w", err)
+	}
+	if setup.Tracker != nil {
+		propagation := &PropagationReconciler{Client: mgr.GetClient(), Tracker: setup.Tracker, Recorder: mgr.GetEventRecorder(v1alpha1.FieldManagerPropagation)}
+		if err := propagation.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the propagation reconciler: %w", err)
+		}
 	}
 	if setup.OnSynced != nil {
 		sync := &initialSync{reader: mgr.GetCache(), reconciler: pods, done: setup.OnSynced, log: mgr.GetLogger().WithName("initial-sync")}

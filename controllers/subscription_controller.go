@@ -2,28 +2,21 @@ package controllers
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
-	"github.com/weighstation/weighstation/controllers/desired"
-	"github.com/weighstation/weighstation/meshconfig"
 )
 
-// SubscriptionReconciler keeps each Subscription's status: Ready, the kill
-// switch, and how many sidecar pods it selects. Per-pod reports (delivered,
-// dropped, latency) and appliedPods come from the sidecars, over xDS, in a
-// later issue; until then Degraded is Unknown and appliedPods 0.
+// SubscriptionReconciler keeps what the reconcilers own of each
+// Subscription's status (see api/v1alpha1's ownership table): whether the
+// spec is valid, and the kill switch set by hand. Propagation writes how far
+// the configuration has reached the sidecars; per-pod reports (delivered,
+// dropped, latency, Degraded) come with a later issue.
 type SubscriptionReconciler struct {
 	client.Client
 }
@@ -47,45 +40,26 @@ func (r *SubscriptionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.Get(ctx, req.NamespacedName, &sub); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	pods, err := listInjectedPods(ctx, r, req.Namespace)
-	if err != nil {
+	status := subscriptionStatus(&sub)
+	if err := subscriptionReconcilerStatus.apply(ctx, r.Client, &sub, v1alpha1.GroupVersion.WithKind("Subscription"), &sub.Status, &status); err != nil {
 		return ctrl.Result{}, err
 	}
-	status, err := subscriptionStatus(&sub, pods)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := applyStatus(ctx, r.Client, &sub, v1alpha1.GroupVersion.WithKind("Subscription"), &sub.Status, &status); err != nil {
-		return ctrl.Result{}, err
-	}
-	logf.FromContext(ctx).V(1).Info("reconciled subscription", "subject", sub.Spec.Subject, "pods", status.Config.TotalPods)
+	logf.FromContext(ctx).V(1).Info("reconciled subscription", "subject", sub.Spec.Subject)
 	return ctrl.Result{}, nil
 }
 
-// subscriptionStatus computes a Subscription's status from the sidecar pods
-// of its namespace.
-func subscriptionStatus(sub *v1alpha1.Subscription, pods []corev1.Pod) (v1alpha1.SubscriptionStatus, error) {
+// subscriptionStatus computes what the reconciler owns of a
+// Subscription's status: whether its spec is valid, and whether its kill
+// switch is engaged by hand. How far the configuration reached the sidecars
+// is propagation's (propagation.go).
+func subscriptionStatus(sub *v1alpha1.Subscription) v1alpha1.SubscriptionStatus {
 	status := *sub.Status.DeepCopy()
 	status.ObservedGeneration = sub.Generation
 	gen := sub.Generation
-
-	version, err := policyVersion(desired.SubscriptionPolicyOf(*sub))
-	if err != nil {
-		return status, err
-	}
-	status.Config.Version = version
-	status.Config.TotalPods = 0
-	selector, selectorErr := metav1.LabelSelectorAsSelector(&sub.Spec.Selector)
-	if selectorErr != nil {
-		setCondition(&status.Conditions, gen, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonInvalidSelector, fmt.Sprintf("spec.selector: %v", selectorErr))
+	if _, err := metav1.LabelSelectorAsSelector(&sub.Spec.Selector); err != nil {
+		setCondition(&status.Conditions, gen, v1alpha1.ConditionValid, metav1.ConditionFalse, ReasonInvalidSelector, fmt.Sprintf("spec.selector: %v", err))
 	} else {
-		for _, p := range pods {
-			if selector.Matches(labels.Set(p.Labels)) {
-				status.Config.TotalPods++
-			}
-		}
-		setCondition(&status.Conditions, gen, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonConfigured,
-			fmt.Sprintf("configuration %s computed for %d sidecar pod(s)", version, status.Config.TotalPods))
+		setCondition(&status.Conditions, gen, v1alpha1.ConditionValid, metav1.ConditionTrue, ReasonConfigured, "the policy is computed for the pods spec.selector selects")
 	}
 	if ks := sub.Spec.KillSwitch; ks != nil && ks.Engaged {
 		msg := "delivery is stopped by hand"
@@ -96,28 +70,14 @@ func subscriptionStatus(sub *v1alpha1.Subscription, pods []corev1.Pod) (v1alpha1
 	} else {
 		setCondition(&status.Conditions, gen, v1alpha1.ConditionKillSwitchEngaged, metav1.ConditionFalse, ReasonNotEngaged, "delivery is not stopped by hand")
 	}
-	setCondition(&status.Conditions, gen, v1alpha1.ConditionDegraded, metav1.ConditionUnknown, ReasonNoReports, "no sidecar has reported yet")
-	return status, nil
+	return status
 }
 
-// policyVersion is a short hash of a Subscription's policy as sidecars see
-// it, so status.config.version changes exactly when their configuration
-// does.
-func policyVersion(p meshconfig.SubscriptionPolicy) (string, error) {
-	b, err := json.Marshal(p)
-	if err != nil {
-		return "", fmt.Errorf("hashing subscription policy %s: %w", p.Name, err)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8]), nil
-}
-
-// SetupWithManager registers the reconciler; sidecar pod changes requeue the
-// Subscriptions of their namespace.
+// SetupWithManager registers the reconciler. What it owns of the status
+// depends on the Subscription's spec alone, so pods do not requeue it.
 func (r *SubscriptionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Subscription{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(requeueNamespace(r, func() client.ObjectList { return &v1alpha1.SubscriptionList{} }))).
 		Named("subscription").
 		Complete(r)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/controllers"
 	"github.com/weighstation/weighstation/controllers/desired"
+	"github.com/weighstation/weighstation/controllers/xds"
 	"github.com/weighstation/weighstation/meshconfig"
 )
 
@@ -93,7 +94,7 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	store = desired.NewStore()
-	if err := controllers.SetupReconcilers(mgr, controllers.Setup{Sink: store, Defaults: meshconfig.DefaultPolicy}); err != nil {
+	if err := controllers.SetupReconcilers(mgr, controllers.Setup{Sink: store, Defaults: meshconfig.DefaultPolicy, Tracker: xds.NewTracker()}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -13,9 +12,9 @@ import (
 	"github.com/weighstation/weighstation/api/v1alpha1"
 )
 
-// TopicReconciler keeps each Topic's status: whether it is in force,
-// whether another Topic of the namespace conflicts with it, and how many
-// Subscriptions and sidecar pods it governs.
+// TopicReconciler keeps what the reconcilers own of each Topic's status:
+// whether it is valid and in force, whether another Topic of the namespace
+// conflicts with it, and how many Subscriptions it governs.
 type TopicReconciler struct {
 	client.Client
 }
@@ -25,8 +24,8 @@ type TopicReconciler struct {
 // +kubebuilder:rbac:groups=weighstation.io,resources=subscriptions,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 
-// Reconcile computes the Topic's status from the Topics, Subscriptions and
-// sidecar pods of its namespace, and writes it if it changed.
+// Reconcile computes the Topic's status from the Topics and Subscriptions
+// of its namespace, and writes it if it changed.
 func (r *TopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
 	var topic v1alpha1.Topic
@@ -41,28 +40,24 @@ func (r *TopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.List(ctx, &subscriptions, client.InNamespace(req.Namespace)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing subscriptions in %s: %w", req.Namespace, err)
 	}
-	pods, err := listInjectedPods(ctx, r, req.Namespace)
-	if err != nil {
+	status := topicStatus(&topic, topics.Items, subscriptions.Items)
+	if err := topicReconcilerStatus.apply(ctx, r.Client, &topic, v1alpha1.GroupVersion.WithKind("Topic"), &topic.Status, &status); err != nil {
 		return ctrl.Result{}, err
 	}
-	status := topicStatus(&topic, topics.Items, subscriptions.Items, pods)
-	if err := applyStatus(ctx, r.Client, &topic, v1alpha1.GroupVersion.WithKind("Topic"), &topic.Status, &status); err != nil {
-		return ctrl.Result{}, err
-	}
-	log.V(1).Info("reconciled topic", "subject", topic.Spec.Subject, "subscriptions", status.Subscriptions, "pods", status.Pods)
+	log.V(1).Info("reconciled topic", "subject", topic.Spec.Subject, "subscriptions", status.Subscriptions)
 	return ctrl.Result{}, nil
 }
 
-// SetupWithManager registers the reconciler. A Topic's status depends on
-// the other Topics (conflicts), the Subscriptions and the sidecar pods of
-// its namespace, so a change to any of them requeues every Topic there.
+// SetupWithManager registers the reconciler. What it owns of a Topic's
+// status depends on the other Topics (conflicts) and the Subscriptions of
+// its namespace, so a change to either requeues every Topic there. (Pods
+// are propagation's business.)
 func (r *TopicReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	topicsInNamespace := handler.EnqueueRequestsFromMapFunc(requeueNamespace(r, func() client.ObjectList { return &v1alpha1.TopicList{} }))
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Topic{}).
 		Watches(&v1alpha1.Topic{}, topicsInNamespace).
 		Watches(&v1alpha1.Subscription{}, topicsInNamespace).
-		Watches(&corev1.Pod{}, topicsInNamespace).
 		Named("topic").
 		Complete(r)
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -22,9 +21,9 @@ const (
 	ReasonNoConflict        = "NoConflict"
 )
 
-// topicStatus computes a Topic's status from its namespace's Topics,
-// Subscriptions and sidecar pods (all from the Topic's namespace).
-func topicStatus(topic *v1alpha1.Topic, topics []v1alpha1.Topic, subscriptions []v1alpha1.Subscription, pods []corev1.Pod) v1alpha1.TopicStatus {
+// topicStatus computes what the reconciler owns of a Topic's status from its
+// namespace's Topics and Subscriptions.
+func topicStatus(topic *v1alpha1.Topic, topics []v1alpha1.Topic, subscriptions []v1alpha1.Subscription) v1alpha1.TopicStatus {
 	status := *topic.Status.DeepCopy()
 	status.ObservedGeneration = topic.Generation
 	gen := topic.Generation
@@ -37,7 +36,7 @@ func topicStatus(topic *v1alpha1.Topic, topics []v1alpha1.Topic, subscriptions [
 		setCondition(&status.Conditions, gen, v1alpha1.ConditionConflicting, metav1.ConditionFalse, ReasonNoConflict, "no other Topic of the namespace has this subject pattern")
 	}
 
-	publishers, selectorErr := publishersOf(topic)
+	_, selectorErr := publishersOf(topic)
 	isInForce := false
 	for _, t := range inForce {
 		if t.Name == topic.Name {
@@ -46,12 +45,12 @@ func topicStatus(topic *v1alpha1.Topic, topics []v1alpha1.Topic, subscriptions [
 	}
 	switch {
 	case selectorErr != nil:
-		setCondition(&status.Conditions, gen, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonInvalidPublishers, fmt.Sprintf("spec.publishers: %v", selectorErr))
+		setCondition(&status.Conditions, gen, v1alpha1.ConditionValid, metav1.ConditionFalse, ReasonInvalidPublishers, fmt.Sprintf("spec.publishers: %v", selectorErr))
 	case !isInForce:
-		setCondition(&status.Conditions, gen, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonShadowed,
+		setCondition(&status.Conditions, gen, v1alpha1.ConditionValid, metav1.ConditionFalse, ReasonShadowed,
 			fmt.Sprintf("Topic %s has the same subject pattern and is in force", strings.Join(conflicts[topic.Name], ", ")))
 	default:
-		setCondition(&status.Conditions, gen, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonInForce,
+		setCondition(&status.Conditions, gen, v1alpha1.ConditionValid, metav1.ConditionTrue, ReasonInForce,
 			fmt.Sprintf("governs the subjects matching %q that no more specific Topic matches", topic.Spec.Subject))
 	}
 
@@ -59,14 +58,6 @@ func topicStatus(topic *v1alpha1.Topic, topics []v1alpha1.Topic, subscriptions [
 	for _, s := range subscriptions {
 		if governing := governingTopic(inForce, string(s.Spec.Subject)); governing != nil && governing.Name == topic.Name && isInForce {
 			status.Subscriptions++
-		}
-	}
-	status.Pods = 0
-	if selectorErr == nil {
-		for _, p := range pods {
-			if publishers.Matches(labels.Set(p.Labels)) {
-				status.Pods++
-			}
 		}
 	}
 	return status

@@ -19,10 +19,35 @@ const (
 	InboxPrefixAnnotation = "weighstation.io/inbox-prefix"
 )
 
+// Status has several writers. Each field and each condition type has one
+// owner, a server-side apply field manager, and each writer applies only
+// its own fields, unforced, so that no writer reverts another:
+//
+//	fields                                            owner (field manager)
+//	observedGeneration, Topic subscriptions,          FieldManagerReconciler
+//	  conditions Valid, Conflicting, KillSwitchEngaged
+//	config (version, appliedPods, totalPods,          FieldManagerPropagation
+//	  rejected, observedTime, propagationTime),
+//	  conditions Ready, ConfigRejected
+//	aggregate, pods[], dropped, condition Degraded    FieldManagerReports (a later issue)
+//	condition PodsWithoutSidecar                      FieldManagerInjection (a later issue)
+const (
+	FieldManagerReconciler  = "weighstation-operator"
+	FieldManagerPropagation = "weighstation-propagation"
+	FieldManagerReports     = "weighstation-reports"
+	FieldManagerInjection   = "weighstation-injection"
+)
+
 // Condition types.
 const (
-	// ConditionReady: the resource's policy is in force.
+	// ConditionValid: the spec is valid and, for a Topic, in force.
+	ConditionValid = "Valid"
+	// ConditionReady: every counted pod's sidecar applied the current
+	// version of the resource's policy.
 	ConditionReady = "Ready"
+	// ConditionConfigRejected: some pod's sidecar refused (NACKed) the
+	// current version; status.config.rejected says why.
+	ConditionConfigRejected = "ConfigRejected"
 	// ConditionConflicting: another Topic of the namespace has the same
 	// subject pattern.
 	ConditionConflicting = "Conflicting"

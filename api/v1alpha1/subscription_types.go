@@ -198,17 +198,44 @@ type SubscriptionPodStatus struct {
 	LastReportTime *metav1.Time `json:"lastReportTime,omitempty"`
 }
 
-// ConfigStatus is how far the subscription's configuration has reached the
-// sidecars.
+// ConfigStatus is how far the resource's policy has reached the sidecars,
+// from their acknowledgements (ACK) and refusals (NACK) over xDS.
 type ConfigStatus struct {
-	// Version is the content hash of the configuration.
+	// Version is the version of the policy the operator serves: a hash of
+	// the policy alone, as sidecars acknowledge it.
 	// +optional
 	Version string `json:"version,omitempty"`
-	// AppliedPods is the number of selected pods whose sidecar acknowledged
-	// Version.
-	AppliedPods int32 `json:"appliedPods"`
-	// TotalPods is the number of selected pods that carry the sidecar.
-	TotalPods int32 `json:"totalPods"`
+	// AppliedPods is the number of counted pods whose sidecar acknowledged
+	// Version. Counted pods are those the resource selects that carry the
+	// sidecar, are scheduled (spec.nodeName set), are not terminating and
+	// have not Succeeded or Failed.
+	// +optional
+	AppliedPods int32 `json:"appliedPods,omitempty"`
+	// TotalPods is the number of counted pods.
+	// +optional
+	TotalPods int32 `json:"totalPods,omitempty"`
+	// Rejected lists pods whose sidecar refused Version, with why (at most
+	// 10; the ConfigRejected condition gives the count).
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=map
+	// +listMapKey=pod
+	Rejected []ConfigRejection `json:"rejected,omitempty"`
+	// ObservedTime is when the operator served Version.
+	// +optional
+	ObservedTime *metav1.Time `json:"observedTime,omitempty"`
+	// PropagationTime is how long Version took, from ObservedTime, to be
+	// applied by every counted pod; unset while it has not.
+	// +optional
+	PropagationTime *metav1.Duration `json:"propagationTime,omitempty"`
+}
+
+// ConfigRejection is one pod's refusal of a configuration.
+type ConfigRejection struct {
+	// Pod is the pod's name.
+	Pod string `json:"pod"`
+	// Reason is the sidecar's reason, as it sent it.
+	Reason string `json:"reason"`
 }
 
 // MaxReportedPods bounds status.pods, so that a Subscription's status stays
@@ -221,7 +248,8 @@ type SubscriptionStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready (configured), KillSwitchEngaged, Degraded.
+	// Conditions: Valid (the spec), Ready (every counted pod applied the
+	// current version), ConfigRejected, KillSwitchEngaged, Degraded.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -244,7 +272,7 @@ type SubscriptionStatus struct {
 
 	// Config is how far the configuration has reached the sidecars.
 	// +optional
-	Config ConfigStatus `json:"config,omitempty"`
+	Config *ConfigStatus `json:"config,omitempty"`
 }
 
 // Subscription declares which pods of its namespace consume a subject

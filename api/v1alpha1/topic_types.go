@@ -99,8 +99,9 @@ type TopicStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready (the policy is in force), Conflicting (another Topic
-	// of the namespace has the same pattern).
+	// Conditions: Valid (the policy is in force), Conflicting (another
+	// Topic of the namespace has the same pattern), Ready (the sidecars
+	// applied the current version), ConfigRejected.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -111,10 +112,13 @@ type TopicStatus struct {
 	// +optional
 	Subscriptions int32 `json:"subscriptions,omitempty"`
 
-	// Pods is the number of sidecar pods of the namespace this Topic
-	// applies to (those its publishers selector allows, or all).
+	// Config is how far the Topic's policy has reached the sidecars. Pod
+	// counts are kept only for a Topic with a publishers selector: one that
+	// applies to every pod of its namespace reports its version and
+	// refusals, and its pods only as a metric, so that a pod's creation
+	// does not rewrite every such Topic.
 	// +optional
-	Pods int32 `json:"pods,omitempty"`
+	Config *ConfigStatus `json:"config,omitempty"`
 }
 
 // Topic is the publishing policy for a subject pattern, for the pods of its

@@ -197,3 +197,7 @@ func accessOf(annotations map[string]string) (meshconfig.Access, error) {
 	}
 	return a, nil
 }
+
+// TopicPolicyOf is a Topic's policy as its shared xDS resource carries it:
+// whether a pod may publish is the pod's own (MayPublish is left false).
+func TopicPolicyOf(t v1alpha1.Topic) meshconfig.TopicPolicy { return topicPolicy(t, false) }

@@ -40,6 +40,34 @@ type Tracker struct {
 	nacked map[string]map[string]NACK
 	// changed is closed and replaced on every change.
 	changed chan struct{}
+	// onChange, if set, is told the names of the resources whose
+	// acknowledgements changed (outside the lock).
+	onChange func(resources []string)
+}
+
+// OnChange sets a function that is told, after each ACK, NACK or Forget,
+// the names of the resources concerned. Set it before serving.
+func (t *Tracker) OnChange(f func(resources []string)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.onChange = f
+}
+
+func (t *Tracker) notify(names []string) {
+	t.mu.Lock()
+	f := t.onChange
+	t.mu.Unlock()
+	if f != nil && len(names) > 0 {
+		f(names)
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }
 
 // NewTracker returns an empty tracker.
@@ -49,6 +77,7 @@ func NewTracker() *Tracker {
 
 // ack records that pod applied these versions.
 func (t *Tracker) ack(pod string, versions map[string]string, removed []string) {
+	defer t.notify(append(keys(versions), removed...))
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	held := t.acked[pod]
@@ -70,6 +99,7 @@ func (t *Tracker) ack(pod string, versions map[string]string, removed []string) 
 
 // nack records that pod refused these versions, keeping what it held.
 func (t *Tracker) nack(pod string, versions map[string]string, reason string, at time.Time) {
+	defer t.notify(keys(versions))
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for name, v := range versions {
@@ -85,6 +115,10 @@ func (t *Tracker) nack(pod string, versions map[string]string, reason string, at
 
 // Forget drops a pod that no longer exists.
 func (t *Tracker) Forget(pod string) {
+	t.mu.Lock()
+	names := keys(t.acked[pod])
+	t.mu.Unlock()
+	defer t.notify(names)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.acked, pod)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,7 +56,7 @@ func startOperator(t *testing.T, xdsAddr string) *operator {
 	}
 	tracker := xds.NewTracker()
 	pub := xds.NewPublisher(mgr.GetLogger().WithName("xds"), tracker)
-	if err := controllers.SetupReconcilers(mgr, controllers.Setup{Sink: pub, Defaults: meshconfig.DefaultPolicy, OnSynced: pub.MarkSynced}); err != nil {
+	if err := controllers.SetupReconcilers(mgr, controllers.Setup{Sink: pub, Defaults: meshconfig.DefaultPolicy, OnSynced: pub.MarkSynced, Tracker: tracker}); err != nil {
 		t.Fatal(err)
 	}
 	srv := xds.NewServer(pub, tracker, xds.Options{
@@ -94,6 +95,9 @@ type pod struct {
 	name, uid string
 	side      *sidecar.Server
 	client    *xdsclient.Client
+	// refuse, when set, is asked before each configuration is applied and
+	// refuses it with its error: a sidecar that cannot apply what it got.
+	refuse atomic.Pointer[func(meshconfig.PodConfig) error]
 }
 
 // startPod creates a ServiceAccount and a scheduled Pod (there is no
@@ -144,9 +148,18 @@ func startPod(t *testing.T, ns, name string, labels map[string]string, broker *s
 		t.Fatal(err)
 	}
 	t.Cleanup(side.Close)
+	pd := &pod{name: name, uid: string(p.UID), side: side}
+	apply := func(cfg meshconfig.PodConfig) error {
+		if refuse := pd.refuse.Load(); refuse != nil {
+			if err := (*refuse)(cfg); err != nil {
+				return err
+			}
+		}
+		return side.SetConfig(cfg)
+	}
 	c, err := xdsclient.New(xdsclient.Options{
 		Address: xdsAddr, Namespace: ns, Pod: name, PodUID: string(p.UID), TokenFile: tokenFile,
-		Credentials: insecure.NewCredentials(), Apply: side.SetConfig,
+		Credentials: insecure.NewCredentials(), Apply: apply,
 		InitialBackoff: 20 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, Log: logr.Discard(),
 	})
 	if err != nil {
@@ -156,7 +169,8 @@ func startPod(t *testing.T, ns, name string, labels map[string]string, broker *s
 	stopped := make(chan struct{})
 	go func() { defer close(stopped); _ = c.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-stopped })
-	return &pod{name: name, uid: string(p.UID), side: side, client: c}
+	pd.client = c
+	return pd
 }
 
 // app connects a stock nats.go client to the pod's sidecar.

@@ -9,15 +9,33 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/controllers/desired"
+	"github.com/weighstation/weighstation/controllers/xds"
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/meshconfig"
+	"github.com/weighstation/weighstation/meshconfig/xdsresource"
 )
+
+// conditionIs checks a condition's status and that its message contains
+// msg.
+func conditionIs(conds []metav1.Condition, condType string, status metav1.ConditionStatus, msg string) error {
+	c := meta.FindStatusCondition(conds, condType)
+	if c == nil {
+		return fmt.Errorf("no %s condition in %+v", condType, conds)
+	}
+	if c.Status != status || !strings.Contains(c.Message, msg) {
+		return fmt.Errorf("%s is %s %q, want %s containing %q", condType, c.Status, c.Message, status, msg)
+	}
+	return nil
+}
 
 func newNamespace(t *testing.T) string {
 	t.Helper()
@@ -128,6 +146,68 @@ func TestKubectlDrivesTheSidecars(t *testing.T) {
 				return fmt.Errorf("answers %v", got)
 			}
 			return nil
+		})
+	})
+
+	t.Run("status shows the kill switch applied by every selected pod", func(t *testing.T) {
+		eventually(t, "billing-a is Ready with its one pod applied", func() error {
+			var sub v1alpha1.Subscription
+			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "billing-a"}, &sub); err != nil {
+				return err
+			}
+			want := xds.Version(xdsresource.SubscriptionResource(desired.SubscriptionPolicyOf(sub)))
+			c := sub.Status.Config
+			if c == nil || c.Version != want || c.AppliedPods != 1 || c.TotalPods != 1 || c.PropagationTime == nil {
+				return fmt.Errorf("config %+v, want version %s applied by 1 of 1", c, want)
+			}
+			return conditionIs(sub.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, "the kill switch is engaged in all 1")
+		})
+		out := kubectl(t, "-n", ns, "get", "subscriptions")
+		if !strings.Contains(out, "billing-a") {
+			t.Fatalf("kubectl get subscriptions:\n%s", out)
+		}
+	})
+
+	t.Run("a configuration a sidecar refuses is NACKed and shown in status", func(t *testing.T) {
+		refuse := func(cfg meshconfig.PodConfig) error {
+			for _, s := range cfg.Subscriptions {
+				if s.KillSwitch.Reason == "unreadable" {
+					return errors.New(`subscription "billing-b": this sidecar cannot apply the reason "unreadable"`)
+				}
+			}
+			return nil
+		}
+		billing1.refuse.Store(&refuse)
+		defer billing1.refuse.Store(nil)
+		before := billing1.client.Version()
+		kubectl(t, "-n", ns, "patch", "subscription", "billing-b", "--type=merge", "-p", `{"spec":{"killSwitch":{"reason":"unreadable"}}}`)
+		eventually(t, "the refusal is in status", func() error {
+			var sub v1alpha1.Subscription
+			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "billing-b"}, &sub); err != nil {
+				return err
+			}
+			if c := sub.Status.Config; c == nil || len(c.Rejected) != 1 || c.Rejected[0].Pod != "billing-1" || !strings.Contains(c.Rejected[0].Reason, "cannot apply") {
+				return fmt.Errorf("config %+v", c)
+			}
+			if err := conditionIs(sub.Status.Conditions, v1alpha1.ConditionConfigRejected, metav1.ConditionTrue, "billing-1"); err != nil {
+				return err
+			}
+			return conditionIs(sub.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionFalse, "0 of 1")
+		})
+		if got := billing1.client.Version(); got != before {
+			t.Fatalf("the refusing sidecar holds %s, want its last good %s", got, before)
+		}
+		billing1.refuse.Store(nil)
+		kubectl(t, "-n", ns, "patch", "subscription", "billing-b", "--type=merge", "-p", `{"spec":{"killSwitch":{"reason":"readable"}}}`)
+		eventually(t, "the fixed version clears the refusal", func() error {
+			var sub v1alpha1.Subscription
+			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "billing-b"}, &sub); err != nil {
+				return err
+			}
+			if c := sub.Status.Config; c == nil || len(c.Rejected) != 0 || c.AppliedPods != 1 {
+				return fmt.Errorf("config %+v", c)
+			}
+			return conditionIs(sub.Status.Conditions, v1alpha1.ConditionConfigRejected, metav1.ConditionFalse, "")
 		})
 	})
 

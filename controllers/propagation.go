@@ -1,0 +1,411 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/controllers/desired"
+	"github.com/weighstation/weighstation/controllers/xds"
+	"github.com/weighstation/weighstation/meshconfig/xdsresource"
+)
+
+// Reasons of the propagation conditions and events.
+const (
+	ReasonApplied      = "Applied"
+	ReasonPropagating  = "Propagating"
+	ReasonRejected     = "Rejected"
+	ReasonNotRejected  = "NotRejected"
+	ReasonNotInForce   = "NotInForce"
+	ReasonKillEngaged  = "KillSwitchEngaged"
+	ReasonKillReleased = "KillSwitchReleased"
+)
+
+// MaxRejectedPods bounds status.config.rejected.
+const MaxRejectedPods = 10
+
+// DefaultPropagationWriteInterval is the least time between two
+// propagation writes of one object: a fleet acknowledging one change one
+// pod at a time must not write the object once per pod.
+const DefaultPropagationWriteInterval = time.Second
+
+// PropagationReconciler writes, under its own field manager
+// (v1alpha1.FieldManagerPropagation), how far each Topic's and
+// Subscription's policy has reached the sidecars: status.config and the
+// conditions Ready and ConfigRejected, from the sidecars' ACKs and NACKs
+// that xds.Tracker holds. Writes are coalesced to at most one per object
+// per WriteInterval, and none when nothing changed.
+type PropagationReconciler struct {
+	client.Client
+	Tracker       *xds.Tracker
+	Recorder      recorder.EventRecorder
+	WriteInterval time.Duration
+
+	mu sync.Mutex
+	// seen is, per object, what the last pass knew of it: the version it
+	// first saw and when, and when it last wrote.
+	seen map[types.NamespacedName]*propagationSeen
+}
+
+type propagationSeen struct {
+	version    string
+	observed   time.Time
+	propagated time.Duration // 0 until every counted pod applied version
+	lastWrite  time.Time
+	// announced is the kill switch state last announced by an Event (nil:
+	// none yet, so the first full propagation after start is not one).
+	announced *bool
+	nacked    map[string]bool // pod/version pairs an Event was sent for
+}
+
+// +kubebuilder:rbac:groups=weighstation.io,resources=topics/status;subscriptions/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// countedPod reports whether a pod should be running a sidecar now:
+// scheduled, not terminating, and neither Succeeded nor Failed.
+func countedPod(p *corev1.Pod) bool {
+	return p.Spec.NodeName != "" && p.DeletionTimestamp == nil &&
+		p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+// podAck is what the tracker knows of one counted pod.
+type podAck struct {
+	name    string
+	applied bool
+	nack    *xds.NACK
+	holds   bool // the pod holds some version of the resource
+}
+
+// progress gathers the counted pods' acknowledgements of one version.
+func (r *PropagationReconciler) progress(resource, version string, pods []corev1.Pod) []podAck {
+	nacks := r.Tracker.NACKs(resource)
+	out := make([]podAck, 0, len(pods))
+	for i := range pods {
+		p := &pods[i]
+		key := xdsresource.PodName(p.Namespace, p.Name)
+		acked := r.Tracker.Acked(key, resource)
+		a := podAck{name: p.Name, applied: acked == version, holds: acked != ""}
+		if n, ok := nacks[key]; ok && n.Version == version {
+			a.nack = &n
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// Reconcile computes one Topic's or Subscription's propagation status. The
+// request names either kind: both are looked up (names are unique per kind
+// only, so a Topic and a Subscription of one name are both reconciled).
+func (r *PropagationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(req.Namespace), client.MatchingLabelsSelector{Selector: injectedPods}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing sidecar pods in %s: %w", req.Namespace, err)
+	}
+	counted := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return !countedPod(&p) })
+	var after time.Duration
+	var sub v1alpha1.Subscription
+	switch err := r.Get(ctx, req.NamespacedName, &sub); {
+	case err == nil:
+		d, err := r.subscription(ctx, &sub, counted)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		after = d
+	case client.IgnoreNotFound(err) != nil:
+		return ctrl.Result{}, err
+	}
+	var topic v1alpha1.Topic
+	switch err := r.Get(ctx, req.NamespacedName, &topic); {
+	case err == nil:
+		d, err := r.topic(ctx, &topic, counted)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if d > 0 && (after == 0 || d < after) {
+			after = d
+		}
+	case client.IgnoreNotFound(err) != nil:
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+func (r *PropagationReconciler) subscription(ctx context.Context, sub *v1alpha1.Subscription, pods []corev1.Pod) (time.Duration, error) {
+	selector, err := metav1.LabelSelectorAsSelector(&sub.Spec.Selector)
+	if err != nil {
+		return 0, nil // Valid says so; nothing is served for it
+	}
+	selected := slices.DeleteFunc(slices.Clone(pods), func(p corev1.Pod) bool { return !selector.Matches(labels.Set(p.Labels)) })
+	resource := xdsresource.SubscriptionName(sub.Namespace, sub.Name)
+	version := xds.Version(xdsresource.SubscriptionResource(desired.SubscriptionPolicyOf(*sub)))
+	engaged := sub.Spec.KillSwitch != nil && sub.Spec.KillSwitch.Engaged
+	next := *sub.Status.DeepCopy()
+	key := keyOf("subscription", sub.Namespace, sub.Name)
+	acks := r.progress(resource, version, selected)
+	cfg, ready, msg := r.configStatus(key, version, acks, true)
+	if engaged && ready {
+		msg += fmt.Sprintf("; the kill switch is engaged in all %d", len(acks))
+	} else if engaged {
+		msg += fmt.Sprintf("; the kill switch is engaged in %d of them", cfg.AppliedPods)
+	}
+	next.Config = cfg
+	r.setConditions(&next.Conditions, sub.Generation, ready, msg, acks)
+	r.events(sub, key, version, ready, engaged, acks)
+	return r.write(ctx, sub, v1alpha1.GroupVersion.WithKind("Subscription"), key, &sub.Status, &next)
+}
+
+func (r *PropagationReconciler) topic(ctx context.Context, topic *v1alpha1.Topic, pods []corev1.Pod) (time.Duration, error) {
+	resource := xdsresource.TopicName(topic.Namespace, topic.Name)
+	version := xds.Version(xdsresource.TopicResource(desired.TopicPolicyOf(*topic)))
+	next := *topic.Status.DeepCopy()
+	key := keyOf("topic", topic.Namespace, topic.Name)
+	counts := topic.Spec.Publishers != nil
+	if counts {
+		selector, err := metav1.LabelSelectorAsSelector(topic.Spec.Publishers)
+		if err != nil {
+			return 0, nil // Valid says so
+		}
+		pods = slices.DeleteFunc(slices.Clone(pods), func(p corev1.Pod) bool { return !selector.Matches(labels.Set(p.Labels)) })
+	} else {
+		// A Topic for every pod is judged by the pods that hold some
+		// version of it: a new pod does not make it un-Ready, and its
+		// creation rewrites nothing.
+		pods = slices.DeleteFunc(slices.Clone(pods), func(p corev1.Pod) bool {
+			return r.Tracker.Acked(xdsresource.PodName(p.Namespace, p.Name), resource) == ""
+		})
+	}
+	acks := r.progress(resource, version, pods)
+	cfg, ready, msg := r.configStatus(key, version, acks, counts)
+	next.Config = cfg
+	r.setConditions(&next.Conditions, topic.Generation, ready, msg, acks)
+	r.events(topic, key, version, ready, false, acks)
+	return r.write(ctx, topic, v1alpha1.GroupVersion.WithKind("Topic"), key, &topic.Status, &next)
+}
+
+func keyOf(kind, namespace, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: namespace, Name: kind + "/" + name}
+}
+
+// configStatus computes status.config and whether every counted pod
+// applied version.
+func (r *PropagationReconciler) configStatus(key types.NamespacedName, version string, acks []podAck, counts bool) (*v1alpha1.ConfigStatus, bool, string) {
+	applied, total := int32(0), int32(len(acks))
+	var rejected []v1alpha1.ConfigRejection
+	for _, a := range acks {
+		if a.applied {
+			applied++
+		}
+		if a.nack != nil {
+			rejected = append(rejected, v1alpha1.ConfigRejection{Pod: a.name, Reason: a.nack.Reason})
+		}
+	}
+	sort.Slice(rejected, func(i, j int) bool { return rejected[i].Pod < rejected[j].Pod })
+	if len(rejected) > MaxRejectedPods {
+		rejected = rejected[:MaxRejectedPods]
+	}
+	ready := applied == total
+
+	r.mu.Lock()
+	s := r.seenLocked(key)
+	now := time.Now()
+	if s.version != version {
+		s.version, s.observed, s.propagated = version, now, 0
+	}
+	if ready && s.propagated == 0 {
+		s.propagated = max(now.Sub(s.observed), time.Microsecond)
+	}
+	cfg := &v1alpha1.ConfigStatus{Version: version, Rejected: rejected, ObservedTime: &metav1.Time{Time: s.observed}}
+	if s.propagated > 0 {
+		cfg.PropagationTime = &metav1.Duration{Duration: s.propagated.Round(time.Millisecond)}
+	}
+	r.mu.Unlock()
+
+	if counts {
+		cfg.AppliedPods, cfg.TotalPods = applied, total
+	}
+	msg := fmt.Sprintf("%d of %d pod(s) applied version %s", applied, total, version)
+	if !counts {
+		msg = fmt.Sprintf("every pod that holds this Topic applied version %s", version)
+		if !ready {
+			msg = fmt.Sprintf("%d of %d pod(s) that hold this Topic applied version %s", applied, total, version)
+		}
+	}
+	return cfg, ready, msg
+}
+
+func (r *PropagationReconciler) seenLocked(key types.NamespacedName) *propagationSeen {
+	if r.seen == nil {
+		r.seen = map[types.NamespacedName]*propagationSeen{}
+	}
+	s, ok := r.seen[key]
+	if !ok {
+		s = &propagationSeen{nacked: map[string]bool{}}
+		r.seen[key] = s
+	}
+	return s
+}
+
+func (r *PropagationReconciler) setConditions(conds *[]metav1.Condition, gen int64, ready bool, msg string, acks []podAck) {
+	if ready {
+		setCondition(conds, gen, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonApplied, msg)
+	} else {
+		setCondition(conds, gen, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonPropagating, msg)
+	}
+	var reasons []string
+	for _, a := range acks {
+		if a.nack != nil {
+			reasons = append(reasons, fmt.Sprintf("%s: %s", a.name, a.nack.Reason))
+		}
+	}
+	sort.Strings(reasons)
+	if len(reasons) > 0 {
+		if len(reasons) > 3 {
+			reasons = append(reasons[:3], fmt.Sprintf("and %d more", len(reasons)-3))
+		}
+		setCondition(conds, gen, v1alpha1.ConditionConfigRejected, metav1.ConditionTrue, ReasonRejected,
+			fmt.Sprintf("%d pod(s) refused the current version: %s", len(reasons), strings.Join(reasons, "; ")))
+	} else {
+		setCondition(conds, gen, v1alpha1.ConditionConfigRejected, metav1.ConditionFalse, ReasonNotRejected, "no pod refused the current version")
+	}
+}
+
+// events records a Warning for each new refusal and, for a Subscription,
+// one when a change of its kill switch has reached every counted pod.
+func (r *PropagationReconciler) events(obj client.Object, key types.NamespacedName, version string, ready, engaged bool, acks []podAck) {
+	if r.Recorder == nil {
+		return
+	}
+	r.mu.Lock()
+	s := r.seenLocked(key)
+	var newNACKs []podAck
+	for _, a := range acks {
+		if a.nack != nil && !s.nacked[a.name+"/"+version] {
+			s.nacked[a.name+"/"+version] = true
+			newNACKs = append(newNACKs, a)
+		}
+	}
+	announce := false
+	if _, isSub := obj.(*v1alpha1.Subscription); isSub && ready {
+		if s.announced != nil && *s.announced != engaged {
+			announce = true
+		}
+		s.announced = &engaged
+	}
+	propagated := s.propagated
+	r.mu.Unlock()
+	for _, a := range newNACKs {
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonRejected, "Apply", "pod %s refused version %s: %s", a.name, version, a.nack.Reason)
+	}
+	if announce {
+		reason, what := ReasonKillReleased, "released"
+		if engaged {
+			reason, what = ReasonKillEngaged, "engaged"
+		}
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, reason, "Propagate", "kill switch %s in all %d pod(s) in %s", what, len(acks), propagated.Round(time.Millisecond))
+	}
+}
+
+// write applies the propagation part of the status, at most once per
+// WriteInterval per object; it returns when to come back for a write it
+// deferred.
+func (r *PropagationReconciler) write(ctx context.Context, obj client.Object, gvk schemaGVK, key types.NamespacedName, current, next any) (time.Duration, error) {
+	before, err := propagationStatus.project(current)
+	if err != nil {
+		return 0, err
+	}
+	after, err := propagationStatus.project(next)
+	if err != nil {
+		return 0, err
+	}
+	if semanticEqual(before, after) {
+		return 0, nil
+	}
+	interval := r.WriteInterval
+	if interval == 0 {
+		interval = DefaultPropagationWriteInterval
+	}
+	r.mu.Lock()
+	s := r.seenLocked(key)
+	wait := interval - time.Since(s.lastWrite)
+	if wait > 0 {
+		r.mu.Unlock()
+		return wait, nil
+	}
+	s.lastWrite = time.Now()
+	r.mu.Unlock()
+	if err := propagationStatus.apply(ctx, r.Client, obj, gvk, current, next); err != nil {
+		return 0, err
+	}
+	logf.FromContext(ctx).V(1).Info("propagation status written", "object", key)
+	return 0, nil
+}
+
+// SetupWithManager registers the reconciler, fed by Topic, Subscription
+// and sidecar pod changes and by the sidecars' acknowledgements.
+func (r *PropagationReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	acks := make(chan event.GenericEvent, 4096)
+	r.Tracker.OnChange(func(resources []string) {
+		for _, name := range resources {
+			parsed, err := xdsresource.ParseName(name)
+			if err != nil || parsed.Kind == xdsresource.KindPod {
+				continue
+			}
+			// The request names the object; Reconcile looks up both kinds.
+			obj := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: parsed.Namespace, Name: parsed.Name}}
+			acks <- event.GenericEvent{Object: obj}
+		}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("propagation").
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&v1alpha1.Subscription{}), &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&v1alpha1.Topic{}), &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&corev1.Pod{}), handler.EnqueueRequestsFromMapFunc(r.selectedBy))).
+		WatchesRawSource(source.Channel(acks, &handler.EnqueueRequestForObject{})).
+		Complete(r)
+}
+
+// selectedBy maps a pod to the Subscriptions and the selecting Topics of
+// its namespace whose selector matches it (counts change with it).
+func (r *PropagationReconciler) selectedBy(ctx context.Context, obj client.Object) []reconcile.Request {
+	set := labels.Set(obj.GetLabels())
+	var reqs []reconcile.Request
+	var subs v1alpha1.SubscriptionList
+	if err := r.List(ctx, &subs, client.InNamespace(obj.GetNamespace())); err == nil {
+		for _, s := range subs.Items {
+			if sel, err := metav1.LabelSelectorAsSelector(&s.Spec.Selector); err == nil && sel.Matches(set) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}})
+			}
+		}
+	}
+	var topics v1alpha1.TopicList
+	if err := r.List(ctx, &topics, client.InNamespace(obj.GetNamespace())); err == nil {
+		for _, t := range topics.Items {
+			if t.Spec.Publishers == nil {
+				continue
+			}
+			if sel, err := metav1.LabelSelectorAsSelector(t.Spec.Publishers); err == nil && sel.Matches(set) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: t.Namespace, Name: t.Name}})
+			}
+		}
+	}
+	return reqs
+}
