@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"google.golang.org/grpc/credentials/insecure"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -31,6 +30,7 @@ import (
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar"
+	"github.com/weighstation/weighstation/sidecar/upstream"
 	"github.com/weighstation/weighstation/sidecar/xdsclient"
 )
 
@@ -103,7 +103,7 @@ type pod struct {
 // startPod creates a ServiceAccount and a scheduled Pod (there is no
 // scheduler in envtest, so spec.nodeName is set), requests a token bound to
 // the pod from the apiserver, and starts the pod's sidecar with it.
-func startPod(t *testing.T, ns, name string, labels map[string]string, broker *server.Server, xdsAddr string) *pod {
+func startPod(t *testing.T, ns, name string, labels map[string]string, brokerURL, xdsAddr string) *pod {
 	t.Helper()
 	ctx := background()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -140,7 +140,11 @@ func startPod(t *testing.T, ns, name string, labels map[string]string, broker *s
 
 	opts := sidecar.DefaultOptions
 	opts.Listen = "127.0.0.1:0"
-	side, err := sidecar.New(natstest.Connect(t, broker.ClientURL()), opts)
+	// The broker may not be there yet: the sidecar serves and holds
+	// publishes until it is, as in a pod.
+	link := upstream.NewLink(logr.Discard())
+	opts.Link = link
+	side, err := sidecar.New(natstest.Connect(t, brokerURL, append(upstream.ConnectOptions(), link.Options()...)...), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,9 +92,9 @@ func TestKubectlDrivesTheSidecars(t *testing.T) {
 		}
 	}
 	op := startOperator(t, xdsAddr)
-	checkout := startPod(t, ns, "checkout-0", map[string]string{"app": "checkout", "pod": "checkout-0"}, broker, xdsAddr)
-	billing0 := startPod(t, ns, "billing-0", map[string]string{"app": "billing", "pod": "billing-0"}, broker, xdsAddr)
-	billing1 := startPod(t, ns, "billing-1", map[string]string{"app": "billing", "pod": "billing-1"}, broker, xdsAddr)
+	checkout := startPod(t, ns, "checkout-0", map[string]string{"app": "checkout", "pod": "checkout-0"}, broker.ClientURL(), xdsAddr)
+	billing0 := startPod(t, ns, "billing-0", map[string]string{"app": "billing", "pod": "billing-0"}, broker.ClientURL(), xdsAddr)
+	billing1 := startPod(t, ns, "billing-1", map[string]string{"app": "billing", "pod": "billing-1"}, broker.ClientURL(), xdsAddr)
 	pods := []*pod{checkout, billing0, billing1}
 	waitConfigured(t, op, ns, checkout, "configured", func(meshconfig.PodConfig) error { return nil })
 	waitConfigured(t, op, ns, billing0, "configured", killSwitch("billing-a", false))
