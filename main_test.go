@@ -50,12 +50,27 @@ func TestOperatorCommand(t *testing.T) {
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// The operator's own Pod, which the leader labels (-pod-name).
+	if err := c.Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "operator-0"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "operator", Image: "weighstation"}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
 	bin := buildBinary(t)
 	metricsAddr, probeAddr, xdsAddr := natstest.FreeAddr(t), natstest.FreeAddr(t), natstest.FreeAddr(t)
 	logs := &lockedBuffer{}
 	cmd := exec.Command(bin, "operator",
 		"-metrics-bind-address", metricsAddr, "-health-probe-bind-address", probeAddr,
-		"-leader-elect", "-leader-election-namespace", "default", "-namespace", "default", "-xds-listen", xdsAddr, "-ca-bundle-resync", "200ms")
+		"-leader-elect", "-leader-election-namespace", "default", "-namespace", "default", "-xds-listen", xdsAddr, "-ca-bundle-resync", "200ms", "-pod-name", "operator-0")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -78,14 +93,6 @@ func TestOperatorCommand(t *testing.T) {
 		return nil
 	})
 
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = v1alpha1.AddToScheme(scheme)
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
 	topic := &v1alpha1.Topic{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "orders"}, Spec: v1alpha1.TopicSpec{Subject: "orders.>"}}
 	if err := c.Create(ctx, topic); err != nil {
 		t.Fatal(err)
@@ -106,6 +113,17 @@ func TestOperatorCommand(t *testing.T) {
 	}
 	waitFor(t, "metrics are served", func() error {
 		return get200("http://"+metricsAddr+"/metrics", `controller_runtime_reconcile_total{controller="topic"`)
+	})
+	// The leader labels its own Pod, which the xDS Service selects.
+	waitFor(t, "the leader labels its pod", func() error {
+		var pod corev1.Pod
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "operator-0"}, &pod); err != nil {
+			return err
+		}
+		if pod.Labels["weighstation.io/xds-leader"] != "true" {
+			return fmt.Errorf("labels %v", pod.Labels)
+		}
+		return nil
 	})
 	// Ready means serving a certificate from the operator's own CA, kept in
 	// a Secret of its namespace.
