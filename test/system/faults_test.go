@@ -104,15 +104,18 @@ func TestOperatorOutageWhileTrafficFlows(t *testing.T) {
 		waitConfigured(t, op, ns, p, "configured", func(meshconfig.PodConfig) error { return nil })
 	}
 
-	var received atomic.Int64
+	var received, probes atomic.Int64
 	sentinel := make(chan struct{})
 	sub := consumer.app(t)
 	if _, err := sub.Subscribe("feed", func(m *nats.Msg) {
-		if string(m.Data) == "sentinel" {
+		switch string(m.Data) {
+		case "sentinel":
 			close(sentinel)
-			return
+		case "probe":
+			probes.Add(1)
+		default:
+			received.Add(1)
 		}
-		received.Add(1)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -129,12 +132,11 @@ func TestOperatorOutageWhileTrafficFlows(t *testing.T) {
 		if err := pub.Flush(); err != nil {
 			return err
 		}
-		if received.Load() == 0 {
+		if probes.Load() == 0 {
 			return errors.New("nothing received yet")
 		}
 		return nil
 	})
-	received.Store(0)
 
 	applied := map[string]uint64{}
 	for _, p := range pods {
