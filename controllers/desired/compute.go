@@ -39,6 +39,13 @@ func Compute(pod Pod, topics []v1alpha1.Topic, subscriptions []v1alpha1.Subscrip
 		if err != nil {
 			return meshconfig.PodConfig{}, fmt.Errorf("topic %s/%s: publishers: %w", t.Namespace, t.Name, err)
 		}
+		if !mayPublish {
+			// The Topic does not apply to this pod: only its refusal does
+			// (in audit mode, the defaults' limits), so the pod's
+			// configuration does not follow the Topic's limits.
+			cfg.Topics = append(cfg.Topics, excludedFrom(cfg.Default, t))
+			continue
+		}
 		cfg.Topics = append(cfg.Topics, topicPolicy(t, mayPublish))
 	}
 	for _, s := range inNamespace(subscriptions, pod.Namespace) {
@@ -196,6 +203,13 @@ func accessOf(annotations map[string]string) (meshconfig.Access, error) {
 		a.InboxPrefix = prefix
 	}
 	return a, nil
+}
+
+// excludedFrom is a Topic as a pod that its publishers selector excludes
+// sees it: its subject, refused, under the default policy.
+func excludedFrom(def meshconfig.TopicPolicy, t v1alpha1.Topic) meshconfig.TopicPolicy {
+	def.Name, def.Subject, def.MayPublish = t.Name, string(t.Spec.Subject), false
+	return def
 }
 
 // TopicPolicyOf is a Topic's policy as its shared xDS resource carries it:

@@ -109,6 +109,14 @@ func TestCompute(t *testing.T) {
 				if !got["open"] || !got["mine"] || got["theirs"] {
 					t.Fatalf("MayPublish %v", got)
 				}
+				// A Topic that does not apply to the pod is only a refusal
+				// under its subject, with the defaults' limits: the pod's
+				// configuration does not follow that Topic's limits.
+				for _, p := range cfg.Topics {
+					if p.Name == "theirs" && (p.Subject != "theirs.>" || p.MaxMessageBytes != cfg.Default.MaxMessageBytes || p.PublishRate != cfg.Default.PublishRate) {
+						t.Fatalf("excluded topic %+v, default %+v", p, cfg.Default)
+					}
+				}
 			},
 		},
 		{

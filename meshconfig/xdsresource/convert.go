@@ -26,7 +26,12 @@ func Split(cfg meshconfig.PodConfig, podUID string) (pod *xdsv1.Resource, shared
 	}
 	for _, t := range cfg.Topics {
 		name := TopicName(cfg.Namespace, t.Name)
-		p.Topics = append(p.Topics, &xdsv1.TopicRef{Name: name, MayPublish: t.MayPublish})
+		if !t.MayPublish {
+			// Not the pod's Topic: its refusal travels with the pod.
+			p.Topics = append(p.Topics, &xdsv1.TopicRef{Name: name, Subject: t.Subject})
+			continue
+		}
+		p.Topics = append(p.Topics, &xdsv1.TopicRef{Name: name, MayPublish: true})
 		shared[name] = TopicResource(t)
 	}
 	for _, s := range cfg.Subscriptions {
@@ -108,11 +113,14 @@ func subscriptionFromProto(p *xdsv1.SubscriptionPolicy) meshconfig.SubscriptionP
 	return s
 }
 
-// Refs lists the shared resources a pod's resource names.
+// Refs lists the shared resources a pod's resource needs: the Topics it
+// may publish under and its Subscriptions.
 func Refs(pod *xdsv1.PodPolicy) []string {
 	refs := make([]string, 0, len(pod.GetTopics())+len(pod.GetSubscriptions()))
 	for _, t := range pod.GetTopics() {
-		refs = append(refs, t.GetName())
+		if t.GetMayPublish() {
+			refs = append(refs, t.GetName())
+		}
 	}
 	return append(refs, pod.GetSubscriptions()...)
 }
@@ -134,6 +142,16 @@ func Assemble(pod *xdsv1.PodPolicy, shared map[string]*xdsv1.Resource) (cfg mesh
 	}
 	cfg.Default = topicFromProto(pod.GetDefaultTopic(), true)
 	for _, ref := range pod.GetTopics() {
+		if !ref.GetMayPublish() {
+			parsed, err := ParseName(ref.GetName())
+			if err != nil || parsed.Kind != KindTopic {
+				return meshconfig.PodConfig{}, nil, fmt.Errorf("pod resource %s: topic reference %q is not a topic's name", PodName(pod.GetNamespace(), pod.GetPod()), ref.GetName())
+			}
+			excluded := cfg.Default
+			excluded.Name, excluded.Subject, excluded.MayPublish = parsed.Name, ref.GetSubject(), false
+			cfg.Topics = append(cfg.Topics, excluded)
+			continue
+		}
 		res, ok := shared[ref.GetName()]
 		if !ok {
 			missing = append(missing, ref.GetName())

@@ -159,8 +159,10 @@ type PodPolicy struct {
 	PodUid string `protobuf:"bytes,3,opt,name=pod_uid,json=podUid,proto3" json:"pod_uid,omitempty"`
 	// default_topic governs subjects that no Topic matches.
 	DefaultTopic *TopicPolicy `protobuf:"bytes,4,opt,name=default_topic,json=defaultTopic,proto3" json:"default_topic,omitempty"`
-	// topics are the Topics in force in the namespace, by name, with whether
-	// this pod may publish under each.
+	// topics are the Topics in force in the namespace, with whether this pod
+	// may publish under each. Only those it may publish under apply to it:
+	// the sidecar subscribes to their shared resources. The others are
+	// refusals, carried here with their subject alone.
 	Topics []*TopicRef `protobuf:"bytes,5,rep,name=topics,proto3" json:"topics,omitempty"`
 	// subscriptions are the names of the Subscriptions that select this pod.
 	Subscriptions []string `protobuf:"bytes,6,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
@@ -248,11 +250,16 @@ func (x *PodPolicy) GetAccess() *Access {
 	return nil
 }
 
-// TopicRef names a shared TopicPolicy resource.
+// TopicRef names a Topic's shared TopicPolicy resource.
 type TopicRef struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	MayPublish    bool                   `protobuf:"varint,2,opt,name=may_publish,json=mayPublish,proto3" json:"may_publish,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Name       string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	MayPublish bool                   `protobuf:"varint,2,opt,name=may_publish,json=mayPublish,proto3" json:"may_publish,omitempty"`
+	// subject is set when may_publish is false: the Topic does not apply to
+	// this pod, whose publishes under subject are refused (enforce) or
+	// audited under the default policy's limits (audit), so the pod does not
+	// need, and does not receive, the Topic's policy.
+	Subject       string `protobuf:"bytes,3,opt,name=subject,proto3" json:"subject,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -299,6 +306,13 @@ func (x *TopicRef) GetMayPublish() bool {
 		return x.MayPublish
 	}
 	return false
+}
+
+func (x *TopicRef) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
 }
 
 // Access is how the sidecar applies the pod's subject permissions.
@@ -796,11 +810,12 @@ const file_xds_v1_config_proto_rawDesc = "" +
 	"\rdefault_topic\x18\x04 \x01(\v2 .weighstation.xds.v1.TopicPolicyR\fdefaultTopic\x125\n" +
 	"\x06topics\x18\x05 \x03(\v2\x1d.weighstation.xds.v1.TopicRefR\x06topics\x12$\n" +
 	"\rsubscriptions\x18\x06 \x03(\tR\rsubscriptions\x123\n" +
-	"\x06access\x18\a \x01(\v2\x1b.weighstation.xds.v1.AccessR\x06access\"?\n" +
+	"\x06access\x18\a \x01(\v2\x1b.weighstation.xds.v1.AccessR\x06access\"Y\n" +
 	"\bTopicRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
 	"\vmay_publish\x18\x02 \x01(\bR\n" +
-	"mayPublish\"?\n" +
+	"mayPublish\x12\x18\n" +
+	"\asubject\x18\x03 \x01(\tR\asubject\"?\n" +
 	"\x06Access\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12!\n" +
 	"\finbox_prefix\x18\x02 \x01(\tR\vinboxPrefix\"\xc8\x01\n" +
