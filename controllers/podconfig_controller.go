@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,6 +23,12 @@ type PodConfigReconciler struct {
 	client.Client
 	Store    desired.Sink
 	Defaults meshconfig.Defaults
+
+	// mu makes each reconcile's read of the cache and write to Store one
+	// step, so writes land in the order of the reads: a shared Topic or
+	// Subscription resource is written by every pod that names it, and the
+	// initial sync runs beside the controller's worker.
+	mu sync.Mutex
 }
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
@@ -30,6 +37,8 @@ type PodConfigReconciler struct {
 // Reconcile computes the pod's configuration and stores it; a pod that is
 // gone or no longer carries the sidecar loses its configuration.
 func (r *PodConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	log := logf.FromContext(ctx)
 	var pod corev1.Pod
 	if err := r.Get(ctx, req.NamespacedName, &pod); err != nil {
