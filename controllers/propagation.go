@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -101,7 +102,7 @@ func (r *PropagationReconciler) progress(resource, version string, pods []corev1
 	out := make([]podAck, 0, len(pods))
 	for i := range pods {
 		p := &pods[i]
-		key := xdsresource.PodName(p.Namespace, p.Name)
+		key := xds.PodKey(p.Namespace, p.Name, string(p.UID))
 		acked := r.Tracker.Acked(key, resource)
 		a := podAck{name: p.Name, applied: acked == version, holds: acked != ""}
 		if n, ok := nacks[key]; ok && n.Version == version {
@@ -161,6 +162,7 @@ func (r *PropagationReconciler) subscription(ctx context.Context, sub *v1alpha1.
 	next := *sub.Status.DeepCopy()
 	key := keyOf("subscription", sub.Namespace, sub.Name)
 	acks := r.progress(resource, version, selected)
+	r.resume(key, version, sub.Status.Config)
 	cfg, ready, msg := r.configStatus(key, version, acks, true)
 	if engaged && ready {
 		msg += fmt.Sprintf("; the kill switch is engaged in all %d", len(acks))
@@ -179,6 +181,19 @@ func (r *PropagationReconciler) topic(ctx context.Context, topic *v1alpha1.Topic
 	next := *topic.Status.DeepCopy()
 	key := keyOf("topic", topic.Namespace, topic.Name)
 	counts := topic.Spec.Publishers != nil
+	all := pods
+	inForce, err := r.inForce(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	if !inForce {
+		// Shadowed by a Topic with the same pattern: no pod holds it.
+		next.Config = &v1alpha1.ConfigStatus{Version: version}
+		setCondition(&next.Conditions, topic.Generation, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonNotInForce,
+			"another Topic with the same subject pattern is in force (see Valid)")
+		setCondition(&next.Conditions, topic.Generation, v1alpha1.ConditionConfigRejected, metav1.ConditionFalse, ReasonNotRejected, "no pod holds this Topic")
+		return r.write(ctx, topic, v1alpha1.GroupVersion.WithKind("Topic"), key, &topic.Status, &next)
+	}
 	if counts {
 		selector, err := metav1.LabelSelectorAsSelector(topic.Spec.Publishers)
 		if err != nil {
@@ -187,18 +202,61 @@ func (r *PropagationReconciler) topic(ctx context.Context, topic *v1alpha1.Topic
 		pods = slices.DeleteFunc(slices.Clone(pods), func(p corev1.Pod) bool { return !selector.Matches(labels.Set(p.Labels)) })
 	} else {
 		// A Topic for every pod is judged by the pods that hold some
-		// version of it: a new pod does not make it un-Ready, and its
-		// creation rewrites nothing.
+		// version of it or refused the current one: a new pod does not
+		// make it un-Ready, and its creation rewrites nothing.
+		nacks := r.Tracker.NACKs(resource)
 		pods = slices.DeleteFunc(slices.Clone(pods), func(p corev1.Pod) bool {
-			return r.Tracker.Acked(xdsresource.PodName(p.Namespace, p.Name), resource) == ""
+			key := xds.PodKey(p.Namespace, p.Name, string(p.UID))
+			_, refused := nacks[key]
+			return r.Tracker.Acked(key, resource) == "" && !refused
 		})
 	}
 	acks := r.progress(resource, version, pods)
+	r.resume(key, version, topic.Status.Config)
 	cfg, ready, msg := r.configStatus(key, version, acks, counts)
+	if !counts && len(acks) == 0 && len(all) > 0 {
+		// Pods run sidecars here, and none holds this Topic yet.
+		ready, msg = false, fmt.Sprintf("no pod holds version %s yet", version)
+		cfg.PropagationTime = nil
+	}
 	next.Config = cfg
 	r.setConditions(&next.Conditions, topic.Generation, ready, msg, acks)
 	r.events(topic, key, version, ready, false, acks)
 	return r.write(ctx, topic, v1alpha1.GroupVersion.WithKind("Topic"), key, &topic.Status, &next)
+}
+
+// inForce reports whether topic is the one in force for its pattern.
+func (r *PropagationReconciler) inForce(ctx context.Context, topic *v1alpha1.Topic) (bool, error) {
+	var topics v1alpha1.TopicList
+	if err := r.List(ctx, &topics, client.InNamespace(topic.Namespace)); err != nil {
+		return false, fmt.Errorf("listing topics in %s: %w", topic.Namespace, err)
+	}
+	inForce, _ := desired.ResolveConflicts(topics.Items)
+	for _, t := range inForce {
+		if t.Name == topic.Name {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// resume takes the observed and propagation times of version from the
+// status written before, when this process has not seen the object yet
+// (it restarted, or became the leader).
+func (r *PropagationReconciler) resume(key types.NamespacedName, version string, written *v1alpha1.ConfigStatus) {
+	if written == nil || written.Version != version || written.ObservedTime == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.seenLocked(key)
+	if s.version != "" {
+		return
+	}
+	s.version, s.observed = version, written.ObservedTime.Time
+	if written.PropagationTime != nil {
+		s.propagated = written.PropagationTime.Duration
+	}
 }
 
 func keyOf(kind, namespace, name string) types.NamespacedName {
@@ -362,18 +420,18 @@ func (r *PropagationReconciler) write(ctx context.Context, obj client.Object, gv
 // SetupWithManager registers the reconciler, fed by Topic, Subscription
 // and sidecar pod changes and by the sidecars' acknowledgements.
 func (r *PropagationReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	acks := make(chan event.GenericEvent, 4096)
-	r.Tracker.OnChange(func(resources []string) {
-		for _, name := range resources {
-			parsed, err := xdsresource.ParseName(name)
-			if err != nil || parsed.Kind == xdsresource.KindPod {
-				continue
-			}
-			// The request names the object; Reconcile looks up both kinds.
-			obj := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: parsed.Namespace, Name: parsed.Name}}
-			acks <- event.GenericEvent{Object: obj}
-		}
-	})
+	// The tracker is told from stream goroutines, which must never wait
+	// on propagation: changes gather in a set, and one goroutine feeds
+	// them to the controller.
+	acks := make(chan event.GenericEvent)
+	changes := &changeSet{wake: make(chan struct{}, 1), names: map[types.NamespacedName]bool{}}
+	r.Tracker.OnChange(changes.add)
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		changes.feed(ctx, acks)
+		return nil
+	})); err != nil {
+		return fmt.Errorf("adding the acknowledgement feed: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("propagation").
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&v1alpha1.Subscription{}), &handler.EnqueueRequestForObject{})).
@@ -381,6 +439,53 @@ func (r *PropagationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&corev1.Pod{}), handler.EnqueueRequestsFromMapFunc(r.selectedBy))).
 		WatchesRawSource(source.Channel(acks, &handler.EnqueueRequestForObject{})).
 		Complete(r)
+}
+
+// changeSet gathers the objects whose acknowledgements changed.
+type changeSet struct {
+	mu    sync.Mutex
+	names map[types.NamespacedName]bool
+	wake  chan struct{}
+}
+
+func (c *changeSet) add(resources []string) {
+	c.mu.Lock()
+	for _, name := range resources {
+		parsed, err := xdsresource.ParseName(name)
+		if err != nil || parsed.Kind == xdsresource.KindPod {
+			continue
+		}
+		c.names[types.NamespacedName{Namespace: parsed.Namespace, Name: parsed.Name}] = true
+	}
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+}
+
+// feed sends the gathered objects to the controller until ctx ends. The
+// request names the object; Reconcile looks up both kinds.
+func (c *changeSet) feed(ctx context.Context, out chan<- event.GenericEvent) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.wake:
+		}
+		c.mu.Lock()
+		batch := c.names
+		c.names = map[types.NamespacedName]bool{}
+		c.mu.Unlock()
+		for nn := range batch {
+			obj := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: nn.Namespace, Name: nn.Name}}
+			select {
+			case out <- event.GenericEvent{Object: obj}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
 }
 
 // selectedBy maps a pod to the Subscriptions and the selecting Topics of

@@ -12,6 +12,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -26,6 +27,9 @@ type Identity struct {
 	// ends then, and the sidecar reconnects with its refreshed token.
 	Expiry time.Time
 }
+
+// key is the identity's PodKey.
+func (id Identity) key() string { return PodKey(id.Namespace, id.Pod, id.PodUID) }
 
 // NodeID is the node ID this identity must present.
 func (id Identity) NodeID() string { return id.Namespace + "/" + id.Pod }
@@ -84,7 +88,10 @@ func (r TokenReviewer) Authenticate(ctx context.Context, token string) (Identity
 	}
 	var pod corev1.Pod
 	if err := r.Pods.Get(ctx, k8stypes.NamespacedName{Namespace: ns, Name: podName}, &pod); err != nil {
-		return Identity{}, fmt.Errorf("%w: pod %s/%s: %w", errUnauthenticated, ns, podName, err)
+		if apierrors.IsNotFound(err) {
+			return Identity{}, fmt.Errorf("%w: pod %s/%s does not exist or does not carry the sidecar label", errUnauthenticated, ns, podName)
+		}
+		return Identity{}, fmt.Errorf("reading pod %s/%s: %w", ns, podName, err)
 	}
 	if string(pod.UID) != podUID {
 		return Identity{}, fmt.Errorf("%w: the token is bound to pod %s/%s with UID %s, but that pod's UID is %s", errUnauthenticated, ns, podName, podUID, pod.UID)

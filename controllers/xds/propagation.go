@@ -1,6 +1,8 @@
 package xds
 
 import (
+	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,8 +29,12 @@ type NACK struct {
 	At      time.Time
 }
 
+// PodKey is how the Tracker names a pod: a pod re-created under the same
+// name is another pod, and what the old one held is not the new one's.
+func PodKey(namespace, pod, uid string) string { return namespace + "/" + pod + "@" + uid }
+
 // Tracker knows, from the sidecars' ACKs and NACKs, which version of each
-// resource each pod holds. It outlives streams: a sidecar keeps what it
+// resource each pod (by PodKey) holds. It outlives streams: a sidecar keeps what it
 // applied while it reconnects. It forgets a pod only when the pod is gone.
 type Tracker struct {
 	mu sync.Mutex
@@ -75,26 +81,34 @@ func NewTracker() *Tracker {
 	return &Tracker{acked: map[string]map[string]string{}, nacked: map[string]map[string]NACK{}, changed: make(chan struct{})}
 }
 
-// ack records that pod applied these versions.
-func (t *Tracker) ack(pod string, versions map[string]string, removed []string) {
-	defer t.notify(append(keys(versions), removed...))
+// hold records the whole set of resource versions pod's sidecar holds (has
+// applied): what it reported when its stream opened, or what it holds after
+// an ACK. Resources it no longer holds are dropped. A refusal of a resource
+// is cleared once the pod holds a version of it other than the one it
+// refused (the current one, or none).
+func (t *Tracker) hold(pod string, held map[string]string) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	held := t.acked[pod]
-	if held == nil {
-		held = map[string]string{}
-		t.acked[pod] = held
-	}
-	for name, v := range versions {
-		held[name] = v
-		if n, ok := t.nacked[name]; ok {
-			delete(n, pod)
+	before := t.acked[pod]
+	changed := map[string]bool{}
+	for name, v := range held {
+		if before[name] != v {
+			changed[name] = true
 		}
 	}
-	for _, name := range removed {
-		delete(held, name)
+	for name := range before {
+		if _, ok := held[name]; !ok {
+			changed[name] = true
+		}
+	}
+	t.acked[pod] = maps.Clone(held)
+	// A pod that now holds another version of a resource, or none, has
+	// moved past its refusal of it (applied it after all, or a later one).
+	for name := range changed {
+		delete(t.nacked[name], pod)
 	}
 	t.notifyLocked()
+	t.mu.Unlock()
+	t.notify(keys(changed))
 }
 
 // nack records that pod refused these versions, keeping what it held.
@@ -113,29 +127,39 @@ func (t *Tracker) nack(pod string, versions map[string]string, reason string, at
 	t.notifyLocked()
 }
 
-// Forget drops a pod that no longer exists.
+// Forget drops every incarnation of a pod ("<namespace>/<pod>"), which no
+// longer exists or was re-created.
 func (t *Tracker) Forget(pod string) {
+	prefix := pod + "@"
 	t.mu.Lock()
-	names := keys(t.acked[pod])
-	t.mu.Unlock()
-	defer t.notify(names)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.acked, pod)
+	var names []string
+	for key, held := range t.acked {
+		if strings.HasPrefix(key, prefix) {
+			names = append(names, keys(held)...)
+			delete(t.acked, key)
+		}
+	}
 	for _, n := range t.nacked {
-		delete(n, pod)
+		for key := range n {
+			if strings.HasPrefix(key, prefix) {
+				delete(n, key)
+			}
+		}
 	}
 	t.notifyLocked()
+	t.mu.Unlock()
+	t.notify(names)
 }
 
-// Acked returns the version of resource that pod applied ("" for none).
+// Acked returns the version of resource that pod (a PodKey) applied (""
+// for none).
 func (t *Tracker) Acked(pod, resource string) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.acked[pod][resource]
 }
 
-// NACKs returns the pods' current refusals of resource.
+// NACKs returns the pods' current refusals of resource, by PodKey.
 func (t *Tracker) NACKs(resource string) map[string]NACK {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -106,6 +106,18 @@ func (p *Publisher) Current(name string) (*xdsv1.Resource, bool) {
 	return nil, false
 }
 
+// Names returns the names of the resources pod's sidecar should hold (its
+// own and the shared ones it names), or false for a pod not published.
+func (p *Publisher) Names(pod string) ([]string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	published, ok := p.pods[pod]
+	if !ok {
+		return nil, false
+	}
+	return append([]string{pod}, published.refs...), true
+}
+
 // Set stores a pod's configuration and publishes what changed of it.
 func (p *Publisher) Set(cfg meshconfig.PodConfig, uid k8stypes.UID) bool {
 	storeChanged := p.Store.Set(cfg, uid)
@@ -113,9 +125,11 @@ func (p *Publisher) Set(cfg meshconfig.PodConfig, uid k8stypes.UID) bool {
 	name := xdsresource.PodName(cfg.Namespace, cfg.Pod)
 
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	update := map[string]types.Resource{}
 	old, known := p.pods[name]
+	// A pod re-created under the same name is a new pod: what the old one
+	// acknowledged is not the new one's.
+	recreated := known && old.resource.GetPod().GetPodUid() != string(uid)
 	if !known || !proto.Equal(old.resource, podResource) {
 		update[name] = podResource
 	}
@@ -142,6 +156,10 @@ func (p *Publisher) Set(cfg meshconfig.PodConfig, uid k8stypes.UID) bool {
 	}
 	p.pods[name] = publishedPod{resource: podResource, refs: refs}
 	p.publishLocked(update, remove)
+	p.mu.Unlock()
+	if recreated && p.tracker != nil {
+		p.tracker.Forget(name)
+	}
 	return storeChanged || len(update) > 0
 }
 
@@ -151,9 +169,9 @@ func (p *Publisher) Delete(pod k8stypes.NamespacedName) bool {
 	storeChanged := p.Store.Delete(pod)
 	name := xdsresource.PodName(pod.Namespace, pod.Name)
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	old, known := p.pods[name]
 	if !known {
+		p.mu.Unlock()
 		return storeChanged
 	}
 	delete(p.pods, name)
@@ -162,6 +180,8 @@ func (p *Publisher) Delete(pod k8stypes.NamespacedName) bool {
 		remove = append(remove, p.release(ref)...)
 	}
 	p.publishLocked(nil, remove)
+	p.mu.Unlock()
+	// Outside the lock: the tracker tells propagation, which may wait.
 	if p.tracker != nil {
 		p.tracker.Forget(name)
 	}

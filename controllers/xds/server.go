@@ -19,6 +19,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -35,6 +36,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/weighstation/weighstation/meshconfig/xdsresource"
@@ -82,18 +84,25 @@ type streamState struct {
 	id       Identity
 	openedAt time.Time
 	sawNode  bool
-	// sent is every response not yet acknowledged, by nonce, in order.
-	sent []sentResponse
+	started  bool // the first request was seen
+	// sent is the version of every resource the sidecar has been sent (or
+	// reported holding when the stream opened), less what was removed or
+	// unsubscribed: what it holds once it has applied everything.
+	sent map[string]string
+	// held is what it holds as of its last ACK (or its report at open).
+	held map[string]string
+	// pending is, for every response not yet settled, in order, what sent
+	// was right after it: an ACK of that response means the sidecar holds
+	// exactly that.
+	pending []sentSnapshot
 	// subscribedAt is when the stream subscribed to each resource: a push
 	// counts toward push latency only for changes made after it.
 	subscribedAt map[string]time.Time
 }
 
-type sentResponse struct {
+type sentSnapshot struct {
 	nonce    string
 	versions map[string]string
-	removed  []string
-	at       time.Time
 }
 
 // NewServer returns a server of pub's resources, recording ACKs in tracker.
@@ -218,7 +227,15 @@ func (s *Server) authenticate(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 	timer := time.AfterFunc(remaining, func() { close(expired) })
 	defer timer.Stop()
 	ctx := context.WithValue(ss.Context(), identityKey{}, id)
-	return handler(srv, &expiringStream{ServerStream: ss, ctx: ctx, expired: expired, node: id.NodeID()})
+	err = handler(srv, &expiringStream{ServerStream: ss, ctx: ctx, expired: expired, node: id.NodeID()})
+	select {
+	case <-expired:
+		// go-control-plane ends a stream whose receive failed without an
+		// error; the sidecar must learn why.
+		return status.Errorf(codes.Unauthenticated, "the token of %s expired; reconnect with a fresh one", id.NodeID())
+	default:
+		return err
+	}
 }
 
 // expiringStream ends the stream when the caller's token expires: its
@@ -301,10 +318,26 @@ func (s *Server) onRequest(streamID int64, req *discoveryRequest) error {
 	if err != nil {
 		return err
 	}
-	if err := s.checkRequest(st, req); err != nil {
+	err = s.checkRequest(st, req)
+	if err == nil {
+		err = s.checkIncarnation(st)
+	}
+	if err != nil {
 		s.metrics.refused.WithLabelValues("forbidden").Inc()
 		s.opts.Log.Info("refused an xDS request", "pod", st.id.NodeID(), "reason", err.Error())
 		return status.Error(codes.PermissionDenied, err.Error())
+	}
+	if !st.started {
+		// The sidecar reports what it holds (it reports only what it
+		// applied): that is what it holds now, even if this operator never
+		// sent it, as after a restart.
+		st.started = true
+		st.sent = maps.Clone(req.GetInitialResourceVersions())
+		if st.sent == nil {
+			st.sent = map[string]string{}
+		}
+		st.held = maps.Clone(st.sent)
+		s.tracker.hold(st.id.key(), st.held)
 	}
 	now := time.Now()
 	for _, name := range req.GetResourceNamesSubscribe() {
@@ -314,9 +347,26 @@ func (s *Server) onRequest(streamID int64, req *discoveryRequest) error {
 	}
 	for _, name := range req.GetResourceNamesUnsubscribe() {
 		delete(st.subscribedAt, name)
+		delete(st.sent, name)
+		for _, p := range st.pending {
+			delete(p.versions, name)
+		}
 	}
 	if nonce := req.GetResponseNonce(); nonce != "" {
 		s.settle(st, nonce, req)
+	}
+	return nil
+}
+
+// checkIncarnation refuses a stream of a pod that was re-created under the
+// same name: its ACKs would be counted for the new pod.
+func (s *Server) checkIncarnation(st *streamState) error {
+	res, ok := s.pub.Current(st.id.NodeID())
+	if !ok {
+		return nil
+	}
+	if uid := res.GetPod().GetPodUid(); uid != "" && uid != st.id.PodUID {
+		return fmt.Errorf("pod %s was re-created: this stream's token is for UID %s, the pod's UID is now %s", st.id.NodeID(), st.id.PodUID, uid)
 	}
 	return nil
 }
@@ -335,8 +385,7 @@ func (s *Server) checkRequest(st *streamState, req *discoveryRequest) error {
 	if !st.sawNode {
 		return fmt.Errorf("the first request must carry the node ID %q", st.id.NodeID())
 	}
-	first := len(st.subscribedAt) == 0 && len(st.sent) == 0 && req.GetResponseNonce() == ""
-	if first && len(req.GetResourceNamesSubscribe()) == 0 {
+	if !st.started && len(req.GetResourceNamesSubscribe()) == 0 {
 		return errors.New("an empty first subscription (the legacy wildcard) is not served: subscribe to your pod's resource by name")
 	}
 	names := slices.Clone(req.GetResourceNamesSubscribe())
@@ -370,32 +419,33 @@ func (s *Server) mayRead(id Identity, name string) error {
 	return nil
 }
 
-// settle records the ACK or NACK of the response with nonce and of every
-// earlier response still unsettled: the sidecar applies in order, so an ACK
-// of a later response covers the earlier ones.
+// settle records the ACK or NACK of the response with nonce. The sidecar
+// applies in order, so an ACK of a response covers every earlier one: it
+// then holds exactly what it had been sent up to that response.
 func (s *Server) settle(st *streamState, nonce string, req *discoveryRequest) {
-	i := slices.IndexFunc(st.sent, func(r sentResponse) bool { return r.nonce == nonce })
+	i := slices.IndexFunc(st.pending, func(r sentSnapshot) bool { return r.nonce == nonce })
 	if i < 0 {
-		return // a nonce of an earlier stream, or settled already
+		return // settled already
 	}
-	settled := st.sent[:i+1]
-	st.sent = slices.Clone(st.sent[i+1:])
-	versions := map[string]string{}
-	var removed []string
-	for _, r := range settled {
-		for name, v := range r.versions {
-			versions[name] = v
-		}
-		removed = append(removed, r.removed...)
-	}
+	snapshot := st.pending[i].versions
+	st.pending = slices.Clone(st.pending[i+1:])
 	if detail := req.GetErrorDetail(); detail != nil {
+		// The refusal is charged to what the sidecar was sent and does
+		// not hold: one of those is what it cannot apply.
+		suspects := map[string]string{}
+		for name, v := range snapshot {
+			if st.held[name] != v {
+				suspects[name] = v
+			}
+		}
 		s.metrics.nacks.Inc()
-		s.tracker.nack(st.id.NodeID(), versions, detail.GetMessage(), time.Now())
-		s.opts.Log.Info("a sidecar refused its configuration (NACK)", "pod", st.id.NodeID(), "reason", detail.GetMessage(), "resources", len(versions))
+		s.tracker.nack(st.id.key(), suspects, detail.GetMessage(), time.Now())
+		s.opts.Log.Info("a sidecar refused its configuration (NACK)", "pod", st.id.NodeID(), "reason", detail.GetMessage(), "resources", len(suspects))
 		return
 	}
 	s.metrics.acks.Inc()
-	s.tracker.ack(st.id.NodeID(), versions, removed)
+	st.held = snapshot
+	s.tracker.hold(st.id.key(), st.held)
 }
 
 func (s *Server) onResponse(streamID int64, _ *discoveryRequest, resp *discoveryResponse) {
@@ -404,21 +454,22 @@ func (s *Server) onResponse(streamID int64, _ *discoveryRequest, resp *discovery
 		return
 	}
 	now := time.Now()
-	sent := sentResponse{nonce: resp.GetNonce(), versions: make(map[string]string, len(resp.GetResources())), removed: resp.GetRemovedResources(), at: now}
 	for _, r := range resp.GetResources() {
-		sent.versions[r.GetName()] = r.GetVersion()
+		st.sent[r.GetName()] = r.GetVersion()
 		if changed, ok := s.pub.ChangedAt(r.GetName()); ok && changed.After(st.subscribedAt[r.GetName()]) {
 			s.metrics.pushLatency.Observe(now.Sub(changed).Seconds())
 		}
 	}
-	st.sent = append(st.sent, sent)
+	for _, name := range resp.GetRemovedResources() {
+		delete(st.sent, name)
+	}
+	st.pending = append(st.pending, sentSnapshot{nonce: resp.GetNonce(), versions: maps.Clone(st.sent)})
 	s.metrics.pushes.Inc()
 }
 
 func peerOf(ctx context.Context) string {
-	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get(":authority"); len(v) > 0 {
-		return v[0]
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
 	}
 	return ""
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,7 +195,7 @@ func TestConfigurationReachesTheSidecarAndIsAcknowledged(t *testing.T) {
 	subName := xdsresource.SubscriptionName("shop", "billing")
 	res, _ := pub.Current(subName)
 	eventually(t, "the subscription's version is acknowledged", func() error {
-		if got := tracker.Acked("shop/billing-0", subName); got != xds.Version(res) {
+		if got := tracker.Acked(xds.PodKey("shop", "billing-0", "uid-1"), subName); got != xds.Version(res) {
 			return fmt.Errorf("acked %q, want %q", got, xds.Version(res))
 		}
 		return nil
@@ -236,7 +237,7 @@ func TestRefusedConfigurationIsRecordedAndNotResent(t *testing.T) {
 	pub.Set(podConfig("shop", "billing-0", true), "uid-1")
 	subName := xdsresource.SubscriptionName("shop", "billing")
 	eventually(t, "the NACK is recorded with its reason", func() error {
-		n, ok := tracker.NACKs(subName)["shop/billing-0"]
+		n, ok := tracker.NACKs(subName)[xds.PodKey("shop", "billing-0", "uid-1")]
 		if !ok || !strings.Contains(n.Reason, "over this sidecar's budget") {
 			return fmt.Errorf("NACKs %+v", tracker.NACKs(subName))
 		}
@@ -320,9 +321,18 @@ func TestOperatorRestartChangesNoSidecarVersion(t *testing.T) {
 	pub2.Set(want, "uid-1")
 	pub2.MarkSynced()
 	subName := xdsresource.SubscriptionName("shop", "billing")
-	eventually(t, "the sidecar reconnects and acknowledges what it holds", func() error {
-		if !s.client.Stats().Connected {
-			return errors.New("not connected")
+	if got := s.client.Stats().Applied; got != 1 {
+		t.Fatalf("applied %d", got)
+	}
+	// The new operator learns what the sidecar holds from its report at
+	// reconnection, without sending anything.
+	topicName := xdsresource.TopicName("shop", "orders")
+	eventually(t, "the new operator knows what the sidecar holds", func() error {
+		for _, name := range []string{subName, topicName, "shop/billing-0"} {
+			res, _ := pub2.Current(name)
+			if got := tracker2.Acked(xds.PodKey("shop", "billing-0", "uid-1"), name); got != xds.Version(res) {
+				return fmt.Errorf("%s: acked %q, want %q", name, got, xds.Version(res))
+			}
 		}
 		return nil
 	})
@@ -345,7 +355,7 @@ func TestOperatorRestartChangesNoSidecarVersion(t *testing.T) {
 		t.Fatalf("applied versions %v: the restart must apply nothing", versions)
 	}
 	res, _ := pub2.Current(subName)
-	if tracker2.Acked("shop/billing-0", subName) != xds.Version(res) {
+	if tracker2.Acked(xds.PodKey("shop", "billing-0", "uid-1"), subName) != xds.Version(res) {
 		t.Fatal("the new operator does not know what the sidecar holds")
 	}
 }
@@ -358,18 +368,21 @@ func TestTokenExpiryEndsTheStream(t *testing.T) {
 	// Kubernetes issues tokens for at least 10 minutes; the clock is moved
 	// instead, so that the token expires 300 ms after the stream opens.
 	exp := time.Now().Add(time.Hour)
-	var skew sync.Once
-	var offset time.Duration
+	// Only the first stream's clock is moved: the sidecar's reconnection
+	// is admitted, and it must have learned why the first one ended.
+	var calls atomic.Int32
 	now := func() time.Time {
-		skew.Do(func() { offset = time.Until(exp) - 300*time.Millisecond })
-		return time.Now().Add(offset)
+		if calls.Add(1) == 1 {
+			return exp.Add(-300 * time.Millisecond)
+		}
+		return time.Now()
 	}
 	r := startServer(t, pub, xds.NewTracker(), tokens{"t1": {Namespace: "shop", Pod: "billing-0", PodUID: "uid-1", Expiry: exp}}, "", now)
 	s := startSidecar(t, r.addr, "shop", "billing-0", "uid-1", "t1")
-	eventually(t, "the expired stream is refused and the sidecar reconnects", func() error {
+	eventually(t, "the expired stream ends with its reason and the sidecar reconnects", func() error {
 		st := s.client.Stats()
-		if st.Connects < 2 || !strings.Contains(st.LastError, "expired") {
-			return fmt.Errorf("connects %d, last error %q", st.Connects, st.LastError)
+		if st.Connects < 2 || !st.Connected || !strings.Contains(st.LastError, "expired") {
+			return fmt.Errorf("stats %+v", st)
 		}
 		return nil
 	})
@@ -406,8 +419,101 @@ func TestAPodReadsOnlyItsOwnConfiguration(t *testing.T) {
 			if len(s.applied()) != 0 {
 				t.Fatal("a refused sidecar received a configuration")
 			}
+			// A refused stream is not progress: the sidecar backs off
+			// (20 ms doubling to 200 ms here), even when the refusal comes
+			// after the stream was admitted. Without backoff it would
+			// reconnect every few milliseconds.
+			start, before := time.Now(), s.client.Stats().Connects
+			eventually(t, "a second passes", func() error {
+				if time.Since(start) < time.Second {
+					return errors.New("not yet")
+				}
+				return nil
+			})
+			if n := s.client.Stats().Connects - before; n > 15 {
+				t.Fatalf("%d connects in a second: no backoff", n)
+			}
 		})
 	}
 }
 
 var _ = k8stypes.UID("")
+
+// TestAnACKAfterARefusalRecordsWhatIsHeld: after a refused update, a later
+// response is applied with everything received, the refused resource
+// included; the ACK records all of it and clears the refusal.
+func TestAnACKAfterARefusalRecordsWhatIsHeld(t *testing.T) {
+	pub, tracker := newPublisher(t), xds.NewTracker()
+	pub.Set(podConfig("shop", "billing-0", false), "uid-1")
+	pub.MarkSynced()
+	r := startServer(t, pub, tracker, tokens{"t1": {Namespace: "shop", Pod: "billing-0", PodUID: "uid-1", Expiry: time.Now().Add(time.Hour)}}, "", nil)
+	s := startSidecar(t, r.addr, "shop", "billing-0", "uid-1", "t1")
+	eventually(t, "configured", func() error {
+		if len(s.applied()) != 1 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	s.mu.Lock()
+	s.refuse = errors.New("not now")
+	s.mu.Unlock()
+	refused := podConfig("shop", "billing-0", false)
+	refused.Topics[0].MaxMessageBytes = 2048
+	refused.Version, _ = meshconfig.Hash(refused)
+	pub.Set(refused, "uid-1")
+	topicName := xdsresource.TopicName("shop", "orders")
+	eventually(t, "the topic's refusal is recorded", func() error {
+		if _, ok := tracker.NACKs(topicName)[xds.PodKey("shop", "billing-0", "uid-1")]; !ok {
+			return errors.New("no NACK")
+		}
+		return nil
+	})
+	s.mu.Lock()
+	s.refuse = nil
+	s.mu.Unlock()
+	// A change to the pod's own resource only.
+	later := refused
+	later.Access.InboxPrefix = "billing"
+	later.Version, _ = meshconfig.Hash(later)
+	pub.Set(later, "uid-1")
+	eventually(t, "applied with the topic received earlier", func() error {
+		if v := s.client.Version(); v != later.Version {
+			return fmt.Errorf("version %s, want %s", v, later.Version)
+		}
+		return nil
+	})
+	res, _ := pub.Current(topicName)
+	eventually(t, "the ACK records the topic and clears its refusal", func() error {
+		if got := tracker.Acked(xds.PodKey("shop", "billing-0", "uid-1"), topicName); got != xds.Version(res) || len(tracker.NACKs(topicName)) != 0 {
+			return fmt.Errorf("acked %q (want %q), NACKs %v", got, xds.Version(res), tracker.NACKs(topicName))
+		}
+		return nil
+	})
+}
+
+// TestARecreatedPodsOldStreamIsRefused: a pod re-created under the same
+// name has a new UID; the old incarnation's stream may not acknowledge for
+// it.
+func TestARecreatedPodsOldStreamIsRefused(t *testing.T) {
+	pub, tracker := newPublisher(t), xds.NewTracker()
+	pub.Set(podConfig("shop", "billing-0", false), "uid-1")
+	pub.MarkSynced()
+	r := startServer(t, pub, tracker, tokens{"t1": {Namespace: "shop", Pod: "billing-0", PodUID: "uid-1", Expiry: time.Now().Add(time.Hour)}}, "", nil)
+	s := startSidecar(t, r.addr, "shop", "billing-0", "uid-1", "t1")
+	eventually(t, "configured", func() error {
+		if len(s.applied()) != 1 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	pub.Set(podConfig("shop", "billing-0", true), "uid-2")
+	eventually(t, "the old incarnation is refused", func() error {
+		if st := s.client.Stats(); !strings.Contains(st.LastError, "was re-created") {
+			return fmt.Errorf("stats %+v", st)
+		}
+		return nil
+	})
+	if got := tracker.Acked(xds.PodKey("shop", "billing-0", "uid-2"), "shop/billing-0"); got != "" {
+		t.Fatalf("the new pod is counted with the old one's ACK %q", got)
+	}
+}

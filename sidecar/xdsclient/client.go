@@ -149,7 +149,7 @@ func (c *Client) Run(ctx context.Context) error {
 	ads := discoveryv3.NewAggregatedDiscoveryServiceClient(conn)
 	backoff := c.opts.InitialBackoff
 	for ctx.Err() == nil {
-		progressed, err := c.stream(ctx, ads)
+		worked, err := c.stream(ctx, ads)
 		c.mu.Lock()
 		c.stats.Connected = false
 		if err != nil && ctx.Err() == nil {
@@ -159,7 +159,7 @@ func (c *Client) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			break
 		}
-		if progressed {
+		if worked {
 			backoff = c.opts.InitialBackoff
 		}
 		// Equal jitter: at least half the backoff, so a fleet that lost the
@@ -180,7 +180,7 @@ func (c *Client) Run(ctx context.Context) error {
 const acceptedHeader = "weighstation-accepted-pod"
 
 // stream runs one ADS stream until it fails. admitted reports whether the
-// operator admitted it, which resets the backoff.
+// stream worked (see stableStream), which resets the backoff.
 func (c *Client) stream(ctx context.Context, ads discoveryv3.AggregatedDiscoveryServiceClient) (admitted bool, err error) {
 	token, err := os.ReadFile(c.opts.TokenFile)
 	if err != nil {
@@ -224,16 +224,36 @@ func (c *Client) stream(ctx context.Context, ads discoveryv3.AggregatedDiscovery
 	c.stats.Connected = true
 	c.mu.Unlock()
 	c.opts.Log.Info("xDS stream open", "operator", c.opts.Address, "version", c.Version())
+	// The backoff starts over only for a stream that worked: one that
+	// completed a response, or stayed up a while. An admitted stream that
+	// the operator then refuses (a wrong -pod-name) keeps backing off.
+	opened := time.Now()
+	worked := false
+	defer func() {
+		if !worked && time.Since(opened) >= stableStream {
+			worked = true
+		}
+		admitted = worked
+	}()
 	for {
 		resp, err := st.Recv()
 		if err != nil {
-			return true, err
+			return false, err
 		}
 		ack := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdsresource.TypeURL, ResponseNonce: resp.GetNonce()}
 		change, waiting, err := c.handle(resp, working, subscribed)
+		var refused *refusal
+		if errors.As(err, &refused) && refused.fatal {
+			// Nothing of this response can be used, and the operator will
+			// not send it again on this stream: refuse it, and start over
+			// from what is applied.
+			c.nack(ack, err)
+			_ = st.Send(ack)
+			return false, err
+		}
 		if change != nil {
 			if err := st.Send(change); err != nil {
-				return true, fmt.Errorf("changing the subscription: %w", err)
+				return false, fmt.Errorf("changing the subscription: %w", err)
 			}
 		}
 		if waiting {
@@ -242,17 +262,37 @@ func (c *Client) stream(ctx context.Context, ads discoveryv3.AggregatedDiscovery
 			continue
 		}
 		if err != nil {
-			ack.ErrorDetail = &statuspb.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
-			c.mu.Lock()
-			c.stats.Refused++
-			c.stats.LastError = err.Error()
-			c.mu.Unlock()
-			c.opts.Log.Error(err, "configuration refused (NACK); the last good one stays in force", "version", c.Version())
+			c.nack(ack, err)
+		} else {
+			worked = true
 		}
 		if err := st.Send(ack); err != nil {
-			return true, fmt.Errorf("acknowledging: %w", err)
+			return false, fmt.Errorf("acknowledging: %w", err)
 		}
 	}
+}
+
+// stableStream is how long an admitted stream must stay up, without a
+// response to complete, for the backoff to start over.
+const stableStream = 10 * time.Second
+
+// refusal is a response the sidecar refuses; a fatal one cannot be used at
+// all, and ends the stream.
+type refusal struct {
+	err   error
+	fatal bool
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+func (c *Client) nack(ack *discoveryv3.DeltaDiscoveryRequest, err error) {
+	ack.ErrorDetail = &statuspb.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
+	c.mu.Lock()
+	c.stats.Refused++
+	c.stats.LastError = err.Error()
+	c.mu.Unlock()
+	c.opts.Log.Error(err, "configuration refused (NACK); the last good one stays in force", "version", c.Version())
 }
 
 // handle merges one response into working and applies the result when it is
@@ -263,11 +303,11 @@ func (c *Client) handle(resp *discoveryv3.DeltaDiscoveryResponse, working map[st
 	for _, r := range resp.GetResources() {
 		res, err := xdsresource.Decode(r.GetName(), r.GetResource())
 		if err != nil {
-			return nil, false, err
+			return nil, false, &refusal{err: err, fatal: true}
 		}
 		if r.GetName() == c.own {
 			if err := c.checkOwn(res.GetPod()); err != nil {
-				return nil, false, err
+				return nil, false, &refusal{err: err, fatal: true}
 			}
 		}
 		decoded[r.GetName()] = received{resource: res, version: r.GetVersion()}

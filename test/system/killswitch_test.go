@@ -278,6 +278,19 @@ func TestKubectlDrivesTheSidecars(t *testing.T) {
 			before[p.name], connects[p.name] = st.Applied, st.Connects
 			versions[p.name] = p.client.Version()
 		}
+		var observedB *metav1.Time
+		eventually(t, "billing-b's status settles on its current version", func() error {
+			var sub v1alpha1.Subscription
+			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "billing-b"}, &sub); err != nil {
+				return err
+			}
+			want := xds.Version(xdsresource.SubscriptionResource(desired.SubscriptionPolicyOf(sub)))
+			if c := sub.Status.Config; c == nil || c.Version != want || c.AppliedPods != 1 || c.ObservedTime == nil {
+				return fmt.Errorf("config %+v, want version %s applied", c, want)
+			}
+			observedB = sub.Status.Config.ObservedTime
+			return nil
+		})
 		op.stop()
 		// Traffic flows while the operator is away.
 		if got := answers(10); got["billing-0"]+got["billing-1"] != 10 {
@@ -292,6 +305,19 @@ func TestKubectlDrivesTheSidecars(t *testing.T) {
 				return nil
 			})
 		}
+		// The new operator knows what the sidecars hold from their reports
+		// at reconnection: status stays Ready, with the same observed time.
+		eventually(t, "billing-b is Ready under the new operator, its observed time kept", func() error {
+			var sub v1alpha1.Subscription
+			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "billing-b"}, &sub); err != nil {
+				return err
+			}
+			c := sub.Status.Config
+			if c == nil || c.AppliedPods != 1 || c.ObservedTime == nil || !c.ObservedTime.Equal(observedB) {
+				return fmt.Errorf("config %+v, want 1 applied, observed at %v", c, observedB)
+			}
+			return conditionIs(sub.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, "1 of 1")
+		})
 		// Sentinel: a change after the reconnection reaches billing-0, so
 		// anything the reconnection sent it came before.
 		kubectl(t, "-n", ns, "patch", "subscription", "billing-a", "--type=merge", "-p", `{"spec":{"killSwitch":{"reason":"sentinel"}}}`)
