@@ -14,22 +14,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/internal/envtestsuite"
 	"github.com/weighstation/weighstation/meshconfig"
 )
 
 // eventually polls check until it returns nil, failing the test with its
-// last error after the timeout.
+// last error after eventuallyTimeout.
 func eventually(t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(eventuallyTimeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = check(); err == nil {
-			return
-		}
-		time.Sleep(poll)
-	}
-	t.Fatalf("%s: still not true after %s: %v", what, eventuallyTimeout, err)
+	envtestsuite.Eventually(t, eventuallyTimeout, poll, what, check)
 }
 
 const eventuallyTimeout = 20 * time.Second

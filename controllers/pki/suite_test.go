@@ -1,8 +1,6 @@
 package pki_test
 
 import (
-	"context"
-	"fmt"
 	"net"
 	"os"
 	"sync"
@@ -10,20 +8,14 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-
-	"go.uber.org/zap/zapcore"
 
 	"github.com/weighstation/weighstation/controllers/pki"
+	"github.com/weighstation/weighstation/internal/envtestsuite"
 )
 
 // One real apiserver and etcd for the package (envtest). The client reads
@@ -47,65 +39,25 @@ func TestMain(m *testing.M) {
 }
 
 func runSuite(m *testing.M) int {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, which builds etcd, kube-apiserver and kubectl (hack/setup-envtest.sh) and points it at bin/k8s")
-		return 1
-	}
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(logLevel())))
-
-	env := &envtest.Environment{}
-	var err error
-	cfg, err = env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
-		return 1
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
-		}
-	}()
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "creating client: %v\n", err)
-		return 1
-	}
-	return m.Run()
-}
-
-// logLevel is errors only, unless WEIGHSTATION_TEST_LOG is set.
-func logLevel() zapcore.Level {
-	if os.Getenv("WEIGHSTATION_TEST_LOG") != "" {
-		return zapcore.DebugLevel
-	}
-	return zapcore.ErrorLevel
+	return envtestsuite.Run(m, scheme, nil, func(env *envtestsuite.Env) int {
+		cfg, k8sClient = env.Config, env.Client
+		return m.Run()
+	})
 }
 
 // newNamespace creates a namespace of its own for one test, so tests never
 // see each other's Secrets and ConfigMaps.
 func newNamespace(t *testing.T) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "test-"}}
-	if err := k8sClient.Create(context.Background(), ns); err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
-	return ns.Name
+	return envtestsuite.NewNamespace(t, k8sClient, "test-")
 }
 
 // eventually polls check until it returns nil, failing the test with its
 // last error after eventuallyTimeout.
 func eventually(t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(eventuallyTimeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = check(); err == nil {
-			return
-		}
-		time.Sleep(poll)
-	}
-	t.Fatalf("%s: still not true after %s: %v", what, eventuallyTimeout, err)
+	envtestsuite.Eventually(t, eventuallyTimeout, poll, what, check)
 }
 
 // clock is a settable clock for the Authority's decisions. It starts at

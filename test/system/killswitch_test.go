@@ -14,11 +14,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/controllers/desired"
 	"github.com/weighstation/weighstation/controllers/xds"
+	"github.com/weighstation/weighstation/internal/envtestsuite"
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/meshconfig/xdsresource"
@@ -39,11 +38,7 @@ func conditionIs(conds []metav1.Condition, condType string, status metav1.Condit
 
 func newNamespace(t *testing.T) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "system-"}}
-	if err := k8sClient.Create(background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
+	return envtestsuite.NewNamespace(t, k8sClient, "system-")
 }
 
 // billingSubscription selects one pod into the queue group "billing".
