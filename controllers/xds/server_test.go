@@ -173,6 +173,24 @@ func eventually(t *testing.T, what string, cond func() error) {
 	}
 }
 
+// configuredSidecar serves shop/billing-0's configuration to one sidecar
+// and waits until it applied it.
+func configuredSidecar(t *testing.T) (*xds.Publisher, *xds.Tracker, *sidecar) {
+	t.Helper()
+	pub, tracker := newPublisher(t), xds.NewTracker()
+	pub.Set(podConfig("shop", "billing-0", false), "uid-1")
+	pub.MarkSynced()
+	r := startServer(t, pub, tracker, tokens{"t1": {Namespace: "shop", Pod: "billing-0", PodUID: "uid-1", Expiry: time.Now().Add(time.Hour)}}, "", nil)
+	s := startSidecar(t, r.addr, "shop", "billing-0", "uid-1", "t1")
+	eventually(t, "the first configuration is applied", func() error {
+		if len(s.applied()) != 1 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	return pub, tracker, s
+}
+
 func newPublisher(t *testing.T) *xds.Publisher {
 	return xds.NewPublisher(testr.New(t), nil)
 }
@@ -220,17 +238,7 @@ func TestConfigurationReachesTheSidecarAndIsAcknowledged(t *testing.T) {
 }
 
 func TestRefusedConfigurationIsRecordedAndNotResent(t *testing.T) {
-	pub, tracker := newPublisher(t), xds.NewTracker()
-	pub.Set(podConfig("shop", "billing-0", false), "uid-1")
-	pub.MarkSynced()
-	r := startServer(t, pub, tracker, tokens{"t1": {Namespace: "shop", Pod: "billing-0", PodUID: "uid-1", Expiry: time.Now().Add(time.Hour)}}, "", nil)
-	s := startSidecar(t, r.addr, "shop", "billing-0", "uid-1", "t1")
-	eventually(t, "the first configuration is applied", func() error {
-		if len(s.applied()) != 1 {
-			return errors.New("not yet")
-		}
-		return nil
-	})
+	pub, tracker, s := configuredSidecar(t)
 	s.mu.Lock()
 	s.refuse = errors.New("limits.maxPendingMessages: over this sidecar's budget")
 	s.mu.Unlock()
@@ -443,17 +451,7 @@ var _ = k8stypes.UID("")
 // response is applied with everything received, the refused resource
 // included; the ACK records all of it and clears the refusal.
 func TestAnACKAfterARefusalRecordsWhatIsHeld(t *testing.T) {
-	pub, tracker := newPublisher(t), xds.NewTracker()
-	pub.Set(podConfig("shop", "billing-0", false), "uid-1")
-	pub.MarkSynced()
-	r := startServer(t, pub, tracker, tokens{"t1": {Namespace: "shop", Pod: "billing-0", PodUID: "uid-1", Expiry: time.Now().Add(time.Hour)}}, "", nil)
-	s := startSidecar(t, r.addr, "shop", "billing-0", "uid-1", "t1")
-	eventually(t, "configured", func() error {
-		if len(s.applied()) != 1 {
-			return errors.New("not yet")
-		}
-		return nil
-	})
+	pub, tracker, s := configuredSidecar(t)
 	s.mu.Lock()
 	s.refuse = errors.New("not now")
 	s.mu.Unlock()
@@ -495,17 +493,7 @@ func TestAnACKAfterARefusalRecordsWhatIsHeld(t *testing.T) {
 // name has a new UID; the old incarnation's stream may not acknowledge for
 // it.
 func TestARecreatedPodsOldStreamIsRefused(t *testing.T) {
-	pub, tracker := newPublisher(t), xds.NewTracker()
-	pub.Set(podConfig("shop", "billing-0", false), "uid-1")
-	pub.MarkSynced()
-	r := startServer(t, pub, tracker, tokens{"t1": {Namespace: "shop", Pod: "billing-0", PodUID: "uid-1", Expiry: time.Now().Add(time.Hour)}}, "", nil)
-	s := startSidecar(t, r.addr, "shop", "billing-0", "uid-1", "t1")
-	eventually(t, "configured", func() error {
-		if len(s.applied()) != 1 {
-			return errors.New("not yet")
-		}
-		return nil
-	})
+	pub, tracker, s := configuredSidecar(t)
 	pub.Set(podConfig("shop", "billing-0", true), "uid-2")
 	eventually(t, "the old incarnation is refused", func() error {
 		if st := s.client.Stats(); !strings.Contains(st.LastError, "was re-created") {
