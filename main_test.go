@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -139,6 +141,24 @@ func TestOperatorCommand(t *testing.T) {
 		return conn.Close()
 	})
 	configuresASidecarProcess(t, c, bin, xdsAddr)
+	waitFor(t, "the operator's xDS metrics count the sidecar's stream and its ACK", func() error {
+		if err := get200("http://"+metricsAddr+"/metrics", "weighstation_operator_xds_streams 1"); err != nil {
+			return err
+		}
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if !regexp.MustCompile(`(?m)^weighstation_operator_xds_acks_total [1-9]`).Match(body) {
+			return errors.New("no ACK counted")
+		}
+		return nil
+	})
 	if !strings.Contains(logs.String(), `"logger":"operator","msg":"starting"`) {
 		t.Fatalf("no structured (JSON) start line in the logs:\n%s", logs.String())
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -157,6 +159,20 @@ func TestKubectlDrivesTheSidecars(t *testing.T) {
 			}
 			return conditionIs(sub.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, "the kill switch is engaged in all 1")
 		})
+		// The kill switch's arrival in every pod is an Event on the
+		// Subscription, as kubectl shows it.
+		eventually(t, "an Event says the kill switch reached every pod", func() error {
+			var events eventsv1.EventList
+			if err := k8sClient.List(ctx, &events, client.InNamespace(ns)); err != nil {
+				return err
+			}
+			for _, e := range events.Items {
+				if e.Regarding.Name == "billing-a" && e.Reason == "KillSwitchEngaged" && strings.Contains(e.Note, "in all 1 pod(s)") {
+					return nil
+				}
+			}
+			return fmt.Errorf("no KillSwitchEngaged event among %d", len(events.Items))
+		})
 		out := kubectl(t, "-n", ns, "get", "subscriptions")
 		if !strings.Contains(out, "billing-a") {
 			t.Fatalf("kubectl get subscriptions:\n%s", out)
@@ -188,6 +204,18 @@ func TestKubectlDrivesTheSidecars(t *testing.T) {
 				return err
 			}
 			return conditionIs(sub.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionFalse, "0 of 1")
+		})
+		eventually(t, "a Warning Event names the refusal", func() error {
+			var events eventsv1.EventList
+			if err := k8sClient.List(ctx, &events, client.InNamespace(ns)); err != nil {
+				return err
+			}
+			for _, e := range events.Items {
+				if e.Regarding.Name == "billing-b" && e.Reason == "Rejected" && e.Type == corev1.EventTypeWarning && strings.Contains(e.Note, "cannot apply") {
+					return nil
+				}
+			}
+			return fmt.Errorf("no Rejected event among %d", len(events.Items))
 		})
 		if got := billing1.client.Version(); got != before {
 			t.Fatalf("the refusing sidecar holds %s, want its last good %s", got, before)
