@@ -54,6 +54,10 @@ bench-sidecar: build ## Open-loop end to end: two sidecars vs direct, 5 configur
 bench-overload: build ## A publisher at 10x its quota and a socket-stalled consumer beside an essential one (BENCH_DURATION).
 	go run ./hack/benchoverload -bin bin/weighstation -duration $(BENCH_DURATION)
 
+.PHONY: bench-propagation
+bench-propagation: build envtest ## Kill switch PATCH to every sidecar's SetConfig: envtest apiserver, operator and N sidecars (own streams, tokens, TLS) as separate processes; p99 vs the issue's targets, operator CPU per change (N=100,1000, CHANGES=20).
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go run ./hack/benchpropagation -bin bin/weighstation -n $${N:-100,1000} -changes $${CHANGES:-20} -out bin/bench-propagation
+
 .PHONY: fuzz-matcher
 fuzz-matcher: ## Fuzz subject validation and differential operation sequences (FUZZTIME each).
 	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $${FUZZTIME:-30s} ./matcher/

@@ -7,9 +7,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/controllers/desired"
@@ -82,8 +84,11 @@ func (r *PodConfigReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		client.MatchingLabelsSelector{Selector: injectedPods}))
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&corev1.Pod{}).
-		Watches(&v1alpha1.Topic{}, podsInNamespace).
-		Watches(&v1alpha1.Subscription{}, podsInNamespace).
+		// A pod's configuration reads only the spec of Topics and
+		// Subscriptions: their status writes (several per change) must not
+		// recompute every pod of the namespace.
+		Watches(&v1alpha1.Topic{}, podsInNamespace, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.Subscription{}, podsInNamespace, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("podconfig").
 		Complete(r)
 }

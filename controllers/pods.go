@@ -48,7 +48,8 @@ func isInjected(pod *corev1.Pod) bool { return injectedPods.Matches(labels.Set(p
 func requeueNamespace(c client.Reader, newList func() client.ObjectList, opts ...client.ListOption) handler.MapFunc {
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
 		list := newList()
-		if err := c.List(ctx, list, append([]client.ListOption{client.InNamespace(obj.GetNamespace())}, opts...)...); err != nil {
+		// Only names are read: no deep copy of every object.
+		if err := c.List(ctx, list, append([]client.ListOption{client.InNamespace(obj.GetNamespace()), client.UnsafeDisableDeepCopy}, opts...)...); err != nil {
 			logf.FromContext(ctx).Error(err, "listing objects to requeue", "namespace", obj.GetNamespace())
 			return nil
 		}

@@ -118,7 +118,8 @@ func (r *PropagationReconciler) progress(resource, version string, pods []corev1
 // only, so a Topic and a Subscription of one name are both reconciled).
 func (r *PropagationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(req.Namespace), client.MatchingLabelsSelector{Selector: injectedPods}); err != nil {
+	// Read only: no deep copy of every pod of the namespace.
+	if err := r.List(ctx, &pods, client.InNamespace(req.Namespace), client.MatchingLabelsSelector{Selector: injectedPods}, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing sidecar pods in %s: %w", req.Namespace, err)
 	}
 	counted := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return !countedPod(&p) })

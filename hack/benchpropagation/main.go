@@ -1,0 +1,584 @@
+// Command benchpropagation is `make bench-propagation`: how long a kill
+// switch change takes to reach every sidecar, end to end, at 100 and 1,000
+// sidecars.
+//
+// Everything is real and in its own process: a kube-apiserver and etcd
+// (envtest), the operator (bin/weighstation operator), and a swarm of N
+// sidecars (hack/benchpropagation/swarm), each with its own ADS stream,
+// TLS to the operator's CA, and a token bound to its own Pod. The bench
+// flips the Subscription's kill switch with a merge PATCH, CHANGES times,
+// and measures, per sidecar, from the moment the PATCH call returned to the
+// moment that sidecar's sidecar.Server.SetConfig returned with the new
+// state. It reports HdrHistogram percentiles against the issue's targets,
+// the operator's CPU per change from /proc (less its idle CPU over the same
+// wall time), and the swarm's memory.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/weighstation/weighstation/controllers/pki"
+	"github.com/weighstation/weighstation/hack/benchharness"
+	"github.com/weighstation/weighstation/hack/benchpropagation/swarmproto"
+)
+
+// targets are the issue's p99 targets for a change to reach the sidecars,
+// on 2 cores, by sidecar count.
+var targets = map[int]time.Duration{100: 50 * time.Millisecond, 1000: 300 * time.Millisecond}
+
+type options struct {
+	bin, swarm, crdDir, outDir string
+	sizes                      []int
+	changes                    int
+	changeTimeout              time.Duration
+	startupTimeout             time.Duration
+	idle, gap                  time.Duration
+	startSidecars              bool
+	swarmPprof                 string
+	profile                    bool
+	operatorMetrics            bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.bin, "bin", "bin/weighstation", "the weighstation binary (the operator)")
+	flag.StringVar(&o.swarm, "swarm", "", "the swarm binary (empty: go build ./hack/benchpropagation/swarm into -out)")
+	flag.StringVar(&o.crdDir, "crd", "config/crd/bases", "the CRDs to install")
+	flag.StringVar(&o.outDir, "out", "bin/bench-propagation", "directory for the JSON summary and the distributions (.hgrm)")
+	sizes := flag.String("n", "100,1000", "sidecar counts, comma-separated; each runs on a fresh apiserver and operator")
+	flag.IntVar(&o.changes, "changes", 20, "kill switch changes per sidecar count")
+	flag.DurationVar(&o.changeTimeout, "change-timeout", 30*time.Second, "how long one change may take to reach every sidecar (longer is a failure)")
+	flag.DurationVar(&o.startupTimeout, "startup-timeout", 5*time.Minute, "how long every sidecar may take to receive its first configuration")
+	flag.DurationVar(&o.idle, "idle", 10*time.Second, "how long the operator's idle CPU is measured, before the changes")
+	flag.DurationVar(&o.gap, "gap", 250*time.Millisecond, "pause after each change has reached every sidecar (ACKs and status writes settle)")
+	flag.BoolVar(&o.startSidecars, "start-sidecars", false, "Start each sidecar too (its application listener and its 50 ms kill switch loop)")
+	flag.StringVar(&o.swarmPprof, "swarm-pprof", "", "serve the swarm's net/http/pprof at this loopback address, for diagnosis")
+	flag.BoolVar(&o.profile, "profile", false, "profile the change phase (its numbers then include the profilers' cost): the operator with `perf record -g` (it serves no pprof), the swarm with pprof (CPU and heap), into -out/n<N>-profile/")
+	flag.BoolVar(&o.operatorMetrics, "operator-metrics", false, "serve the operator's /metrics on a loopback port (instead of -metrics-bind-address 0) and report its reconciles, pushes and ACKs per change")
+	flag.Parse()
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "bench-propagation: -n: %q is not a sidecar count\n", s)
+			os.Exit(2)
+		}
+		o.sizes = append(o.sizes, n)
+	}
+	cleanUpOnSignal()
+	if err := benchmark(o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-propagation:", err)
+		os.Exit(1)
+	}
+}
+
+func benchmark(o options) error {
+	if err := os.MkdirAll(o.outDir, 0o755); err != nil {
+		return err
+	}
+	if o.swarm == "" {
+		o.swarm = filepath.Join(o.outDir, "swarm")
+		build := exec.Command("go", "build", "-o", o.swarm, "./hack/benchpropagation/swarm")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("building the swarm: %w", err)
+		}
+	}
+	fmt.Printf("# bench-propagation: %d kill switch changes per sidecar count, %d cores; %s\n\n", o.changes, numCPU(), time.Now().UTC().Format("2006-01-02"))
+	var results []*result
+	var failures []string
+	for _, n := range o.sizes {
+		fmt.Fprintf(os.Stderr, "== %d sidecars\n", n)
+		r, err := measure(o, n)
+		if err != nil {
+			return fmt.Errorf("%d sidecars: %w", n, err)
+		}
+		results = append(results, r)
+		report(r)
+		if err := writeDistributions(o.outDir, r); err != nil {
+			return err
+		}
+		if r.Failure != "" {
+			failures = append(failures, fmt.Sprintf("%d sidecars: %s", n, r.Failure))
+		} else if r.Target > 0 && !r.TargetMet {
+			failures = append(failures, fmt.Sprintf("%d sidecars: p99 %.1f ms over the %.0f ms target", n, r.PerSidecar.P99, r.Target))
+		}
+	}
+	summary(results)
+	b, err := json.MarshalIndent(results, "", "  ")
+	if err != nil {
+		return err
+	}
+	file := filepath.Join(o.outDir, "summary.json")
+	if err := os.WriteFile(file, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("JSON summary: %s\n", file)
+	if len(failures) > 0 {
+		return fmt.Errorf("not met: %s", strings.Join(failures, "; "))
+	}
+	return nil
+}
+
+// measure runs one sidecar count on a fresh apiserver and operator.
+func measure(o options, n int) (*result, error) {
+	ctx := context.Background()
+	progress := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+	}
+	cl, err := startCluster(o.crdDir)
+	if err != nil {
+		return nil, err
+	}
+	defer atExit(cl.stop)()
+	progress("apiserver up; creating %d pods, service accounts and tokens", n)
+	pods, err := cl.populate(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+
+	// The operator, its own process, with an admin kubeconfig: the
+	// bench measures propagation, not RBAC.
+	xdsAddr, err1 := benchharness.FreeAddr()
+	probeAddr, err2 := benchharness.FreeAddr()
+	metricsAddr, err3 := "0", error(nil)
+	if o.operatorMetrics {
+		metricsAddr, err3 = benchharness.FreeAddr()
+	}
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return nil, err
+	}
+	if err := os.Setenv("KUBECONFIG", cl.kubeconfig); err != nil {
+		return nil, err
+	}
+	op, err := benchharness.Start("operator", o.bin, "operator", "-namespace", operatorNamespace, "-xds-listen", xdsAddr,
+		"-metrics-bind-address", metricsAddr, "-health-probe-bind-address", probeAddr, "-leader-elect=false",
+		"-zap-time-encoding=rfc3339nano") // a log that lines up with the changes' timeline
+	if err != nil {
+		return nil, err
+	}
+	stopOperator := atExit(op.Stop)
+	defer stopOperator()
+	opAlive := func() error {
+		if _, err := op.CPU(); err != nil {
+			return fmt.Errorf("the operator exited:\n%s", tail(op.Log(), 40))
+		}
+		return nil
+	}
+	if err := waitReady("http://"+probeAddr+"/readyz", 60*time.Second, opAlive); err != nil {
+		return nil, err
+	}
+	caFile, err := cl.waitBundle(ctx, 60*time.Second, opAlive)
+	if err != nil {
+		return nil, err
+	}
+	progress("operator ready (pid %d); starting the swarm", op.Pid())
+
+	// The swarm, its own process, reporting back over TCP.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	defer ln.Close()
+	manifest := swarmproto.Manifest{
+		XDSAddress: xdsAddr, ServerName: pki.ServiceDNSNames(xdsService, operatorNamespace)[2], CAFile: caFile,
+		Namespace: podNamespace, Subscription: subscriptionName, Pods: pods,
+	}
+	manifestFile := filepath.Join(cl.dir, "manifest.json")
+	b, err := json.Marshal(manifest)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(manifestFile, b, 0o600); err != nil {
+		return nil, err
+	}
+	args := []string{"-manifest", manifestFile, "-report", ln.Addr().String(), fmt.Sprintf("-start=%t", o.startSidecars)}
+	if o.swarmPprof != "" {
+		args = append(args, "-pprof", o.swarmPprof)
+	}
+	profileDir := ""
+	if o.profile {
+		if profileDir, err = filepath.Abs(filepath.Join(o.outDir, fmt.Sprintf("n%d-profile", n))); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(profileDir, 0o755); err != nil {
+			return nil, err
+		}
+		args = append(args, "-profile-dir", profileDir)
+	}
+	swarmStart := time.Now()
+	swarm, err := benchharness.Start("swarm", o.swarm, args...)
+	if err != nil {
+		return nil, err
+	}
+	stopSwarm := atExit(swarm.Stop)
+	defer stopSwarm()
+	ev, err := acceptEvents(ln, 30*time.Second, swarm)
+	if err != nil {
+		return nil, err
+	}
+
+	r := &result{Sidecars: n, Target: float64(targets[n].Milliseconds())}
+	started, err := ev.waitKind(swarmproto.KindStarted, o.startupTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if r.Memory.SwarmCreatedRSS, err = swarm.RSS(); err != nil {
+		return nil, err
+	}
+	r.Memory.SwarmCreatedHeap = started.HeapInuse
+	r.Memory.SwarmGoroutines = started.Goroutines
+	progress("%d sidecars created (swarm RSS %.0f MiB); waiting for their first configuration", n, mib(r.Memory.SwarmCreatedRSS))
+	if _, err := ev.waitAll(n, false, time.Now().Add(o.startupTimeout)); err != nil {
+		return nil, fmt.Errorf("the first configuration: %w\noperator log:\n%s\nswarm log:\n%s", err, tail(op.Log(), 20), tail(swarm.Log(), 20))
+	}
+	r.StartupSeconds = time.Since(swarmStart).Seconds()
+	progress("every sidecar configured after %.1f s", r.StartupSeconds)
+
+	// Idle: the background the change CPU is judged against.
+	time.Sleep(2 * time.Second)
+	procs := processes(op, swarm)
+	idleBefore, err := procs.cpu()
+	if err != nil {
+		return nil, err
+	}
+	idleStart := time.Now()
+	time.Sleep(o.idle)
+	idleAfter, err := procs.cpu()
+	if err != nil {
+		return nil, err
+	}
+	idleWall := time.Since(idleStart)
+
+	// The changes.
+	perSidecar := newHist()
+	lastSidecar := newHist()
+	patchCall := newHist()
+	before, err := procs.cpu()
+	if err != nil {
+		return nil, err
+	}
+	var stopProfiles func()
+	if o.profile {
+		stopProfiles = startProfiles(profileDir, op.Pid(), swarm.Pid())
+		defer atExit(stopProfiles)()
+	}
+	var metricsBefore map[string]float64
+	if o.operatorMetrics {
+		if metricsBefore, err = scrape("http://" + metricsAddr + "/metrics"); err != nil {
+			return nil, err
+		}
+	}
+	changesStart := time.Now()
+	engaged := false
+	for k := range o.changes {
+		engaged = !engaged
+		called := time.Now()
+		if err := cl.setKillSwitch(ctx, engaged); err != nil {
+			return nil, fmt.Errorf("change %d: %w", k+1, err)
+		}
+		t0 := time.Now()
+		_ = patchCall.RecordValue(t0.Sub(called).Microseconds())
+		applied, err := ev.waitAll(n, engaged, t0.Add(o.changeTimeout))
+		if err != nil {
+			r.Failure = fmt.Sprintf("change %d (engaged=%t): %v", k+1, engaged, err)
+			progress("FAILED: %s", r.Failure)
+			break
+		}
+		var last int64
+		ct := changeTimes{Engaged: engaged, PatchCalled: called.UnixNano(), PatchReturned: t0.UnixNano(), FirstApplied: 1<<63 - 1}
+		for _, at := range applied {
+			ct.FirstApplied, ct.LastApplied = min(ct.FirstApplied, at), max(ct.LastApplied, at)
+			d := (at - t0.UnixNano()) / int64(time.Microsecond)
+			if d < 0 {
+				r.AppliedBeforePatchReturned++
+				d = 0
+			}
+			_ = perSidecar.RecordValue(max(d, 1))
+			last = max(last, d)
+		}
+		_ = lastSidecar.RecordValue(max(last, 1))
+		r.Timeline = append(r.Timeline, ct)
+		r.Changes++
+		progress("change %d (engaged=%t): last sidecar after %.1f ms", k+1, engaged, float64(last)/1000)
+		time.Sleep(o.gap)
+	}
+	changesWall := time.Since(changesStart)
+	after, err := procs.cpu()
+	if err != nil {
+		return nil, err
+	}
+	if o.operatorMetrics {
+		metricsAfter, err := scrape("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			return nil, err
+		}
+		r.Operator = operatorCounts(metricsBefore, metricsAfter, max(r.Changes, 1))
+	}
+	if stopProfiles != nil {
+		stopProfiles()
+		progress("profiles in %s: perf report -i operator.perf.data --no-children --sort sym; go tool pprof -top swarm.cpu.pprof", profileDir)
+	}
+	r.PerSidecar, r.LastSidecar, r.PatchCall = summarize(perSidecar), summarize(lastSidecar), summarize(patchCall)
+	r.perSidecarHist, r.lastSidecarHist = perSidecar, lastSidecar
+	r.TargetMet = r.Failure == "" && r.Target > 0 && r.PerSidecar.P99 <= r.Target
+	cpuPerChange(r, procs.names, idleBefore, idleAfter, idleWall, before, after, changesWall, max(r.Changes, 1))
+	r.ChangesWallSeconds, r.IdleWallSeconds = changesWall.Seconds(), idleWall.Seconds()
+
+	if r.Memory.SwarmRSS, err = swarm.RSS(); err != nil {
+		return nil, err
+	}
+	if r.Memory.SwarmPeakRSS, err = swarm.PeakRSS(); err != nil {
+		return nil, err
+	}
+	if r.Memory.OperatorRSS, err = op.RSS(); err != nil {
+		return nil, err
+	}
+	if r.Memory.OperatorPeakRSS, err = op.PeakRSS(); err != nil {
+		return nil, err
+	}
+	stopSwarm()
+	if stats, err := ev.waitKind(swarmproto.KindStats, 15*time.Second); err == nil {
+		r.Swarm = &swarmStats{Connects: stats.Connects, Applied: stats.Applied, Refused: stats.Refused, HeapInuse: stats.HeapInuse}
+		r.Memory.SwarmHeap = stats.HeapInuse
+	}
+	r.Refused = ev.refused
+	stopOperator()
+	for name, log := range map[string]string{"operator": op.Log(), "swarm": swarm.Log()} {
+		if err := os.WriteFile(filepath.Join(o.outDir, fmt.Sprintf("n%d.%s.log", n, name)), []byte(log), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// startProfiles records the operator with perf (its binary serves no
+// pprof) and signals the swarm to profile itself, until the returned
+// function is called.
+func startProfiles(dir string, operatorPid, swarmPid int) func() {
+	var perf *exec.Cmd
+	if path, err := exec.LookPath("perf"); err == nil {
+		perf = exec.Command(path, "record", "-F", "499", "-g", "-p", strconv.Itoa(operatorPid), "-o", filepath.Join(dir, "operator.perf.data"))
+		perf.Stdout, perf.Stderr = os.Stderr, os.Stderr
+		if err := perf.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-propagation: perf:", err)
+			perf = nil
+		}
+	} else {
+		fmt.Fprintln(os.Stderr, "bench-propagation: no perf on PATH: the operator is not profiled")
+	}
+	_ = syscall.Kill(swarmPid, syscall.SIGUSR1)
+	time.Sleep(500 * time.Millisecond) // perf attaches to every thread
+	return sync.OnceFunc(func() {
+		_ = syscall.Kill(swarmPid, syscall.SIGUSR2)
+		if perf != nil {
+			_ = perf.Process.Signal(syscall.SIGINT)
+			done := make(chan error, 1)
+			go func() { done <- perf.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				_ = perf.Process.Kill()
+				<-done
+			}
+		}
+		time.Sleep(time.Second) // the swarm writes its heap profile
+	})
+}
+
+// cleanups are what a signal must undo: the processes and the apiserver.
+var (
+	cleanupMu sync.Mutex
+	cleanups  []func()
+)
+
+// atExit registers f to run on SIGINT or SIGTERM and returns it, made
+// idempotent, for the caller to defer.
+func atExit(f func()) func() {
+	once := sync.OnceFunc(f)
+	cleanupMu.Lock()
+	cleanups = append(cleanups, once)
+	cleanupMu.Unlock()
+	return once
+}
+
+// cleanUpOnSignal runs every registered cleanup, newest first, when the
+// bench is interrupted, and exits.
+func cleanUpOnSignal() {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		fmt.Fprintf(os.Stderr, "bench-propagation: %s; cleaning up\n", sig)
+		cleanupMu.Lock()
+		fs := slices.Clone(cleanups)
+		cleanupMu.Unlock()
+		slices.Reverse(fs)
+		for _, f := range fs {
+			f()
+		}
+		os.Exit(130)
+	}()
+}
+
+func waitReady(url string, timeout time.Duration, alive func() error) error {
+	deadline := time.Now().Add(timeout)
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("status %s", resp.Status)
+		}
+		if err := alive(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the operator was not ready within %s: %v", timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// events reads the swarm's reports.
+type events struct {
+	ch      chan swarmproto.Event
+	swarm   *benchharness.Proc
+	refused []string
+}
+
+func acceptEvents(ln net.Listener, timeout time.Duration, swarm *benchharness.Proc) (*events, error) {
+	type accepted struct {
+		c   net.Conn
+		err error
+	}
+	got := make(chan accepted, 1)
+	go func() {
+		c, err := ln.Accept()
+		got <- accepted{c, err}
+	}()
+	var conn net.Conn
+	select {
+	case a := <-got:
+		if a.err != nil {
+			return nil, a.err
+		}
+		conn = a.c
+	case <-time.After(timeout):
+		ln.Close()
+		return nil, fmt.Errorf("the swarm did not connect within %s:\n%s", timeout, tail(swarm.Log(), 20))
+	}
+	e := &events{ch: make(chan swarmproto.Event, 1<<16), swarm: swarm}
+	go func() {
+		defer close(e.ch)
+		defer conn.Close()
+		s := bufio.NewScanner(conn)
+		s.Buffer(make([]byte, 64<<10), 1<<20)
+		for s.Scan() {
+			var ev swarmproto.Event
+			if err := json.Unmarshal(s.Bytes(), &ev); err != nil {
+				fmt.Fprintln(os.Stderr, "bench-propagation: a swarm event:", err)
+				continue
+			}
+			e.ch <- ev
+		}
+	}()
+	return e, nil
+}
+
+// next returns the next event before deadline.
+func (e *events) next(deadline time.Time) (swarmproto.Event, error) {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case ev, ok := <-e.ch:
+		if !ok {
+			return ev, fmt.Errorf("the swarm stopped reporting:\n%s", tail(e.swarm.Log(), 20))
+		}
+		if ev.Kind == swarmproto.KindRefused {
+			e.refused = append(e.refused, fmt.Sprintf("pod %d: %s", ev.Pod, ev.Error))
+		}
+		return ev, nil
+	case <-t.C:
+		return swarmproto.Event{}, errTimeout
+	}
+}
+
+var errTimeout = errors.New("timed out")
+
+func (e *events) waitKind(kind string, timeout time.Duration) (swarmproto.Event, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		ev, err := e.next(deadline)
+		if err != nil {
+			return ev, fmt.Errorf("waiting for the swarm's %q: %w", kind, err)
+		}
+		if ev.Kind == kind {
+			return ev, nil
+		}
+	}
+}
+
+// waitAll waits until each of the n sidecars applied a configuration with
+// the kill switch engaged or not, and returns when each did (UnixNano).
+// Earlier reports of the other state (a change before) are skipped; every
+// change waits for the one before it to reach every sidecar, so a report of
+// the state wanted is of this change.
+func (e *events) waitAll(n int, engaged bool, deadline time.Time) (map[int]int64, error) {
+	applied := make(map[int]int64, n)
+	for len(applied) < n {
+		ev, err := e.next(deadline)
+		if err != nil {
+			return nil, fmt.Errorf("%d of %d sidecars applied it: %w (refusals: %d, last %q)", len(applied), n, err, len(e.refused), last(e.refused))
+		}
+		if ev.Kind != swarmproto.KindApplied || ev.Engaged != engaged {
+			continue
+		}
+		if _, ok := applied[ev.Pod]; !ok {
+			applied[ev.Pod] = ev.At
+		}
+	}
+	return applied, nil
+}
+
+func last(xs []string) string {
+	if len(xs) == 0 {
+		return ""
+	}
+	return xs[len(xs)-1]
+}
+
+func tail(s string, lines int) string {
+	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(ls) > lines {
+		ls = ls[len(ls)-lines:]
+	}
+	return strings.Join(ls, "\n")
+}
+
+func newHist() *hdrhistogram.Histogram {
+	return hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// scrape reads a Prometheus text endpoint into "name{labels}" -> value.
+func scrape(url string) (map[string]float64, error) {
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return nil, fmt.Errorf("scraping the operator's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	s := bufio.NewScanner(resp.Body)
+	s.Buffer(make([]byte, 64<<10), 1<<20)
+	for s.Scan() {
+		line := s.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out, s.Err()
+}
+
+var (
+	reconcileTotal = regexp.MustCompile(`^controller_runtime_reconcile_total\{controller="([^"]+)",result="[^"]+"\}$`)
+	pushBucket     = regexp.MustCompile(`^weighstation_operator_xds_push_latency_seconds_bucket\{le="([^"]+)"\}$`)
+)
+
+// operatorCounts is what the operator counted between two scrapes, per
+// change.
+func operatorCounts(before, after map[string]float64, changes int) *operatorCounters {
+	c := &operatorCounters{Reconciles: map[string]float64{}, PushLatencyBuckets: map[string]float64{}}
+	per := func(key string) float64 { return (after[key] - before[key]) / float64(changes) }
+	for key := range after {
+		if m := reconcileTotal.FindStringSubmatch(key); m != nil {
+			c.Reconciles[m[1]] += per(key)
+		}
+		if m := pushBucket.FindStringSubmatch(key); m != nil {
+			le := m[1]
+			if f, err := strconv.ParseFloat(le, 64); err == nil {
+				le = strconv.FormatFloat(f*1000, 'g', 4, 64)
+			}
+			c.PushLatencyBuckets[le] = per(key)
+		}
+	}
+	c.Pushes = per("weighstation_operator_xds_pushes_total")
+	c.ACKs = per("weighstation_operator_xds_acks_total")
+	return c
+}
+
+// sortedBuckets orders bucket bounds numerically (+Inf last).
+func sortedBuckets(b map[string]float64) []string {
+	keys := make([]string, 0, len(b))
+	for k := range b {
+		keys = append(keys, k)
+	}
+	num := func(k string) float64 {
+		f, err := strconv.ParseFloat(k, 64)
+		if err != nil {
+			return 1e300
+		}
+		return f
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		switch x, y := num(a), num(b); {
+		case x < y:
+			return -1
+		case x > y:
+			return 1
+		}
+		return 0
+	})
+	return keys
+}
