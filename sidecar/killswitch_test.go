@@ -156,14 +156,21 @@ func TestKillDropsWhatWaitsAndAnswersQueuedRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	flush(t, requester)
-	r.stalledWithBacklog(t, "SUB svc workers 1", "1", "svc", "_INBOX.test.1", 5)
+	// 100 waiting messages of 64 KiB are more than the stalled socket's
+	// buffers take (the sender's grows to 4 MiB here, the receiver's stays
+	// small while nothing reads), so some still wait when the kill comes.
+	r.stalledWithBacklog(t, "SUB svc workers 1", "1", "svc", "_INBOX.test.1", 100)
 
-	waiting := r.statsOf(t, "1").Pending
+	// The connection's writer may still move a message or two from the
+	// queue into the socket until the socket's buffer is full, so how many
+	// wait at the instant of the kill is not known beforehand: what is
+	// asserted is that nothing waits after it, that every message is
+	// accounted for, and that each one dropped as killed was answered.
 	svc.KillSwitch.Engaged = true
 	r.setConfig(t, withSubscriptions(svc))
 	counts := r.statsOf(t, "1")
-	if !counts.Balanced() || counts.Pending != 0 || counts.Dropped[pending.ReasonKilled] < waiting {
-		t.Fatalf("after the kill: %+v; want nothing pending and the %d that waited dropped as killed", counts, waiting)
+	if !counts.Balanced() || counts.Pending != 0 || counts.Dropped[pending.ReasonKilled] == 0 {
+		t.Fatalf("after the kill: %+v; want nothing pending, and what waited dropped as killed", counts)
 	}
 	killed := counts.Dropped[pending.ReasonKilled]
 	waitFor(t, "a no-responders answer per killed request", func() bool { return uint64(answers.Load()) == killed })
