@@ -71,8 +71,11 @@ func TestTopicReadyFollowsGeneration(t *testing.T) {
 		return conditionIs(got.Status.Conditions, v1alpha1.ConditionValid, metav1.ConditionTrue, 1, `"orders.>"`)
 	})
 	got, _ := getTopic(ns, "orders")
+	// A merge patch, not an update: the status writers move the
+	// resourceVersion under the test's feet.
+	before := got.DeepCopy()
 	got.Spec.Limits.MaxMessageBytes = 4096
-	if err := k8sClient.Update(ctx, got); err != nil {
+	if err := k8sClient.Patch(ctx, got, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "Ready at generation 2", func() error {
@@ -237,8 +240,9 @@ func TestPodConfigFollowsLabelsAndSubscriptions(t *testing.T) {
 	if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "billing"}, &sub); err != nil {
 		t.Fatal(err)
 	}
+	subBefore := sub.DeepCopy()
 	sub.Spec.KillSwitch = &v1alpha1.KillSwitch{Engaged: true, Reason: "maintenance"}
-	if err := k8sClient.Update(ctx, &sub); err != nil {
+	if err := k8sClient.Patch(ctx, &sub, client.MergeFrom(subBefore)); err != nil {
 		t.Fatal(err)
 	}
 	killed := podConfig(t, ns, "billing-0", "the kill switch reaches the pod", func(cfg meshconfig.PodConfig) error {
