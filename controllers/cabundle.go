@@ -2,11 +2,9 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/weighstation/weighstation/controllers/pki"
@@ -50,12 +48,12 @@ func (b *BundlePublisher) publish(ctx context.Context) error {
 	if bundle == nil {
 		return nil // no CA yet; the change signal comes when there is
 	}
-	var pods corev1.PodList
-	if err := b.Client.List(ctx, &pods, client.MatchingLabelsSelector{Selector: injectedPods}); err != nil {
-		return fmt.Errorf("listing sidecar pods: %w", err)
+	pods, err := listSidecarPods(ctx, b.Client, "")
+	if err != nil {
+		return err
 	}
 	namespaces := map[string]bool{}
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		namespaces[p.Namespace] = true
 	}
 	for ns := range namespaces {

@@ -42,8 +42,8 @@ func (r *PodConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	log := logf.FromContext(ctx)
-	var pod corev1.Pod
-	if err := r.Get(ctx, req.NamespacedName, &pod); err != nil {
+	pod := podMeta()
+	if err := r.Get(ctx, req.NamespacedName, pod); err != nil {
 		if client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, fmt.Errorf("getting pod: %w", err)
 		}
@@ -52,7 +52,7 @@ func (r *PodConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 		return ctrl.Result{}, nil
 	}
-	if !isInjected(&pod) {
+	if !isInjected(pod) {
 		r.Store.Delete(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
@@ -80,10 +80,10 @@ func (r *PodConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 
 // SetupWithManager registers the reconciler.
 func (r *PodConfigReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	podsInNamespace := handler.EnqueueRequestsFromMapFunc(requeueNamespace(r, func() client.ObjectList { return &corev1.PodList{} },
+	podsInNamespace := handler.EnqueueRequestsFromMapFunc(requeueNamespace(r, func() client.ObjectList { return podMetaList() },
 		client.MatchingLabelsSelector{Selector: injectedPods}))
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&corev1.Pod{}).
+		For(&corev1.Pod{}, builder.OnlyMetadata).
 		// A pod's configuration reads only the spec of Topics and
 		// Subscriptions: their status writes (several per change) must not
 		// recompute every pod of the namespace.

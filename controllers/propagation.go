@@ -81,12 +81,10 @@ type propagationSeen struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
-// countedPod reports whether a pod should be running a sidecar now:
-// scheduled, not terminating, and neither Succeeded nor Failed.
-func countedPod(p *corev1.Pod) bool {
-	return p.Spec.NodeName != "" && p.DeletionTimestamp == nil &&
-		p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
-}
+// countedPod reports whether a pod of the cache (scheduled, and neither
+// Succeeded nor Failed: the cache's field selector) should be running a
+// sidecar now: it is not terminating either.
+func countedPod(p *metav1.PartialObjectMetadata) bool { return p.DeletionTimestamp == nil }
 
 // podAck is what the tracker knows of one counted pod.
 type podAck struct {
@@ -97,7 +95,7 @@ type podAck struct {
 }
 
 // progress gathers the counted pods' acknowledgements of one version.
-func (r *PropagationReconciler) progress(resource, version string, pods []corev1.Pod) []podAck {
+func (r *PropagationReconciler) progress(resource, version string, pods []metav1.PartialObjectMetadata) []podAck {
 	nacks := r.Tracker.NACKs(resource)
 	out := make([]podAck, 0, len(pods))
 	for i := range pods {
@@ -117,12 +115,11 @@ func (r *PropagationReconciler) progress(resource, version string, pods []corev1
 // request names either kind: both are looked up (names are unique per kind
 // only, so a Topic and a Subscription of one name are both reconciled).
 func (r *PropagationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var pods corev1.PodList
-	// Read only: no deep copy of every pod of the namespace.
-	if err := r.List(ctx, &pods, client.InNamespace(req.Namespace), client.MatchingLabelsSelector{Selector: injectedPods}, client.UnsafeDisableDeepCopy); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing sidecar pods in %s: %w", req.Namespace, err)
+	pods, err := listSidecarPods(ctx, r, req.Namespace)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	counted := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return !countedPod(&p) })
+	counted := slices.DeleteFunc(pods, func(p metav1.PartialObjectMetadata) bool { return !countedPod(&p) })
 	var after time.Duration
 	var sub v1alpha1.Subscription
 	switch err := r.Get(ctx, req.NamespacedName, &sub); {
@@ -151,12 +148,12 @@ func (r *PropagationReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	return ctrl.Result{RequeueAfter: after}, nil
 }
 
-func (r *PropagationReconciler) subscription(ctx context.Context, sub *v1alpha1.Subscription, pods []corev1.Pod) (time.Duration, error) {
+func (r *PropagationReconciler) subscription(ctx context.Context, sub *v1alpha1.Subscription, pods []metav1.PartialObjectMetadata) (time.Duration, error) {
 	selector, err := metav1.LabelSelectorAsSelector(&sub.Spec.Selector)
 	if err != nil {
 		return 0, nil // Valid says so; nothing is served for it
 	}
-	selected := slices.DeleteFunc(slices.Clone(pods), func(p corev1.Pod) bool { return !selector.Matches(labels.Set(p.Labels)) })
+	selected := slices.DeleteFunc(slices.Clone(pods), func(p metav1.PartialObjectMetadata) bool { return !selector.Matches(labels.Set(p.Labels)) })
 	resource := xdsresource.SubscriptionName(sub.Namespace, sub.Name)
 	version := xds.Version(xdsresource.SubscriptionResource(desired.SubscriptionPolicyOf(*sub)))
 	engaged := sub.Spec.KillSwitch != nil && sub.Spec.KillSwitch.Engaged
@@ -176,7 +173,7 @@ func (r *PropagationReconciler) subscription(ctx context.Context, sub *v1alpha1.
 	return r.write(ctx, sub, v1alpha1.GroupVersion.WithKind("Subscription"), key, &sub.Status, &next)
 }
 
-func (r *PropagationReconciler) topic(ctx context.Context, topic *v1alpha1.Topic, pods []corev1.Pod) (time.Duration, error) {
+func (r *PropagationReconciler) topic(ctx context.Context, topic *v1alpha1.Topic, pods []metav1.PartialObjectMetadata) (time.Duration, error) {
 	resource := xdsresource.TopicName(topic.Namespace, topic.Name)
 	version := xds.Version(xdsresource.TopicResource(desired.TopicPolicyOf(*topic)))
 	next := *topic.Status.DeepCopy()
@@ -200,13 +197,13 @@ func (r *PropagationReconciler) topic(ctx context.Context, topic *v1alpha1.Topic
 		if err != nil {
 			return 0, nil // Valid says so
 		}
-		pods = slices.DeleteFunc(slices.Clone(pods), func(p corev1.Pod) bool { return !selector.Matches(labels.Set(p.Labels)) })
+		pods = slices.DeleteFunc(slices.Clone(pods), func(p metav1.PartialObjectMetadata) bool { return !selector.Matches(labels.Set(p.Labels)) })
 	} else {
 		// A Topic for every pod is judged by the pods that hold some
 		// version of it or refused the current one: a new pod does not
 		// make it un-Ready, and its creation rewrites nothing.
 		nacks := r.Tracker.NACKs(resource)
-		pods = slices.DeleteFunc(slices.Clone(pods), func(p corev1.Pod) bool {
+		pods = slices.DeleteFunc(slices.Clone(pods), func(p metav1.PartialObjectMetadata) bool {
 			key := xds.PodKey(p.Namespace, p.Name, string(p.UID))
 			_, refused := nacks[key]
 			return r.Tracker.Acked(key, resource) == "" && !refused
@@ -437,7 +434,7 @@ func (r *PropagationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("propagation").
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&v1alpha1.Subscription{}), &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&v1alpha1.Topic{}), &handler.EnqueueRequestForObject{})).
-		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&corev1.Pod{}), handler.EnqueueRequestsFromMapFunc(r.selectedBy))).
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(podMeta()), handler.EnqueueRequestsFromMapFunc(r.selectedBy))).
 		WatchesRawSource(source.Channel(acks, &handler.EnqueueRequestForObject{})).
 		Complete(r)
 }

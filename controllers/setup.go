@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -80,17 +79,17 @@ func (s *initialSync) Start(ctx context.Context) error {
 	if !s.reader.WaitForCacheSync(ctx) {
 		return fmt.Errorf("initial pod sync: the cache did not sync: %w", ctx.Err())
 	}
-	var pods corev1.PodList
-	if err := s.reader.List(ctx, &pods, client.MatchingLabelsSelector{Selector: injectedPods}); err != nil {
-		return fmt.Errorf("initial pod sync: listing sidecar pods: %w", err)
+	pods, err := listSidecarPods(ctx, s.reader, "")
+	if err != nil {
+		return fmt.Errorf("initial pod sync: %w", err)
 	}
-	for _, pod := range pods.Items {
+	for _, pod := range pods {
 		req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}}
 		if _, err := s.reconciler.Reconcile(ctx, req); err != nil {
 			return fmt.Errorf("initial pod sync: %s: %w", req.NamespacedName, err)
 		}
 	}
-	s.log.Info("every sidecar pod computed; serving configuration", "pods", len(pods.Items))
+	s.log.Info("every sidecar pod computed; serving configuration", "pods", len(pods))
 	s.done()
 	return nil
 }

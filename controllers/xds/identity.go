@@ -13,6 +13,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -86,8 +87,11 @@ func (r TokenReviewer) Authenticate(ctx context.Context, token string) (Identity
 	if err != nil {
 		return Identity{}, fmt.Errorf("%w: %w", errUnauthenticated, err)
 	}
-	var pod corev1.Pod
-	if err := r.Pods.Get(ctx, k8stypes.NamespacedName{Namespace: ns, Name: podName}, &pod); err != nil {
+	// Metadata is all the check needs, and all the operator's pod cache
+	// holds.
+	pod := &metav1.PartialObjectMetadata{}
+	pod.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+	if err := r.Pods.Get(ctx, k8stypes.NamespacedName{Namespace: ns, Name: podName}, pod); err != nil {
 		if apierrors.IsNotFound(err) {
 			return Identity{}, fmt.Errorf("%w: pod %s/%s does not exist or does not carry the sidecar label", errUnauthenticated, ns, podName)
 		}
