@@ -285,7 +285,14 @@ func get200(url, mustContain string) error {
 
 func waitFor(t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	waitForWithin(t, 60*time.Second, what, check)
+}
+
+// waitForWithin polls check every 100 ms until it returns nil, and fails
+// the test with its last error after timeout.
+func waitForWithin(t *testing.T, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
 	var err error
 	for time.Now().Before(deadline) {
 		if err = check(); err == nil {
@@ -293,7 +300,7 @@ func waitFor(t *testing.T, what string, check func() error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("%s: not after 60s: %v", what, err)
+	t.Fatalf("%s: not after %s: %v", what, timeout, err)
 }
 
 // lockedBuffer collects a child process's output from two pipes at once.
