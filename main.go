@@ -11,13 +11,16 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/leaderelection"
 	ctrl "sigs.k8s.io/controller-runtime"
+	kubeconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -85,9 +88,14 @@ func runOperator(args []string) error {
 	fs := flag.NewFlagSet("operator", flag.ExitOnError)
 	metricsAddr := fs.String("metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
 	probeAddr := fs.String("health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
+	kubeconfig.RegisterFlags(fs) // -kubeconfig, read by ctrl.GetConfig
+	fs.Lookup(kubeconfig.KubeconfigFlagName).Usage = "path of a kubeconfig file; outside a cluster, this or $KUBECONFIG (default: in a cluster, the pod's ServiceAccount; else ~/.kube/config)"
 	leaderElect := fs.Bool("leader-elect", true, "elect a leader, so that only one replica reconciles at a time")
-	leaderNamespace := fs.String("leader-election-namespace", "", "namespace of the leader election lease (default: the pod's own, in a cluster)")
-	namespace := fs.String("namespace", os.Getenv("POD_NAMESPACE"), "the operator's own namespace, where its CA Secret lives (default: $POD_NAMESPACE)")
+	leaderNamespace := fs.String("leader-election-namespace", "", "namespace of the leader election Lease (default: -namespace)")
+	leaseDuration := fs.Duration("leader-elect-lease-duration", 15*time.Second, "how long a leader's Lease holds without renewal: the longest a crashed leader's replacement waits")
+	renewDeadline := fs.Duration("leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing its Lease before it gives up leading (and exits)")
+	retryPeriod := fs.Duration("leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the Lease")
+	namespace := fs.String("namespace", defaultNamespace(), "the operator's own namespace, where its CA Secret and its leader election Lease live (default: $POD_NAMESPACE, else the in-cluster ServiceAccount's namespace)")
 	xdsListen := fs.String("xds-listen", ":9443", "address of the xDS server that sidecars connect to (TLS, from the operator's CA)")
 	xdsService := fs.String("xds-service", "weighstation-xds", "name of the Service in front of the xDS server; its DNS names go into the serving certificate")
 	xdsAudience := fs.String("xds-audience", DefaultXDSAudience, "audience of the projected ServiceAccount tokens that sidecars present")
@@ -109,6 +117,15 @@ func runOperator(args []string) error {
 		return fmt.Errorf("-default-bytes-burst (%d) must be at least -default-max-message-bytes (%d), or the largest messages are refused forever",
 			defaults.PublishRate.BytesBurst, defaults.MaxMessageBytes)
 	}
+	if *namespace == "" {
+		return errors.New("-namespace is required outside a cluster (default: $POD_NAMESPACE): the operator keeps its CA Secret there, and its leader election Lease unless -leader-election-namespace names another")
+	}
+	if *leaderNamespace == "" {
+		*leaderNamespace = *namespace
+	}
+	if err := checkLeaseTimings(*leaseDuration, *renewDeadline, *retryPeriod); err != nil {
+		return err
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 
 	scheme := runtime.NewScheme()
@@ -117,7 +134,7 @@ func runOperator(args []string) error {
 
 	restConfig, err := ctrl.GetConfig()
 	if err != nil {
-		return fmt.Errorf("finding the Kubernetes API: %w", err)
+		return fmt.Errorf("finding the Kubernetes API (outside a cluster, set -kubeconfig or $KUBECONFIG): %w", err)
 	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                  scheme,
@@ -126,13 +143,17 @@ func runOperator(args []string) error {
 		LeaderElection:          *leaderElect,
 		LeaderElectionID:        LeaderElectionID,
 		LeaderElectionNamespace: *leaderNamespace,
-		Cache:                   controllers.CacheOptions(),
+		LeaseDuration:           leaseDuration,
+		RenewDeadline:           renewDeadline,
+		RetryPeriod:             retryPeriod,
+		// The process exits as soon as the manager stops, so a stopping
+		// leader may give its Lease up at once: a rolling update fails
+		// over without waiting for the Lease to expire.
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         controllers.CacheOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
-	}
-	if *namespace == "" {
-		return errors.New("-namespace (or $POD_NAMESPACE) is required: the operator keeps its CA in a Secret there")
 	}
 	log := ctrl.Log.WithName("operator")
 	authority, err := pki.New(mgr.GetAPIReader(), mgr.GetClient(), pki.Options{
@@ -185,4 +206,34 @@ func runOperator(args []string) error {
 	}
 	ctrl.Log.WithName("operator").Info("starting", "defaults", defaults)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// inClusterNamespaceFile holds the namespace of a pod's ServiceAccount.
+const inClusterNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// defaultNamespace is the operator's own namespace: $POD_NAMESPACE (the
+// downward API), else its ServiceAccount's namespace in a cluster, else
+// none.
+func defaultNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile(inClusterNamespaceFile); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	return ""
+}
+
+// checkLeaseTimings refuses leader election timings that client-go's
+// leader elector would refuse later, naming the flags.
+func checkLeaseTimings(lease, renew, retry time.Duration) error {
+	switch {
+	case lease <= 0 || renew <= 0 || retry <= 0:
+		return fmt.Errorf("-leader-elect-lease-duration (%s), -leader-elect-renew-deadline (%s) and -leader-elect-retry-period (%s) must be positive", lease, renew, retry)
+	case renew >= lease:
+		return fmt.Errorf("-leader-elect-renew-deadline (%s) must be shorter than -leader-elect-lease-duration (%s): a leader gives up before its Lease expires", renew, lease)
+	case float64(renew) <= leaderelection.JitterFactor*float64(retry):
+		return fmt.Errorf("-leader-elect-renew-deadline (%s) must be longer than %.1f times -leader-elect-retry-period (%s), so that a leader retries renewing", renew, leaderelection.JitterFactor, retry)
+	}
+	return nil
 }

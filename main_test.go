@@ -31,34 +31,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/internal/envtestsuite"
 	"github.com/weighstation/weighstation/internal/natstest"
 )
 
 // TestOperatorCommand runs the real `weighstation operator` process against a
-// real apiserver: it must elect itself leader, answer its probes, serve
-// metrics, log in JSON, reconcile a Topic, and stop cleanly on SIGTERM.
+// real apiserver, as its ServiceAccount with the generated RBAC alone: it
+// must elect itself leader, answer its probes, serve metrics, log in JSON,
+// reconcile a Topic, and stop cleanly on SIGTERM.
 func TestOperatorCommand(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`")
-	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest: %v", err)
-	}
-	defer env.Stop()
-	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = v1alpha1.AddToScheme(scheme)
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, kubeconfig := startAPIServer(t, "default")
 	ctx := context.Background()
 	// The operator's own Pod, which the leader labels (-pod-name).
 	if err := c.Create(ctx, &corev1.Pod{
@@ -70,6 +52,11 @@ func TestOperatorCommand(t *testing.T) {
 	bin := buildBinary(t)
 	metricsAddr, probeAddr, xdsAddr := natstest.FreeAddr(t), natstest.FreeAddr(t), natstest.FreeAddr(t)
 	logs := &lockedBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the operator's logs:\n%s", logs)
+		}
+	})
 	cmd := exec.Command(bin, "operator",
 		"-metrics-bind-address", metricsAddr, "-health-probe-bind-address", probeAddr,
 		"-leader-elect", "-leader-election-namespace", "default", "-namespace", "default", "-xds-listen", xdsAddr, "-ca-bundle-resync", "200ms", "-pod-name", "operator-0")
@@ -174,6 +161,58 @@ func TestOperatorCommand(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the operator did not stop within 30s of SIGTERM")
 	}
+	noRBACRefusals(t, logs.String())
+}
+
+// startAPIServer starts a real apiserver for one test and returns an admin
+// client and a kubeconfig file that acts as the operator's ServiceAccount,
+// with the generated RBAC alone (its Roles in operatorNamespace).
+func startAPIServer(t *testing.T, operatorNamespace string) (client.Client, string) {
+	t.Helper()
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`")
+	}
+	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting envtest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping envtest: %v", err)
+		}
+	})
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const account = "weighstation-operator"
+	if _, err := envtestsuite.AsOperator(context.Background(), cfg, operatorNamespace, account); err != nil {
+		t.Fatal(err)
+	}
+	asOperator, err := envtestsuite.ImpersonatingKubeconfig(env.KubeConfig, envtestsuite.ServiceAccountUser(operatorNamespace, account))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, asOperator, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return c, kubeconfig
+}
+
+// noRBACRefusals fails the test if an operator's logs show a request its
+// RBAC refused: some refusals (an Event's, for one) are only logged.
+func noRBACRefusals(t *testing.T, logs string) {
+	t.Helper()
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, "forbidden") {
+			t.Errorf("the operator was refused a request by its RBAC:\n%s", line)
+		}
+	}
 }
 
 // configuresASidecarProcess runs `weighstation sidecar -operator` as a pod's
@@ -246,7 +285,14 @@ func get200(url, mustContain string) error {
 
 func waitFor(t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	waitForWithin(t, 60*time.Second, what, check)
+}
+
+// waitForWithin polls check every 100 ms until it returns nil, and fails
+// the test with its last error after timeout.
+func waitForWithin(t *testing.T, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
 	var err error
 	for time.Now().Before(deadline) {
 		if err = check(); err == nil {
@@ -254,7 +300,7 @@ func waitFor(t *testing.T, what string, check func() error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("%s: not after 60s: %v", what, err)
+	t.Fatalf("%s: not after %s: %v", what, timeout, err)
 }
 
 // lockedBuffer collects a child process's output from two pipes at once.
@@ -436,5 +482,44 @@ func TestSidecarUsage(t *testing.T) {
 	own, logging, found := strings.Cut(string(out), "\nLogging:\n")
 	if !found || !strings.Contains(own, "-health-listen") || strings.Contains(own, "-zap-") || !strings.Contains(logging, "-zap-log-level") {
 		t.Fatalf("sidecar -h does not group the logging flags:\n%s", out)
+	}
+}
+
+// TestOperatorCommandLineErrors: without a cluster, a namespace or
+// consistent leader election timings, the operator stops at once and names
+// the flag to set.
+func TestOperatorCommandLineErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no namespace", nil, "-namespace is required outside a cluster (default: $POD_NAMESPACE): the operator keeps its CA Secret there, and its leader election Lease unless -leader-election-namespace names another"},
+		{"no cluster", []string{"-namespace", "weighstation-system"}, "outside a cluster, set -kubeconfig or $KUBECONFIG"},
+		{"a missing kubeconfig", []string{"-namespace", "weighstation-system", "-kubeconfig", filepath.Join(t.TempDir(), "none")}, "finding the Kubernetes API"},
+		{"a renew deadline past the lease", []string{"-namespace", "ns", "-leader-elect-lease-duration", "2s", "-leader-elect-renew-deadline", "2s"},
+			"-leader-elect-renew-deadline (2s) must be shorter than -leader-elect-lease-duration (2s)"},
+		{"a retry period too long to renew", []string{"-namespace", "ns", "-leader-elect-retry-period", "9s"},
+			"-leader-elect-renew-deadline (10s) must be longer than 1.2 times -leader-elect-retry-period (9s)"},
+		{"a zero duration", []string{"-namespace", "ns", "-leader-elect-retry-period", "0s"}, "must be positive"},
+	}
+	bin := buildBinary(t)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := os.Stat(inClusterNamespaceFile); err == nil && tc.args == nil {
+				t.Skipf("in a pod, the operator takes its namespace from %s", inClusterNamespaceFile)
+			}
+			cmd := exec.Command(bin, append([]string{"operator"}, tc.args...)...)
+			// Nothing that could find a cluster or a namespace.
+			cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+				t.Fatalf("exited with %v, want status 1:\n%s", err, out)
+			}
+			if !strings.Contains(string(out), tc.want) {
+				t.Fatalf("output does not say %q:\n%s", tc.want, out)
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -29,8 +30,14 @@ var (
 	k8sClient  client.Client
 	store      *desired.Store
 	kubeconfig string // a kubeconfig file for the real kubectl
-	scheme     = runtime.NewScheme()
+	// operatorConfig acts as the operator's ServiceAccount, which has the
+	// generated RBAC (config/rbac) and nothing else.
+	operatorConfig *rest.Config
+	scheme         = runtime.NewScheme()
 )
+
+// operatorNamespace is the operator's own namespace, where its Roles are.
+const operatorNamespace = "weighstation-system"
 
 // poll is how often tests re-check what the reconcilers do.
 const poll = 50 * time.Millisecond
@@ -44,7 +51,15 @@ func runSuite(m *testing.M) int {
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 	return envtestsuite.Run(m, scheme, []string{filepath.Join("..", "config", "crd", "bases")}, func(env *envtestsuite.Env) int {
 		k8sClient, kubeconfig = env.Client, env.Kubeconfig
-		mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		// The reconcilers run with the generated RBAC alone, as the
+		// operator's ServiceAccount; the tests' own client is admin.
+		var err error
+		operatorConfig, err = envtestsuite.AsOperator(context.Background(), env.Config, operatorNamespace, "weighstation-operator")
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "the operator's ServiceAccount: %v\n", err)
+			return 1
+		}
+		mgr, err := ctrl.NewManager(operatorConfig, ctrl.Options{
 			Scheme:  scheme,
 			Metrics: metricsserver.Options{BindAddress: "0"},
 			Cache:   controllers.CacheOptions(),

@@ -41,9 +41,12 @@ type operator struct {
 	done   chan error
 }
 
+// startOperator runs the operator as its ServiceAccount, with the generated
+// RBAC alone: the reconcilers, the propagation's Events and the xDS
+// server's TokenReviews all go through the manager's client.
 func startOperator(t *testing.T, xdsAddr string) *operator {
 	t.Helper()
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+	mgr, err := ctrl.NewManager(operatorConfig, ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		Cache:   controllers.CacheOptions(),

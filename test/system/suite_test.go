@@ -7,6 +7,7 @@ package system_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -23,11 +24,17 @@ import (
 )
 
 var (
-	restConfig *rest.Config
-	k8sClient  client.Client
-	kubeconfig string
-	scheme     = runtime.NewScheme()
+	// operatorConfig acts as the operator's ServiceAccount, which has the
+	// generated RBAC (config/rbac) and nothing else: the operator runs
+	// with it, the tests' own client (k8sClient) is admin.
+	operatorConfig *rest.Config
+	k8sClient      client.Client
+	kubeconfig     string
+	scheme         = runtime.NewScheme()
 )
+
+// operatorNamespace is the operator's own namespace, where its Roles are.
+const operatorNamespace = "weighstation-system"
 
 // audience is the audience of the sidecars' tokens in these tests.
 const audience = "weighstation.io/xds"
@@ -38,7 +45,13 @@ func runSuite(m *testing.M) int {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 	return envtestsuite.Run(m, scheme, []string{filepath.Join("..", "..", "config", "crd", "bases")}, func(env *envtestsuite.Env) int {
-		restConfig, k8sClient, kubeconfig = env.Config, env.Client, env.Kubeconfig
+		k8sClient, kubeconfig = env.Client, env.Kubeconfig
+		var err error
+		operatorConfig, err = envtestsuite.AsOperator(context.Background(), env.Config, operatorNamespace, "weighstation-operator")
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "the operator's ServiceAccount: %v\n", err)
+			return 1
+		}
 		return m.Run()
 	})
 }
