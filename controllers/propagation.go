@@ -72,7 +72,7 @@ type propagationSeen struct {
 	propagated time.Duration // 0 until every counted pod applied version
 	lastWrite  time.Time
 	// announced is the kill switch state last announced by an Event (nil:
-	// none yet, so the first full propagation after start is not one).
+	// none yet, which counts as released).
 	announced *bool
 	nacked    map[string]bool // pod/version pairs an Event was sent for
 }
@@ -361,9 +361,10 @@ func (r *PropagationReconciler) events(obj client.Object, key types.NamespacedNa
 	}
 	announce := false
 	if _, isSub := obj.(*v1alpha1.Subscription); isSub && ready {
-		if s.announced != nil && *s.announced != engaged {
-			announce = true
-		}
+		// Released is the normal state: a Subscription first seen engaged
+		// (created so, or after a restart of the operator) is announced.
+		was := s.announced != nil && *s.announced
+		announce = was != engaged
 		s.announced = &engaged
 	}
 	propagated := s.propagated
