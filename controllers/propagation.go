@@ -435,6 +435,8 @@ func (r *PropagationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("propagation").
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&v1alpha1.Subscription{}), &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&v1alpha1.Topic{}), &handler.EnqueueRequestForObject{})).
+		// On an update the map function sees the old pod and the new one, so
+		// a pod leaving a selection updates that count too.
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(podMeta()), handler.EnqueueRequestsFromMapFunc(r.selectedBy))).
 		WatchesRawSource(source.Channel(acks, &handler.EnqueueRequestForObject{})).
 		Complete(r)

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,6 +30,9 @@ type Setup struct {
 	// Tracker, if set, holds the sidecars' acknowledgements, and
 	// propagation writes them into status.
 	Tracker *xds.Tracker
+	// PropagationWriteInterval is the least time between two propagation
+	// writes of one object (DefaultPropagationWriteInterval when zero).
+	PropagationWriteInterval time.Duration
 }
 
 // SetupReconcilers registers every reconciler of the operator with mgr.
@@ -44,7 +48,7 @@ func SetupReconcilers(mgr ctrl.Manager, setup Setup) error {
 		return fmt.Errorf("setting up the pod configuration reconciler: %w", err)
 	}
 	if setup.Tracker != nil {
-		propagation := &PropagationReconciler{Client: mgr.GetClient(), Tracker: setup.Tracker, Recorder: mgr.GetEventRecorder(v1alpha1.FieldManagerPropagation)}
+		propagation := &PropagationReconciler{Client: mgr.GetClient(), Tracker: setup.Tracker, Recorder: mgr.GetEventRecorder(v1alpha1.FieldManagerPropagation), WriteInterval: setup.PropagationWriteInterval}
 		if err := propagation.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the propagation reconciler: %w", err)
 		}

@@ -69,7 +69,12 @@ func runSuite(m *testing.M) int {
 			return 1
 		}
 		store = desired.NewStore()
-		if err := controllers.SetupReconcilers(mgr, controllers.Setup{Sink: store, Defaults: meshconfig.DefaultPolicy, Tracker: xds.NewTracker()}); err != nil {
+		if err := controllers.SetupReconcilers(mgr, controllers.Setup{
+			Sink: store, Defaults: meshconfig.DefaultPolicy, Tracker: xds.NewTracker(),
+			// Writes at once: no deferred write requeues an object, so a
+			// test sees only the reconciles its own change caused.
+			PropagationWriteInterval: time.Nanosecond,
+		}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
