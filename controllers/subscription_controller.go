@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -10,6 +9,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/controllers/desired"
 )
 
 // SubscriptionReconciler keeps what the reconcilers own of each
@@ -56,8 +56,10 @@ func subscriptionStatus(sub *v1alpha1.Subscription) v1alpha1.SubscriptionStatus 
 	status := *sub.Status.DeepCopy()
 	status.ObservedGeneration = sub.Generation
 	gen := sub.Generation
-	if _, err := metav1.LabelSelectorAsSelector(&sub.Spec.Selector); err != nil {
-		setCondition(&status.Conditions, gen, v1alpha1.ConditionValid, metav1.ConditionFalse, ReasonInvalidSelector, fmt.Sprintf("spec.selector: %v", err))
+	if problem := desired.SubscriptionProblem(sub); problem != nil {
+		// An invalid selector selects nothing (desired.Problem).
+		setCondition(&status.Conditions, gen, v1alpha1.ConditionValid, metav1.ConditionFalse, ReasonInvalidSelector,
+			problem.Message()+"; the Subscription selects no pod until it is fixed")
 	} else {
 		setCondition(&status.Conditions, gen, v1alpha1.ConditionValid, metav1.ConditionTrue, ReasonConfigured, "the policy is computed for the pods spec.selector selects")
 	}
