@@ -64,13 +64,19 @@ func (r *PodConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.List(ctx, &subscriptions, client.InNamespace(pod.Namespace)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing subscriptions in %s: %w", pod.Namespace, err)
 	}
-	cfg, err := desired.Compute(desired.Pod{Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels, Annotations: pod.Annotations}, topics.Items, subscriptions.Items, r.Defaults)
+	cfg, problems, err := desired.Compute(desired.Pod{Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels, Annotations: pod.Annotations}, topics.Items, subscriptions.Items, r.Defaults)
 	if err != nil {
-		// An invalid selector: the resource's status says so, and the last
-		// good configuration stays in force. Retrying cannot help until the
-		// resource changes, which requeues the pod anyway.
+		// The pod's own annotations are invalid: this pod keeps its last
+		// good configuration. Retrying cannot help until the pod changes,
+		// which requeues it anyway.
 		log.Error(err, "keeping the last good configuration")
 		return ctrl.Result{}, nil
+	}
+	if len(problems) > 0 {
+		// An invalid Topic or Subscription selects nothing and the rest is
+		// configured; its own reconciler reports it in its status and an
+		// Event.
+		log.V(1).Info("resources left out", "problems", fmt.Sprint(problems))
 	}
 	if r.Store.Set(cfg, pod.UID) {
 		log.Info("pod configuration changed", "version", cfg.Version, "topics", len(cfg.Topics), "subscriptions", len(cfg.Subscriptions))

@@ -36,6 +36,7 @@ const (
 	ReasonRejected     = "Rejected"
 	ReasonNotRejected  = "NotRejected"
 	ReasonNotInForce   = "NotInForce"
+	ReasonInvalid      = "Invalid"
 	ReasonKillEngaged  = "KillSwitchEngaged"
 	ReasonKillReleased = "KillSwitchReleased"
 )
@@ -151,7 +152,11 @@ func (r *PropagationReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 func (r *PropagationReconciler) subscription(ctx context.Context, sub *v1alpha1.Subscription, pods []metav1.PartialObjectMetadata) (time.Duration, error) {
 	selector, err := metav1.LabelSelectorAsSelector(&sub.Spec.Selector)
 	if err != nil {
-		return 0, nil // Valid says so; nothing is served for it
+		// It selects no pod (Valid says why), so no pod holds it.
+		next := *sub.Status.DeepCopy()
+		next.Config = &v1alpha1.ConfigStatus{Version: xds.Version(xdsresource.SubscriptionResource(desired.SubscriptionPolicyOf(*sub)))}
+		setInvalid(&next.Conditions, sub.Generation, "spec.selector is invalid (see Valid): the Subscription selects no pod")
+		return r.write(ctx, sub, v1alpha1.GroupVersion.WithKind("Subscription"), keyOf("subscription", sub.Namespace, sub.Name), &sub.Status, &next)
 	}
 	selected := slices.DeleteFunc(slices.Clone(pods), func(p metav1.PartialObjectMetadata) bool { return !selector.Matches(labels.Set(p.Labels)) })
 	resource := xdsresource.SubscriptionName(sub.Namespace, sub.Name)
@@ -195,7 +200,10 @@ func (r *PropagationReconciler) topic(ctx context.Context, topic *v1alpha1.Topic
 	if counts {
 		selector, err := metav1.LabelSelectorAsSelector(topic.Spec.Publishers)
 		if err != nil {
-			return 0, nil // Valid says so
+			// It admits no publisher (Valid says why), so no pod holds it.
+			next.Config = &v1alpha1.ConfigStatus{Version: version}
+			setInvalid(&next.Conditions, topic.Generation, "spec.publishers is invalid (see Valid): the Topic admits no publisher")
+			return r.write(ctx, topic, v1alpha1.GroupVersion.WithKind("Topic"), key, &topic.Status, &next)
 		}
 		pods = slices.DeleteFunc(slices.Clone(pods), func(p metav1.PartialObjectMetadata) bool { return !selector.Matches(labels.Set(p.Labels)) })
 	} else {
@@ -221,6 +229,13 @@ func (r *PropagationReconciler) topic(ctx context.Context, topic *v1alpha1.Topic
 	r.setConditions(&next.Conditions, topic.Generation, ready, msg, acks)
 	r.events(topic, key, version, ready, false, acks)
 	return r.write(ctx, topic, v1alpha1.GroupVersion.WithKind("Topic"), key, &topic.Status, &next)
+}
+
+// setInvalid sets the propagation conditions of a resource whose selector
+// is invalid: no pod holds its policy, so it is not Ready.
+func setInvalid(conds *[]metav1.Condition, gen int64, msg string) {
+	setCondition(conds, gen, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonInvalid, msg)
+	setCondition(conds, gen, v1alpha1.ConditionConfigRejected, metav1.ConditionFalse, ReasonNotRejected, "no pod holds this policy")
 }
 
 // inForce reports whether topic is the one in force for its pattern.

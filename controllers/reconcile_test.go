@@ -3,6 +3,8 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
@@ -216,23 +220,39 @@ func TestPodConfigFollowsLabelsAndSubscriptions(t *testing.T) {
 	}
 
 	// Nothing that matters changes: an unrelated annotation requeues the
-	// pod, and the version stays.
+	// pod, and the configuration stays.
 	var pod corev1.Pod
-	if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "billing-0"}, &pod); err != nil {
-		t.Fatal(err)
+	updatePod := func(change func(*corev1.Pod)) {
+		t.Helper()
+		if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "billing-0"}, &pod); err != nil {
+			t.Fatal(err)
+		}
+		change(&pod)
+		if err := k8sClient.Update(ctx, &pod); err != nil {
+			t.Fatal(err)
+		}
 	}
-	pod.Annotations = map[string]string{"unrelated": "change"}
-	if err := k8sClient.Update(ctx, &pod); err != nil {
-		t.Fatal(err)
-	}
-	changed := store.Changed()
-	select {
-	case <-changed:
-		t.Fatal("an unrelated pod change changed the store")
-	case <-time.After(time.Second):
-	}
-	if cfg, _ := store.Get(types.NamespacedName{Namespace: ns, Name: "billing-0"}); cfg.Version != first.Version {
-		t.Fatalf("version changed from %s to %s with nothing changed", first.Version, cfg.Version)
+	updatePod(func(p *corev1.Pod) { p.Annotations = map[string]string{"unrelated": "change"} })
+	// The sentinel goes through the same pod, whose updates reach the
+	// reconciler in order: out of the Subscription's selector and back.
+	// The configuration computed after that has seen the annotation, and
+	// must be exactly the first one.
+	updatePod(func(p *corev1.Pod) { p.Labels["app"] = "elsewhere" })
+	podConfig(t, ns, "billing-0", "the sentinel: the pod leaves the subscription", func(cfg meshconfig.PodConfig) error {
+		if len(cfg.Subscriptions) != 0 {
+			return fmt.Errorf("subscriptions %q", subscriptionNames(cfg))
+		}
+		return nil
+	})
+	updatePod(func(p *corev1.Pod) { p.Labels["app"] = "billing" })
+	back := podConfig(t, ns, "billing-0", "the sentinel: the pod is back in the subscription", func(cfg meshconfig.PodConfig) error {
+		if subscriptionNames(cfg) != "billing" {
+			return fmt.Errorf("subscriptions %q", subscriptionNames(cfg))
+		}
+		return nil
+	})
+	if !reflect.DeepEqual(back, first) {
+		t.Fatalf("an unrelated annotation changed the configuration:\n%+v\nwas\n%+v", back, first)
 	}
 
 	// A Subscription edit (the kill switch) changes the configuration.
@@ -256,13 +276,7 @@ func TestPodConfigFollowsLabelsAndSubscriptions(t *testing.T) {
 	}
 
 	// A label change moves the pod out of the Subscription's selector...
-	if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "billing-0"}, &pod); err != nil {
-		t.Fatal(err)
-	}
-	pod.Labels["app"] = "shipping"
-	if err := k8sClient.Update(ctx, &pod); err != nil {
-		t.Fatal(err)
-	}
+	updatePod(func(p *corev1.Pod) { p.Labels["app"] = "shipping" })
 	podConfig(t, ns, "billing-0", "the pod leaves the subscription", func(cfg meshconfig.PodConfig) error {
 		if len(cfg.Subscriptions) != 0 {
 			return fmt.Errorf("subscriptions %q", subscriptionNames(cfg))
@@ -270,13 +284,7 @@ func TestPodConfigFollowsLabelsAndSubscriptions(t *testing.T) {
 		return nil
 	})
 	// ...and removing the inject label removes its configuration.
-	if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "billing-0"}, &pod); err != nil {
-		t.Fatal(err)
-	}
-	delete(pod.Labels, v1alpha1.InjectLabel)
-	if err := k8sClient.Update(ctx, &pod); err != nil {
-		t.Fatal(err)
-	}
+	updatePod(func(p *corev1.Pod) { delete(p.Labels, v1alpha1.InjectLabel) })
 	eventually(t, "the configuration is dropped", func() error {
 		if _, ok := store.Get(types.NamespacedName{Namespace: ns, Name: "billing-0"}); ok {
 			return fmt.Errorf("still configured")
@@ -308,8 +316,8 @@ func TestTopicInAnotherNamespaceChangesNothing(t *testing.T) {
 	if err := k8sClient.Create(ctx, newSubscription(other, "all", ">", nil)); err != nil {
 		t.Fatal(err)
 	}
-	// Wait until the other namespace's Topic is reconciled, so that the
-	// operator has certainly seen it, then check the pod is untouched.
+	// Wait until the other namespace's Topic is reconciled: the operator's
+	// cache holds it.
 	eventually(t, "the other namespace's topic is reconciled", func() error {
 		got, err := getTopic(other, "everything")
 		if err != nil {
@@ -317,8 +325,21 @@ func TestTopicInAnotherNamespaceChangesNothing(t *testing.T) {
 		}
 		return conditionIs(got.Status.Conditions, v1alpha1.ConditionValid, metav1.ConditionTrue, 1, "")
 	})
-	if cfg, _ := store.Get(types.NamespacedName{Namespace: mine, Name: "app-0"}); cfg.Version != before.Version || len(cfg.Topics) != 0 || len(cfg.Subscriptions) != 0 {
-		t.Fatalf("a Topic in namespace %s changed a pod in %s: %+v", other, mine, cfg)
+	// The sentinel: a change in the pod's own namespace, which must reach
+	// it. The configuration that holds it was computed with everything the
+	// operator knows of the other namespace, and must hold the sentinel
+	// and nothing else.
+	if err := k8sClient.Create(ctx, newTopic(mine, "sentinel", "sentinel.>")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := podConfig(t, mine, "app-0", "the sentinel reaches the pod", func(cfg meshconfig.PodConfig) error {
+		if !slices.ContainsFunc(cfg.Topics, func(p meshconfig.TopicPolicy) bool { return p.Name == "sentinel" }) {
+			return fmt.Errorf("topics %+v", cfg.Topics)
+		}
+		return nil
+	})
+	if len(cfg.Topics) != 1 || len(cfg.Subscriptions) != 0 || !reflect.DeepEqual(cfg.Default, before.Default) {
+		t.Fatalf("resources in namespace %s changed a pod in %s: topics %+v, subscriptions %+v, default %+v", other, mine, cfg.Topics, cfg.Subscriptions, cfg.Default)
 	}
 }
 
@@ -415,24 +436,64 @@ func TestTopicStatusCountsAndIsWrittenOnlyWhenChanged(t *testing.T) {
 		t.Fatalf("managed fields %+v: want the status applied by weighstation-operator", settled.ManagedFields)
 	}
 	// A Subscription the Topic does not govern requeues every Topic of the
-	// namespace but changes none of their status.
-	unrelated := newSubscription(ns, "payments", "payments.x", nil)
-	if err := k8sClient.Create(ctx, unrelated); err != nil {
+	// namespace but changes none of their status. Every write of the Topic
+	// from here on is watched.
+	writes := watchTopic(t, ns, "orders", settled.ResourceVersion)
+	if err := k8sClient.Create(ctx, newSubscription(ns, "payments", "payments.x", nil)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the unrelated subscription is reconciled", func() error {
-		var got v1alpha1.Subscription
-		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(unrelated), &got); err != nil {
-			return err
+	// The sentinel: a Subscription that orders governs, created after the
+	// unrelated one. The Topic's reconcile that counts it has seen the
+	// unrelated one too, and its write must be the only one.
+	if err := k8sClient.Create(ctx, newSubscription(ns, "shipped", "orders.us.shipped", nil)); err != nil {
+		t.Fatal(err)
+	}
+	var seen []v1alpha1.Topic
+	for {
+		select {
+		case got := <-writes:
+			seen = append(seen, got)
+		case <-time.After(eventuallyTimeout):
+			t.Fatalf("the sentinel was not counted within %s; writes %+v", eventuallyTimeout, seen)
 		}
-		return conditionIs(got.Status.Conditions, v1alpha1.ConditionValid, metav1.ConditionTrue, 1, "")
-	})
-	time.Sleep(time.Second) // let the requeued Topic reconciles run
-	after, err := getTopic(ns, "orders")
+		if last := seen[len(seen)-1]; last.Status.Subscriptions == 2 {
+			break
+		}
+	}
+	if len(seen) != 1 {
+		var statuses []string
+		for _, w := range seen {
+			statuses = append(statuses, fmt.Sprintf("%+v", w.Status))
+		}
+		t.Fatalf("%d writes of the Topic, want only the sentinel's:\n%s", len(seen), strings.Join(statuses, "\n"))
+	}
+}
+
+// watchTopic sends every write of a Topic after resourceVersion, until the
+// test ends.
+func watchTopic(t *testing.T, ns, name, resourceVersion string) <-chan v1alpha1.Topic {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after.ResourceVersion != settled.ResourceVersion {
-		t.Fatalf("an unchanged status was written again: resourceVersion %s -> %s", settled.ResourceVersion, after.ResourceVersion)
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
 	}
+	w, err := c.Watch(context.Background(), &v1alpha1.TopicList{}, client.InNamespace(ns),
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: resourceVersion, FieldSelector: "metadata.name=" + name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	out := make(chan v1alpha1.Topic, 100)
+	go func() {
+		for ev := range w.ResultChan() {
+			if topic, ok := ev.Object.(*v1alpha1.Topic); ok && ev.Type == watch.Modified {
+				out <- *topic
+			}
+		}
+	}()
+	return out
 }

@@ -37,10 +37,11 @@ type Setup struct {
 
 // SetupReconcilers registers every reconciler of the operator with mgr.
 func SetupReconcilers(mgr ctrl.Manager, setup Setup) error {
-	if err := (&TopicReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	events := mgr.GetEventRecorder(v1alpha1.FieldManagerReconciler)
+	if err := (&TopicReconciler{Client: mgr.GetClient(), Recorder: events}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the topic reconciler: %w", err)
 	}
-	if err := (&SubscriptionReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&SubscriptionReconciler{Client: mgr.GetClient(), Recorder: events}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the subscription reconciler: %w", err)
 	}
 	pods := &PodConfigReconciler{Client: mgr.GetClient(), Store: setup.Sink, Defaults: setup.Defaults}

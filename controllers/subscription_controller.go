@@ -2,14 +2,17 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/controllers/desired"
 )
 
 // SubscriptionReconciler keeps what the reconcilers own of each
@@ -17,8 +20,15 @@ import (
 // spec is valid, and the kill switch set by hand. Propagation writes how far
 // the configuration has reached the sidecars; per-pod reports (delivered,
 // dropped, latency, Degraded) come with a later issue.
+//
+// It records a Warning Event when the selector is invalid, once per
+// generation.
 type SubscriptionReconciler struct {
 	client.Client
+	// Recorder, if set, records the Events.
+	Recorder recorder.EventRecorder
+
+	announced announcements
 }
 
 // Reasons of the Subscription conditions.
@@ -38,11 +48,17 @@ const (
 func (r *SubscriptionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var sub v1alpha1.Subscription
 	if err := r.Get(ctx, req.NamespacedName, &sub); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.announced.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	status := subscriptionStatus(&sub)
 	if err := subscriptionReconcilerStatus.apply(ctx, r.Client, &sub, v1alpha1.GroupVersion.WithKind("Subscription"), &sub.Status, &status); err != nil {
 		return ctrl.Result{}, err
+	}
+	if state := invalidState(status.Conditions); r.Recorder != nil && r.announced.news(&sub, announceInvalid, state, invalidState(sub.Status.Conditions)) {
+		r.Recorder.Eventf(&sub, nil, corev1.EventTypeWarning, EventReasonInvalidSelector, eventActionConfigure, "%s", state)
 	}
 	logf.FromContext(ctx).V(1).Info("reconciled subscription", "subject", sub.Spec.Subject)
 	return ctrl.Result{}, nil
@@ -56,8 +72,10 @@ func subscriptionStatus(sub *v1alpha1.Subscription) v1alpha1.SubscriptionStatus 
 	status := *sub.Status.DeepCopy()
 	status.ObservedGeneration = sub.Generation
 	gen := sub.Generation
-	if _, err := metav1.LabelSelectorAsSelector(&sub.Spec.Selector); err != nil {
-		setCondition(&status.Conditions, gen, v1alpha1.ConditionValid, metav1.ConditionFalse, ReasonInvalidSelector, fmt.Sprintf("spec.selector: %v", err))
+	if problem := desired.SubscriptionProblem(sub); problem != nil {
+		// An invalid selector selects nothing (desired.Problem).
+		setCondition(&status.Conditions, gen, v1alpha1.ConditionValid, metav1.ConditionFalse, ReasonInvalidSelector,
+			problem.Message()+"; the Subscription selects no pod until it is fixed")
 	} else {
 		setCondition(&status.Conditions, gen, v1alpha1.ConditionValid, metav1.ConditionTrue, ReasonConfigured, "the policy is computed for the pods spec.selector selects")
 	}

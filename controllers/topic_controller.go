@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
 )
@@ -15,8 +18,15 @@ import (
 // TopicReconciler keeps what the reconcilers own of each Topic's status:
 // whether it is valid and in force, whether another Topic of the namespace
 // conflicts with it, and how many Subscriptions it governs.
+//
+// It records a Warning Event when a Topic's publishers selector is invalid
+// (once per generation) and when the Topics it conflicts with change.
 type TopicReconciler struct {
 	client.Client
+	// Recorder, if set, records the Events.
+	Recorder recorder.EventRecorder
+
+	announced announcements
 }
 
 // +kubebuilder:rbac:groups=weighstation.io,resources=topics,verbs=get;list;watch
@@ -30,6 +40,9 @@ func (r *TopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	log := logf.FromContext(ctx)
 	var topic v1alpha1.Topic
 	if err := r.Get(ctx, req.NamespacedName, &topic); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.announced.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	var topics v1alpha1.TopicList
@@ -44,8 +57,23 @@ func (r *TopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := topicReconcilerStatus.apply(ctx, r.Client, &topic, v1alpha1.GroupVersion.WithKind("Topic"), &topic.Status, &status); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.announce(&topic, &status)
 	log.V(1).Info("reconciled topic", "subject", topic.Spec.Subject, "subscriptions", status.Subscriptions)
 	return ctrl.Result{}, nil
+}
+
+// announce records the Events of what is news in the Topic's new status:
+// an invalid publishers selector, or a change of the conflict.
+func (r *TopicReconciler) announce(topic *v1alpha1.Topic, next *v1alpha1.TopicStatus) {
+	if r.Recorder == nil {
+		return
+	}
+	if state := invalidState(next.Conditions); r.announced.news(topic, announceInvalid, state, invalidState(topic.Status.Conditions)) {
+		r.Recorder.Eventf(topic, nil, corev1.EventTypeWarning, EventReasonInvalidSelector, eventActionConfigure, "%s", state)
+	}
+	if state := conflictState(next.Conditions); r.announced.news(topic, announceConflict, state, conflictState(topic.Status.Conditions)) {
+		r.Recorder.Eventf(topic, nil, corev1.EventTypeWarning, EventReasonConflicting, eventActionConfigure, "%s", state)
+	}
 }
 
 // SetupWithManager registers the reconciler. What it owns of a Topic's

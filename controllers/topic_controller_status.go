@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/controllers/desired"
@@ -36,19 +35,25 @@ func topicStatus(topic *v1alpha1.Topic, topics []v1alpha1.Topic, subscriptions [
 		setCondition(&status.Conditions, gen, v1alpha1.ConditionConflicting, metav1.ConditionFalse, ReasonNoConflict, "no other Topic of the namespace has this subject pattern")
 	}
 
-	_, selectorErr := publishersOf(topic)
-	isInForce := false
-	for _, t := range inForce {
-		if t.Name == topic.Name {
-			isInForce = true
+	problem := desired.TopicProblem(topic)
+	var inForceInstead *v1alpha1.Topic
+	for i := range inForce {
+		if inForce[i].Spec.Subject == topic.Spec.Subject {
+			inForceInstead = &inForce[i]
 		}
 	}
+	// (The list comes from the cache the Topic was read from, so it holds
+	// the Topic; a Topic missing from it counts as in force.)
+	isInForce := inForceInstead == nil || inForceInstead.Name == topic.Name
 	switch {
-	case selectorErr != nil:
-		setCondition(&status.Conditions, gen, v1alpha1.ConditionValid, metav1.ConditionFalse, ReasonInvalidPublishers, fmt.Sprintf("spec.publishers: %v", selectorErr))
+	case problem != nil:
+		// An invalid selector selects nothing: where the Topic is in force,
+		// it stands for its subjects as a refusal (desired.Problem).
+		setCondition(&status.Conditions, gen, v1alpha1.ConditionValid, metav1.ConditionFalse, ReasonInvalidPublishers,
+			problem.Message()+"; the Topic admits no publisher until it is fixed")
 	case !isInForce:
 		setCondition(&status.Conditions, gen, v1alpha1.ConditionValid, metav1.ConditionFalse, ReasonShadowed,
-			fmt.Sprintf("Topic %s has the same subject pattern and is in force", strings.Join(conflicts[topic.Name], ", ")))
+			fmt.Sprintf("Topic %s has the same subject pattern and is in force", inForceInstead.Name))
 	default:
 		setCondition(&status.Conditions, gen, v1alpha1.ConditionValid, metav1.ConditionTrue, ReasonInForce,
 			fmt.Sprintf("governs the subjects matching %q that no more specific Topic matches", topic.Spec.Subject))
@@ -61,15 +66,6 @@ func topicStatus(topic *v1alpha1.Topic, topics []v1alpha1.Topic, subscriptions [
 		}
 	}
 	return status
-}
-
-// publishersOf returns the Topic's publishers selector (everything when
-// unset).
-func publishersOf(topic *v1alpha1.Topic) (labels.Selector, error) {
-	if topic.Spec.Publishers == nil {
-		return labels.Everything(), nil
-	}
-	return metav1.LabelSelectorAsSelector(topic.Spec.Publishers)
 }
 
 // governingTopic returns the most specific Topic whose pattern covers the

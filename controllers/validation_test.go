@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/internal/subjectcases"
@@ -93,6 +94,12 @@ func TestInvalidManifestsAreRejected(t *testing.T) {
 		{"queue group with a space", subscription("  subject: orders\n  queueGroup: \"billing workers\"\n"), "invalid queueGroup: it must not contain whitespace, '*' or '>'"},
 		{"zero pending messages", subscription("  subject: orders\n  limits:\n    maxPendingMessages: 0\n"), "should be greater than or equal to 1"},
 		{"unknown overflow policy", subscription("  subject: orders\n  limits:\n    overflow: DropAll\n"), `Unsupported value: "DropAll"`},
+		// $WEIGHSTATION.> is reserved (sidecar/policy.ReservedToken): no
+		// pattern may start with that token, for either kind.
+		{"a reserved topic", topic("  subject: $WEIGHSTATION.>\n"), reservedSubject},
+		{"the reserved token alone", topic("  subject: $WEIGHSTATION\n"), reservedSubject},
+		{"a reserved literal subscription", subscription("  subject: $WEIGHSTATION.config.pods\n"), reservedSubject},
+		{"a reserved wildcard subscription", subscription("  subject: $WEIGHSTATION.*\n"), reservedSubject},
 		{"no selector", "apiVersion: weighstation.io/v1alpha1\nkind: Subscription\nmetadata:\n  name: s\nspec:\n  subject: orders\n", "spec.selector: Required value"},
 	}
 	for _, tc := range tests {
@@ -108,6 +115,26 @@ func TestInvalidManifestsAreRejected(t *testing.T) {
 				t.Fatalf("refused with %v\nwant a message containing %q", err, tc.message)
 			}
 		})
+	}
+}
+
+// reservedSubject is the refusal of a pattern under $WEIGHSTATION.
+const reservedSubject = "reserved subject: $WEIGHSTATION.> is reserved for weighstation; a pattern must not start with the token $WEIGHSTATION"
+
+// TestReservedRuleRefusesOnlyTheReservedToken: patterns that cover the
+// reserved subjects by wildcard, or whose first token only resembles
+// $WEIGHSTATION, are accepted (the sidecar keeps $WEIGHSTATION closed
+// under any pattern).
+func TestReservedRuleRefusesOnlyTheReservedToken(t *testing.T) {
+	ns := newNamespace(t)
+	for i, subject := range []string{">", "*", "*.>", "*.config.pods", "$WEIGHSTATIONS.x", "$weighstation.x", "WEIGHSTATION.x", "orders.$WEIGHSTATION.>", "$JS.API.>"} {
+		topic := newTopic(ns, "topic-"+strconv.Itoa(i), subject)
+		sub := newSubscription(ns, "sub-"+strconv.Itoa(i), subject, map[string]string{"app": "a"})
+		for _, obj := range []client.Object{topic, sub} {
+			if err := k8sClient.Create(context.Background(), obj); err != nil {
+				t.Errorf("%T %q was refused: %v", obj, subject, err)
+			}
+		}
 	}
 }
 

@@ -33,8 +33,8 @@ func TestMetricsAndDebugLatency(t *testing.T) {
 		}
 	}
 	flush(t, app)
-	<-got
-	<-got
+	receive(t, "the first delivery", got)
+	receive(t, "the second delivery", got)
 	// Unsubscribing must not make the totals go backwards.
 	if err := sub.Unsubscribe(); err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -92,7 +91,7 @@ func TestQuotaRefusalsAreCoalescedAndCounted(t *testing.T) {
 	if err := r.side.SetConfig(configWith(meshconfig.TopicPolicy{
 		Name: "rated", Subject: "rated.>", MaxMessageBytes: 1024, MayPublish: true,
 		PublishRate: &meshconfig.Rate{MessagesPerSecond: 1, MessagesBurst: 5},
-	})); err != nil {
+	}, meshconfig.TopicPolicy{Name: "small", Subject: "small.>", MaxMessageBytes: 1, MayPublish: true})); err != nil {
 		t.Fatal(err)
 	}
 	app, errs := r.appWithErrors(t)
@@ -109,10 +108,20 @@ func TestQuotaRefusalsAreCoalescedAndCounted(t *testing.T) {
 		t.Fatalf("counters %+v: want %d attempts, the burst of 5 (or a refill) forwarded, the rest refused", c, n)
 	}
 	waitFor(t, "the outside receives exactly what was forwarded", func() bool { return uint64(got.Load()) == c.Forwarded })
-	// Many refusals within a second: the client hears of it once.
-	time.Sleep(100 * time.Millisecond)
-	if e := errs.all(); len(e) != 1 || !strings.Contains(e[0], "publish quota of Topic rated exceeded") {
-		t.Fatalf("client saw %d errors: %q", len(e), e)
+	// Many refusals within a second: the client hears of it once. The
+	// sentinel is a refusal on another subject, sent after them: errors
+	// reach the client's handler in order, so once it has arrived, every
+	// error the quota refusals caused has too.
+	if err := app.Publish("small.x", []byte("too big")); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, app)
+	waitFor(t, "the sentinel refusal reaches the client", func() bool {
+		e := errs.all()
+		return len(e) > 0 && strings.Contains(e[len(e)-1], "Topic small")
+	})
+	if e := errs.all(); len(e) != 2 || !strings.Contains(e[0], "publish quota of Topic rated exceeded") {
+		t.Fatalf("client saw %d errors, want the quota's once and the sentinel: %q", len(e), e)
 	}
 	if !app.IsConnected() {
 		t.Fatal("the refusals closed the connection")
@@ -146,7 +155,10 @@ func TestMaxPayloadFollowsTheConfiguration(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `topic "bad"`) || !strings.Contains(err.Error(), "tokens must not be empty") {
 		t.Fatalf("SetConfig(invalid) = %v", err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	// The sentinel: a refused configuration sends nothing, and whatever
+	// SetConfig sends a client is queued before it returns, ahead of the
+	// answer to the client's next PING.
+	flush(t, app)
 	if got := app.MaxPayload(); got != 262144 {
 		t.Fatalf("max_payload %d after a refused configuration, want 262144", got)
 	}

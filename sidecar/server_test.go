@@ -14,6 +14,7 @@ import (
 
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/sidecar"
+	"github.com/weighstation/weighstation/sidecar/pending"
 )
 
 // rig is an embedded broker with a sidecar in front of it.
@@ -81,12 +82,44 @@ func (c *collector) len() int {
 	return len(c.msgs)
 }
 
+// count returns how many messages with data arrived.
+func (c *collector) count(data string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, m := range c.msgs {
+		if string(m.Data) == data {
+			n++
+		}
+	}
+	return n
+}
+
+// sentinel is the data of a message sent after those a test counts: NATS
+// keeps one publisher's messages in order to each subscription (and the
+// sidecar keeps each local subscription's queue in order), so once it has
+// arrived, whatever was sent before it has too, and nothing more can come.
+const sentinel = "sentinel"
+
 func flush(t *testing.T, conns ...*nats.Conn) {
 	t.Helper()
 	for _, nc := range conns {
 		if err := nc.Flush(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// receive takes the next value from ch, failing the test if none comes
+// within 10s.
+func receive[T any](t *testing.T, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: nothing within 10s", what)
+		panic("unreachable")
 	}
 }
 
@@ -127,9 +160,20 @@ func TestPubSubWithWildcards(t *testing.T) {
 	}
 	flush(t, app, outside)
 	waitFor(t, "deliveries", func() bool { return star.len() == 2 && full.len() == 3 && literal.len() == 1 && got.len() == 1 })
-	time.Sleep(50 * time.Millisecond) // nothing more arrives
-	if star.len() != 2 || full.len() != 3 || literal.len() != 1 {
-		t.Fatalf("orders.* got %d (want 2), orders.> %d (want 3), orders.eu %d (want 1)", star.len(), full.len(), literal.len())
+	// Nothing more arrives: a sentinel that every subscription matches,
+	// and one from the application, each the last its client sends.
+	if err := outside.Publish("orders.eu", []byte(sentinel)); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Publish("from.app", []byte(sentinel)); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, outside, app)
+	waitFor(t, "the sentinels", func() bool {
+		return star.count(sentinel) > 0 && full.count(sentinel) > 0 && literal.count(sentinel) > 0 && got.count(sentinel) > 0
+	})
+	if star.len() != 3 || full.len() != 4 || literal.len() != 2 || got.len() != 2 {
+		t.Fatalf("with the sentinel, orders.* got %d (want 3), orders.> %d (want 4), orders.eu %d (want 2), the outside %d (want 2)", star.len(), full.len(), literal.len(), got.len())
 	}
 }
 
@@ -185,9 +229,26 @@ func TestQueueGroupsShareTheLoad(t *testing.T) {
 	}
 	flush(t, pub)
 	waitFor(t, "every message delivered once", func() bool { return local1.len()+local2.len()+outsideWorker.len() == n })
-	time.Sleep(50 * time.Millisecond)
-	if total := local1.len() + local2.len() + outsideWorker.len(); total != n {
-		t.Fatalf("%d deliveries for %d messages", total, n)
+	// Nothing more arrives: sentinels, one at a time, each delivered once,
+	// until every member got one. Each member then has everything it was
+	// given before its sentinel.
+	members := []*collector{local1, local2, outsideWorker}
+	sent := 0
+	for slices.ContainsFunc(members, func(c *collector) bool { return c.count(sentinel) == 0 }) {
+		if sent == 200 {
+			t.Fatalf("200 sentinels, and a member got none: %d, %d, outside %d", local1.count(sentinel), local2.count(sentinel), outsideWorker.count(sentinel))
+		}
+		if err := pub.Publish("work", []byte(sentinel)); err != nil {
+			t.Fatal(err)
+		}
+		flush(t, pub)
+		sent++
+		waitFor(t, "the sentinel is delivered", func() bool {
+			return local1.count(sentinel)+local2.count(sentinel)+outsideWorker.count(sentinel) == sent
+		})
+	}
+	if total := local1.len() + local2.len() + outsideWorker.len(); total != n+sent {
+		t.Fatalf("%d deliveries for %d messages and %d sentinels", total, n, sent)
 	}
 	if local1.len() == 0 || local2.len() == 0 || outsideWorker.len() == 0 {
 		t.Fatalf("a member got nothing: %d, %d, outside %d", local1.len(), local2.len(), outsideWorker.len())
@@ -297,9 +358,18 @@ func TestUnsubscribeWithMax(t *testing.T) {
 	waitFor(t, "three delivered and the interest gone", func() bool {
 		return count.Load() == 3 && r.side.Interest().Subscriptions() == 0
 	})
-	time.Sleep(50 * time.Millisecond)
-	if count.Load() != 3 {
-		t.Fatalf("delivered %d, want 3", count.Load())
+	// nats.go itself drops what comes past the maximum, so the sidecar's
+	// own accounting is what shows it wrote no more. Once the subscription
+	// is retired with nothing pending or in flight (and its upstream
+	// interest gone, nothing more can arrive), every message it received
+	// is settled: three written, the rest dropped.
+	var totals pending.Counts
+	waitFor(t, "the subscription retired and settled", func() bool {
+		totals = r.side.PolicyTotals()[""]
+		return len(r.side.Stats()) == 0 && totals.Arrived >= 3 && totals.Pending == 0 && totals.InFlight == 0 && totals.Balanced()
+	})
+	if count.Load() != 3 || totals.Delivered != 3 {
+		t.Fatalf("the application got %d, the sidecar wrote %d (totals %+v), want 3", count.Load(), totals.Delivered, totals)
 	}
 }
 

@@ -52,7 +52,7 @@ func TestStampingAndStripping(t *testing.T) {
 				t.Fatal(err)
 			}
 			flush(t, publisher)
-			got, crossed := <-received, <-raw
+			got, crossed := receive(t, "the delivery to the application", received), receive(t, "the message on the broker", raw)
 			if string(got.Data) != string(tc.msg.Data) || !headersEqual(got.Header, tc.wantHeader) {
 				t.Fatalf("application got %q with headers %v, want %q with %v", got.Data, got.Header, tc.msg.Data, tc.wantHeader)
 			}

@@ -25,7 +25,8 @@ const (
 //
 //	fields                                            owner (field manager)
 //	observedGeneration, Topic subscriptions,          FieldManagerReconciler
-//	  conditions Valid, Conflicting, KillSwitchEngaged
+//	  conditions Valid, Conflicting, KillSwitchEngaged;
+//	  Events InvalidSelector, Conflicting
 //	config (version, appliedPods, totalPods,          FieldManagerPropagation
 //	  rejected, observedTime, propagationTime),
 //	  conditions Ready, ConfigRejected

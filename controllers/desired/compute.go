@@ -24,47 +24,66 @@ type Pod struct {
 // Subscriptions. It ignores every resource outside the pod's namespace, so
 // callers may pass more than they filtered. It is pure: same inputs, same
 // output, same Version.
-func Compute(pod Pod, topics []v1alpha1.Topic, subscriptions []v1alpha1.Subscription, defaults meshconfig.Defaults) (meshconfig.PodConfig, error) {
+//
+// A Topic or Subscription with an invalid selector does not stop the
+// others: its selector selects nothing (see Problem), and it is returned
+// among the problems, which are the same for every pod of the namespace.
+// Only the pod's own annotations can make Compute fail, for that pod alone.
+func Compute(pod Pod, topics []v1alpha1.Topic, subscriptions []v1alpha1.Subscription, defaults meshconfig.Defaults) (meshconfig.PodConfig, []Problem, error) {
 	podLabels := labels.Set(pod.Labels)
 	cfg := meshconfig.DefaultConfig(defaults)
 	cfg.Namespace, cfg.Pod = pod.Namespace, pod.Name
 	access, err := accessOf(pod.Annotations)
 	if err != nil {
-		return meshconfig.PodConfig{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		return meshconfig.PodConfig{}, nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	cfg.Access = access
-	inForce, _ := ResolveConflicts(inNamespace(topics, pod.Namespace))
-	for _, t := range inForce {
-		mayPublish, err := selects(t.Spec.Publishers, podLabels, true)
-		if err != nil {
-			return meshconfig.PodConfig{}, fmt.Errorf("topic %s/%s: publishers: %w", t.Namespace, t.Name, err)
+	var problems []Problem
+	topics = inNamespace(topics, pod.Namespace)
+	// Each publishers selector is converted once, shadowed Topics' too, so
+	// that every invalid one is reported.
+	var publishers map[string]labels.Selector
+	for i := range topics {
+		sel, problem := publishersOf(&topics[i])
+		if problem != nil {
+			problems = append(problems, *problem)
 		}
-		if !mayPublish {
+		if sel != nil {
+			if publishers == nil {
+				publishers = map[string]labels.Selector{}
+			}
+			publishers[topics[i].Name] = sel
+		}
+	}
+	inForce, _ := ResolveConflicts(topics)
+	for _, t := range inForce {
+		if sel, restricted := publishers[t.Name]; restricted && !sel.Matches(podLabels) {
 			// The Topic does not apply to this pod: only its refusal does
 			// (in audit mode, the defaults' limits), so the pod's
 			// configuration does not follow the Topic's limits.
 			cfg.Topics = append(cfg.Topics, excludedFrom(cfg.Default, t))
 			continue
 		}
-		cfg.Topics = append(cfg.Topics, topicPolicy(t, mayPublish))
+		cfg.Topics = append(cfg.Topics, topicPolicy(t, true))
 	}
 	for _, s := range inNamespace(subscriptions, pod.Namespace) {
-		selected, err := selects(&s.Spec.Selector, podLabels, false)
-		if err != nil {
-			return meshconfig.PodConfig{}, fmt.Errorf("subscription %s/%s: selector: %w", s.Namespace, s.Name, err)
+		sel, problem := subscribersOf(&s)
+		if problem != nil {
+			problems = append(problems, *problem)
 		}
-		if selected {
+		if sel.Matches(podLabels) {
 			cfg.Subscriptions = append(cfg.Subscriptions, SubscriptionPolicyOf(s))
 		}
 	}
+	slices.SortFunc(problems, func(a, b Problem) int { return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name)) })
 	slices.SortFunc(cfg.Topics, func(a, b meshconfig.TopicPolicy) int { return cmp.Compare(a.Subject, b.Subject) })
 	slices.SortFunc(cfg.Subscriptions, func(a, b meshconfig.SubscriptionPolicy) int { return cmp.Compare(a.Name, b.Name) })
 	version, err := meshconfig.Hash(cfg)
 	if err != nil {
-		return meshconfig.PodConfig{}, err
+		return meshconfig.PodConfig{}, nil, err
 	}
 	cfg.Version = version
-	return cfg, nil
+	return cfg, problems, nil
 }
 
 // ResolveConflicts returns the Topics in force and, for each Topic that
@@ -145,19 +164,6 @@ func topicPolicy(t v1alpha1.Topic, mayPublish bool) meshconfig.TopicPolicy {
 		})
 	}
 	return p
-}
-
-// selects reports whether selector admits the labels; a nil selector admits
-// everything when nilMeansAll, nothing otherwise.
-func selects(selector *metav1.LabelSelector, set labels.Set, nilMeansAll bool) (bool, error) {
-	if selector == nil {
-		return nilMeansAll, nil
-	}
-	s, err := metav1.LabelSelectorAsSelector(selector)
-	if err != nil {
-		return false, err
-	}
-	return s.Matches(set), nil
 }
 
 func inNamespace[T any, P interface {

@@ -162,9 +162,9 @@ func TestCompute(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := desired.Compute(billingPod, tc.topics, tc.subscriptions, meshconfig.DefaultPolicy)
-			if err != nil {
-				t.Fatal(err)
+			cfg, problems, err := desired.Compute(billingPod, tc.topics, tc.subscriptions, meshconfig.DefaultPolicy)
+			if err != nil || len(problems) > 0 {
+				t.Fatalf("problems %v, error %v", problems, err)
 			}
 			if cfg.Namespace != "shop" || cfg.Pod != "billing-0" || len(cfg.Version) != 16 {
 				t.Fatalf("identity %s/%s version %q", cfg.Namespace, cfg.Pod, cfg.Version)
@@ -204,14 +204,14 @@ func TestComputeIsDeterministic(t *testing.T) {
 		subscription("shop", "x", "a.*", map[string]string{"app": "billing"}),
 		subscription("shop", "y", "b.*", map[string]string{"app": "billing"}),
 	}
-	first, err := desired.Compute(billingPod, topics, subs, meshconfig.DefaultPolicy)
+	first, _, err := desired.Compute(billingPod, topics, subs, meshconfig.DefaultPolicy)
 	if err != nil {
 		t.Fatal(err)
 	}
 	firstJSON, _ := json.Marshal(first)
 	slices.Reverse(topics)
 	slices.Reverse(subs)
-	again, err := desired.Compute(billingPod, topics, subs, meshconfig.DefaultPolicy)
+	again, _, err := desired.Compute(billingPod, topics, subs, meshconfig.DefaultPolicy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,11 +222,11 @@ func TestComputeIsDeterministic(t *testing.T) {
 	// topics[0] is now "c2", shadowed by "c" (same pattern, name sorts
 	// first): its limits are not in force, so the version stays.
 	topics[0].Spec.Limits.MaxMessageBytes = 1234
-	if shadowed, _ := desired.Compute(billingPod, topics, subs, meshconfig.DefaultPolicy); shadowed.Version != first.Version {
+	if shadowed, _, _ := desired.Compute(billingPod, topics, subs, meshconfig.DefaultPolicy); shadowed.Version != first.Version {
 		t.Fatal("a change to a shadowed Topic changed the version")
 	}
 	topics[len(topics)-1].Spec.Limits.MaxMessageBytes = 1234 // "a", in force
-	changed, err := desired.Compute(billingPod, topics, subs, meshconfig.DefaultPolicy)
+	changed, _, err := desired.Compute(billingPod, topics, subs, meshconfig.DefaultPolicy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,19 +235,76 @@ func TestComputeIsDeterministic(t *testing.T) {
 	}
 }
 
-func TestComputeRefusesAnInvalidSelector(t *testing.T) {
-	bad := subscription("shop", "bad", "a", nil, func(s *v1alpha1.Subscription) {
-		s.Spec.Selector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}
-	})
-	_, err := desired.Compute(billingPod, nil, []v1alpha1.Subscription{bad}, meshconfig.DefaultPolicy)
-	if err == nil || !strings.Contains(err.Error(), "subscription shop/bad: selector") {
-		t.Fatalf("Compute = %v, want an error naming the subscription's selector", err)
+// TestAnInvalidSelectorStopsOnlyItsResource: a selector the CRD schema
+// accepts but that is not valid selects nothing. The resource is reported
+// as a problem, the rest of the namespace is configured, and a bad
+// publishers selector refuses its subjects rather than opening them.
+func TestAnInvalidSelectorStopsOnlyItsResource(t *testing.T) {
+	emptyIn := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn}}}
+	unknownOperator := metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near", Values: []string{"billing"}}}}
+	badValue := metav1.LabelSelector{MatchLabels: map[string]string{"app": "billing and more"}}
+	topics := []v1alpha1.Topic{
+		topic("shop", "orders", "orders.>"),
+		topic("shop", "payments", "payments.>", func(t *v1alpha1.Topic) { t.Spec.Publishers = emptyIn }),
+	}
+	subs := []v1alpha1.Subscription{
+		subscription("shop", "billing", "orders.*", map[string]string{"app": "billing"}),
+		subscription("shop", "near", "orders.>", nil, func(s *v1alpha1.Subscription) { s.Spec.Selector = unknownOperator }),
+		subscription("shop", "spaced", "orders.>", nil, func(s *v1alpha1.Subscription) { s.Spec.Selector = badValue }),
+		// Another namespace's problems are not this pod's.
+		subscription("other", "near", "orders.>", nil, func(s *v1alpha1.Subscription) { s.Spec.Selector = unknownOperator }),
+	}
+	cfg, problems, err := desired.Compute(billingPod, topics, subs, meshconfig.DefaultPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if subscriptionNames := func() (names []string) {
+		for _, s := range cfg.Subscriptions {
+			names = append(names, s.Name)
+		}
+		return names
+	}(); !slices.Equal(subscriptionNames, []string{"billing"}) {
+		t.Fatalf("subscriptions %v, want only billing", subscriptionNames)
+	}
+	policies := map[string]meshconfig.TopicPolicy{}
+	for _, p := range cfg.Topics {
+		policies[p.Name] = p
+	}
+	if len(policies) != 2 || !policies["orders"].MayPublish {
+		t.Fatalf("topics %+v", cfg.Topics)
+	}
+	if p := policies["payments"]; p.MayPublish || p.Subject != "payments.>" || p.MaxMessageBytes != cfg.Default.MaxMessageBytes {
+		t.Fatalf("the Topic with an invalid publishers selector is %+v; want its subjects refused under the defaults", p)
+	}
+	want := []string{
+		"Subscription shop/near: spec.selector: ",
+		"Subscription shop/spaced: spec.selector: ",
+		"Topic shop/payments: spec.publishers: ",
+	}
+	if len(problems) != len(want) {
+		t.Fatalf("problems %v, want %d", problems, len(want))
+	}
+	for i, p := range problems {
+		if !strings.HasPrefix(p.Error(), want[i]) || !strings.HasPrefix(p.Message(), strings.SplitN(want[i], ": ", 2)[1]) {
+			t.Errorf("problem %d is %q (message %q), want it to start with %q", i, p.Error(), p.Message(), want[i])
+		}
+	}
+	// What the reconcilers report agrees with what Compute left out.
+	if desired.TopicProblem(&topics[1]) == nil || desired.TopicProblem(&topics[0]) != nil ||
+		desired.SubscriptionProblem(&subs[1]) == nil || desired.SubscriptionProblem(&subs[0]) != nil {
+		t.Fatal("TopicProblem or SubscriptionProblem disagrees with Compute")
+	}
+	// The pod's own annotation is the one thing that stops its
+	// configuration: that pod keeps its last good one.
+	_, _, err = desired.Compute(desired.Pod{Namespace: "shop", Name: "p", Annotations: map[string]string{v1alpha1.AccessModeAnnotation: "loose"}}, topics, subs, meshconfig.DefaultPolicy)
+	if err == nil || !strings.Contains(err.Error(), "pod shop/p: annotation "+v1alpha1.AccessModeAnnotation) {
+		t.Fatalf("a bad annotation gave %v, want an error naming the pod and the annotation", err)
 	}
 }
 
 func TestStoreReportsChanges(t *testing.T) {
 	s := desired.NewStore()
-	cfg, _ := desired.Compute(billingPod, nil, nil, meshconfig.DefaultPolicy)
+	cfg, _, _ := desired.Compute(billingPod, nil, nil, meshconfig.DefaultPolicy)
 	changed := s.Changed()
 	if !s.Set(cfg, "") {
 		t.Fatal("the first Set reported no change")
@@ -278,7 +335,7 @@ func TestAccessFromPodAnnotations(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := desired.Compute(desired.Pod{Namespace: "ns", Name: "p", Annotations: tc.annotations}, nil, nil, meshconfig.DefaultPolicy)
+			cfg, _, err := desired.Compute(desired.Pod{Namespace: "ns", Name: "p", Annotations: tc.annotations}, nil, nil, meshconfig.DefaultPolicy)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
