@@ -94,7 +94,7 @@ func (r *PodConfigReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Subscriptions: their status writes (several per change) must not
 		// recompute every pod of the namespace.
 		Watches(&v1alpha1.Topic{}, podsInNamespace, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&v1alpha1.Subscription{}, podsInNamespace, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.Subscription{}, podsOfSubscription(r), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("podconfig").
 		Complete(r)
 }

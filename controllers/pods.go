@@ -60,11 +60,11 @@ func CacheOptions() cache.Options {
 }
 
 // listSidecarPods lists the sidecar pods that count (in namespace, or in
-// every namespace for ""), from the cache, without copying them: callers
-// only read them.
-func listSidecarPods(ctx context.Context, c client.Reader, namespace string) ([]metav1.PartialObjectMetadata, error) {
+// every namespace for ""), that also meet the label requirements also,
+// from the cache, without copying them: callers only read them.
+func listSidecarPods(ctx context.Context, c client.Reader, namespace string, also ...labels.Requirement) ([]metav1.PartialObjectMetadata, error) {
 	pods := podMetaList()
-	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: injectedPods}, client.UnsafeDisableDeepCopy}
+	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: injectedPods.Add(also...)}, client.UnsafeDisableDeepCopy}
 	if namespace != "" {
 		opts = append(opts, client.InNamespace(namespace))
 	}

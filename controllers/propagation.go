@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -448,8 +449,10 @@ func (r *PropagationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("propagation").
-		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&v1alpha1.Subscription{}), &handler.EnqueueRequestForObject{})).
-		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&v1alpha1.Topic{}), &handler.EnqueueRequestForObject{})).
+		// Status writes (its own and the others') change no version.
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&v1alpha1.Subscription{}), &handler.EnqueueRequestForObject{}, predicate.GenerationChangedPredicate{})).
+		// A Topic's subject decides which Topic is in force.
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&v1alpha1.Topic{}), handler.EnqueueRequestsFromMapFunc(r.topicsOfNamespaceOnSubject), predicate.GenerationChangedPredicate{})).
 		// On an update the map function sees the old pod and the new one, so
 		// a pod leaving a selection updates that count too.
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(podMeta()), handler.EnqueueRequestsFromMapFunc(r.selectedBy))).
@@ -502,6 +505,24 @@ func (c *changeSet) feed(ctx context.Context, out chan<- event.GenericEvent) {
 			}
 		}
 	}
+}
+
+// topicsOfNamespaceOnSubject maps a Topic to itself and the other Topics
+// of its namespace with the same subject: which of them is in force
+// depends on all of them.
+func (r *PropagationReconciler) topicsOfNamespaceOnSubject(ctx context.Context, obj client.Object) []reconcile.Request {
+	reqs := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}}}
+	var topics v1alpha1.TopicList
+	if err := r.List(ctx, &topics, client.InNamespace(obj.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
+		logf.FromContext(ctx).Error(err, "listing topics to requeue", "namespace", obj.GetNamespace())
+		return reqs
+	}
+	for _, t := range topics.Items {
+		if t.Spec.Subject == subjectOf(obj) && t.Name != obj.GetName() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: t.Namespace, Name: t.Name}})
+		}
+	}
+	return reqs
 }
 
 // selectedBy maps a pod to the Subscriptions and the selecting Topics of

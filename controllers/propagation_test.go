@@ -6,8 +6,10 @@ import (
 	"testing"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/meshconfig"
 )
 
 // TestPodCountsFollowALabelChange: a pod whose labels move it from one
@@ -68,4 +70,80 @@ func TestPodCountsFollowALabelChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "p0 moves from a's count to b's", totals(1, 1))
+}
+
+// podconfigReconciles reads controller-runtime's reconcile counter of the
+// pod configuration controller.
+func podconfigReconciles(t *testing.T) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total float64
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "podconfig" {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+// TestAKillSwitchRecomputesOnlyThePodsItSelects: engaging a kill switch
+// recomputes the configuration of the pods the Subscription selects, and
+// of no other pod of the namespace.
+func TestAKillSwitchRecomputesOnlyThePodsItSelects(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	objs := []client.Object{newSubscription(ns, "billing", "orders.*", map[string]string{"app": "billing"})}
+	for i := range 5 {
+		app := "other"
+		if i < 2 {
+			app = "billing"
+		}
+		objs = append(objs, newPod(ns, fmt.Sprintf("pod-%d", i), map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled, "app": app}))
+	}
+	for _, obj := range objs {
+		if err := k8sClient.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		podConfig(t, ns, fmt.Sprintf("pod-%d", i), "configured", func(meshconfig.PodConfig) error { return nil })
+	}
+	// Sentinel for the creations: a pod created last is configured after
+	// every reconcile they queued.
+	if err := k8sClient.Create(ctx, newPod(ns, "sentinel-0", map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled, "app": "none"})); err != nil {
+		t.Fatal(err)
+	}
+	podConfig(t, ns, "sentinel-0", "the first sentinel is configured", func(meshconfig.PodConfig) error { return nil })
+	before := podconfigReconciles(t)
+
+	sub := newSubscription(ns, "billing", "", nil)
+	if err := k8sClient.Patch(ctx, sub, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"killSwitch":{"engaged":true}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		podConfig(t, ns, fmt.Sprintf("pod-%d", i), "the kill switch reaches the selected pod", func(cfg meshconfig.PodConfig) error {
+			if len(cfg.Subscriptions) != 1 || !cfg.Subscriptions[0].KillSwitch.Engaged {
+				return fmt.Errorf("subscriptions %+v", cfg.Subscriptions)
+			}
+			return nil
+		})
+	}
+	// Sentinel for the change: queued after whatever the kill switch queued.
+	if err := k8sClient.Create(ctx, newPod(ns, "sentinel-1", map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled, "app": "none"})); err != nil {
+		t.Fatal(err)
+	}
+	podConfig(t, ns, "sentinel-1", "the second sentinel is configured", func(meshconfig.PodConfig) error { return nil })
+	if got := podconfigReconciles(t) - before; got != 3 {
+		t.Fatalf("%v pod reconciles for a kill switch selecting 2 pods and one sentinel, want 3", got)
+	}
 }

@@ -7,8 +7,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
@@ -95,7 +97,8 @@ func subscriptionStatus(sub *v1alpha1.Subscription) v1alpha1.SubscriptionStatus 
 // depends on the Subscription's spec alone, so pods do not requeue it.
 func (r *SubscriptionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.Subscription{}).
+		// Its own status writes do not requeue it.
+		For(&v1alpha1.Subscription{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("subscription").
 		Complete(r)
 }

@@ -7,9 +7,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
@@ -77,15 +79,18 @@ func (r *TopicReconciler) announce(topic *v1alpha1.Topic, next *v1alpha1.TopicSt
 }
 
 // SetupWithManager registers the reconciler. What it owns of a Topic's
-// status depends on the other Topics (conflicts) and the Subscriptions of
-// its namespace, so a change to either requeues every Topic there. (Pods
-// are propagation's business.)
+// status depends on its own spec, and on the subjects of the other Topics
+// (conflicts) and of the Subscriptions of its namespace, so a new,
+// deleted or re-subjected one requeues every Topic there. (Pods are
+// propagation's business.)
 func (r *TopicReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	topicsInNamespace := handler.EnqueueRequestsFromMapFunc(requeueNamespace(r, func() client.ObjectList { return &v1alpha1.TopicList{} }))
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.Topic{}).
-		Watches(&v1alpha1.Topic{}, topicsInNamespace).
-		Watches(&v1alpha1.Subscription{}, topicsInNamespace).
+		// Its own status writes do not requeue it; other Topics and the
+		// Subscriptions matter only by their subjects.
+		For(&v1alpha1.Topic{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.Topic{}, topicsInNamespace, builder.WithPredicates(subjectChanged)).
+		Watches(&v1alpha1.Subscription{}, topicsInNamespace, builder.WithPredicates(subjectChanged)).
 		Named("topic").
 		Complete(r)
 }

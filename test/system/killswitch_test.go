@@ -294,6 +294,11 @@ func TestKubectlDrivesTheSidecars(t *testing.T) {
 	})
 
 	t.Run("an operator restart changes no sidecar's configuration", func(t *testing.T) {
+		// Every sidecar holds what the operator computed (the size limit
+		// above reached all three, not only the one the subtest waited for).
+		for _, p := range pods {
+			waitConfigured(t, op, ns, p, "up to date before the restart", func(meshconfig.PodConfig) error { return nil })
+		}
 		before, connects := map[string]uint64{}, map[string]uint64{}
 		versions := map[string]string{}
 		for _, p := range pods {

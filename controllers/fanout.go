@@ -1,0 +1,82 @@
+package controllers
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/weighstation/weighstation/api/v1alpha1"
+)
+
+// What a change affects, so that it requeues that and nothing else.
+
+// subjectChanged passes creations, deletions, and updates that change a
+// Topic's or Subscription's subject: which Topic governs what, and which
+// Topics conflict, depend on subjects alone.
+var subjectChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool { return subjectOf(e.ObjectOld) != subjectOf(e.ObjectNew) },
+}
+
+func subjectOf(obj client.Object) v1alpha1.SubjectPattern {
+	switch o := obj.(type) {
+	case *v1alpha1.Topic:
+		return o.Spec.Subject
+	case *v1alpha1.Subscription:
+		return o.Spec.Subject
+	}
+	return ""
+}
+
+// podsOfSubscription requeues the sidecar pods a Subscription selects, and
+// on an update those it selected before: a pod's configuration changes
+// only when a Subscription that selects or selected it does.
+func podsOfSubscription(c client.Reader) handler.EventHandler {
+	enqueue := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
+		seen := map[types.NamespacedName]bool{}
+		for _, obj := range objs {
+			sub, ok := obj.(*v1alpha1.Subscription)
+			if !ok {
+				continue
+			}
+			selector, err := metav1.LabelSelectorAsSelector(&sub.Spec.Selector)
+			if err != nil {
+				continue // an invalid selector selects nothing
+			}
+			reqs, _ := selector.Requirements()
+			pods, err := listSidecarPods(ctx, c, sub.Namespace, reqs...)
+			if err != nil {
+				logf.FromContext(ctx).Error(err, "finding the pods a Subscription selects", "subscription", sub.Name)
+				continue
+			}
+			for _, p := range pods {
+				nn := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+				if !seen[nn] {
+					seen[nn] = true
+					q.Add(reconcile.Request{NamespacedName: nn})
+				}
+			}
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.ObjectOld, e.ObjectNew)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object)
+		},
+	}
+}
