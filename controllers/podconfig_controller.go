@@ -57,11 +57,11 @@ func (r *PodConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, nil
 	}
 	var topics v1alpha1.TopicList
-	if err := r.List(ctx, &topics, client.InNamespace(pod.Namespace)); err != nil {
+	if err := r.List(ctx, &topics, client.InNamespace(pod.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing topics in %s: %w", pod.Namespace, err)
 	}
 	var subscriptions v1alpha1.SubscriptionList
-	if err := r.List(ctx, &subscriptions, client.InNamespace(pod.Namespace)); err != nil {
+	if err := r.List(ctx, &subscriptions, client.InNamespace(pod.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing subscriptions in %s: %w", pod.Namespace, err)
 	}
 	cfg, problems, err := desired.Compute(desired.Pod{Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels, Annotations: pod.Annotations}, topics.Items, subscriptions.Items, r.Defaults)

@@ -29,6 +29,7 @@ type TopicReconciler struct {
 	Recorder recorder.EventRecorder
 
 	announced announcements
+	governed  governedCounts
 }
 
 // +kubebuilder:rbac:groups=weighstation.io,resources=topics,verbs=get;list;watch
@@ -47,15 +48,16 @@ func (r *TopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	// Read only: the lists are not copied.
 	var topics v1alpha1.TopicList
-	if err := r.List(ctx, &topics, client.InNamespace(req.Namespace)); err != nil {
+	if err := r.List(ctx, &topics, client.InNamespace(req.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing topics in %s: %w", req.Namespace, err)
 	}
 	var subscriptions v1alpha1.SubscriptionList
-	if err := r.List(ctx, &subscriptions, client.InNamespace(req.Namespace)); err != nil {
+	if err := r.List(ctx, &subscriptions, client.InNamespace(req.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing subscriptions in %s: %w", req.Namespace, err)
 	}
-	status := topicStatus(&topic, topics.Items, subscriptions.Items)
+	status := topicStatus(&topic, topics.Items, subscriptions.Items, &r.governed)
 	if err := topicReconcilerStatus.apply(ctx, r.Client, &topic, v1alpha1.GroupVersion.WithKind("Topic"), &topic.Status, &status); err != nil {
 		return ctrl.Result{}, err
 	}

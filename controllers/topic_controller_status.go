@@ -21,8 +21,9 @@ const (
 )
 
 // topicStatus computes what the reconciler owns of a Topic's status from its
-// namespace's Topics and Subscriptions.
-func topicStatus(topic *v1alpha1.Topic, topics []v1alpha1.Topic, subscriptions []v1alpha1.Subscription) v1alpha1.TopicStatus {
+// namespace's Topics and Subscriptions; governed counts what Topics in
+// force govern.
+func topicStatus(topic *v1alpha1.Topic, topics []v1alpha1.Topic, subscriptions []v1alpha1.Subscription, governed *governedCounts) v1alpha1.TopicStatus {
 	status := *topic.Status.DeepCopy()
 	status.ObservedGeneration = topic.Generation
 	gen := topic.Generation
@@ -60,10 +61,8 @@ func topicStatus(topic *v1alpha1.Topic, topics []v1alpha1.Topic, subscriptions [
 	}
 
 	status.Subscriptions = 0
-	for _, s := range subscriptions {
-		if governing := governingTopic(inForce, string(s.Spec.Subject)); governing != nil && governing.Name == topic.Name && isInForce {
-			status.Subscriptions++
-		}
+	if isInForce {
+		status.Subscriptions = governed.count(topic.Namespace, topic.Name, inForce, subscriptions)
 	}
 	return status
 }
