@@ -58,6 +58,10 @@ bench-overload: build ## A publisher at 10x its quota and a socket-stalled consu
 bench-propagation: build envtest ## Kill switch PATCH to every sidecar's SetConfig: envtest apiserver, operator and N sidecars (own streams, tokens, TLS) as separate processes; p99 vs the issue's targets, operator CPU per change (N=100,1000, CHANGES=20).
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go run ./hack/benchpropagation -bin bin/weighstation -n $${N:-100,1000} -changes $${CHANGES:-20} -out bin/bench-propagation
 
+.PHONY: bench-operator
+bench-operator: build envtest ## What each change costs the operator: envtest apiserver, operator, and one simulated sidecar (own ADS stream, token, TLS) per pod; one namespace of 200 pods/300 Topics/300 Subscriptions, then 2,000/3,000/3,000; reconciles, status writes, CPU, acks, bytes vs issue 11's targets (WORLD=small,large, REPEATS=5, SCALE=1 scales the large world; BENCH_OPERATOR_FLAGS=-profile etc.).
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go run ./hack/benchoperator -bin bin/weighstation -world $${WORLD:-small,large} -repeats $${REPEATS:-5} -scale $${SCALE:-1} -out bin/bench-operator $(BENCH_OPERATOR_FLAGS)
+
 .PHONY: fuzz-matcher
 fuzz-matcher: ## Fuzz subject validation and differential operation sequences (FUZZTIME each).
 	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $${FUZZTIME:-30s} ./matcher/

@@ -1,0 +1,446 @@
+// Command benchoperator is `make bench-operator`: what each change costs
+// the operator at scale, in one namespace, against the real apiserver.
+//
+// Everything is real and in its own process: a kube-apiserver and etcd
+// (envtest), the operator (bin/weighstation operator), and a swarm of
+// simulated sidecars (hack/benchoperator/swarm), one per pod, each an xDS
+// client with its own ADS stream, its own pod-bound token and TLS to the
+// operator's CA, whose Apply records what it got and ACKs it, so that
+// Ready means acknowledged.
+//
+// Two worlds: small (200 pods, 300 Topics, 300 Subscriptions) and large
+// (2,000, 3,000, 3,000). Each Subscription selects one group of 10 pods
+// (`group: g<k>`); one Topic in three has a publishers selector matching
+// one group, the others apply to every pod; subjects overlap as in
+// config/samples (world.go). For each world the bench reports the time to
+// Ready from the last create, the operator's peak RSS, and per change
+// (engage a kill switch, move a pod to another group, create a pod, change
+// a Topic's size limit; -repeats each, medians) the reconciles by
+// controller (the operator's controller_runtime_reconcile_total), the
+// status writes (a watch in the bench: updates that kept the generation
+// and changed the status), the operator's CPU (/proc, until the change
+// settled), the time until every affected sidecar applied it, and the
+// configuration bytes the sidecars received; beside the issue's targets.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/weighstation/weighstation/controllers/pki"
+	"github.com/weighstation/weighstation/hack/benchharness"
+	"github.com/weighstation/weighstation/hack/benchoperator/opproto"
+)
+
+type options struct {
+	bin, swarm, crdDir, outDir string
+	worlds                     []string
+	repeats                    int
+	scale                      float64
+	inflight                   int
+	readyTimeout               time.Duration
+	changeTimeout              time.Duration
+	settleTimeout              time.Duration
+	quiet                      time.Duration
+	idle                       time.Duration
+	profile                    bool
+	operatorArgs               []string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.bin, "bin", "bin/weighstation", "the weighstation binary (the operator)")
+	flag.StringVar(&o.swarm, "swarm", "", "the swarm binary (empty: go build ./hack/benchoperator/swarm into -out)")
+	flag.StringVar(&o.crdDir, "crd", "config/crd/bases", "the CRDs to install")
+	flag.StringVar(&o.outDir, "out", "bin/bench-operator", "directory for the JSON summary, the logs and the profiles")
+	worlds := flag.String("world", "small,large", "the worlds to run, in order, comma-separated (small, large); each on a fresh apiserver and operator")
+	flag.IntVar(&o.repeats, "repeats", 5, "how many times each change is made (medians are reported)")
+	flag.Float64Var(&o.scale, "scale", 1, "scale the large world's pods, Topics and Subscriptions by this factor (the small world is never scaled), for a machine where it does not finish")
+	flag.IntVar(&o.inflight, "inflight", 16, "create calls in flight at once")
+	flag.DurationVar(&o.readyTimeout, "ready-timeout", 15*time.Minute, "how long a world may take to be Ready after its last create")
+	flag.DurationVar(&o.changeTimeout, "change-timeout", 5*time.Minute, "how long one change may take to reach every affected sidecar")
+	flag.DurationVar(&o.settleTimeout, "settle-timeout", 5*time.Minute, "how long a change may take to settle (no reconcile, no status write for -quiet)")
+	flag.DurationVar(&o.quiet, "quiet", 2*time.Second, "a change has settled once no reconcile counter moved and no status write was seen for this long")
+	flag.DurationVar(&o.idle, "idle", 10*time.Second, "how long the operator's idle CPU is measured before the changes")
+	flag.BoolVar(&o.profile, "profile", false, "record the operator with `perf record -g` during each kind of change (its CPU numbers then include perf's cost) into -out/<world>-<change>.perf.data, with a report beside it")
+	opArgs := flag.String("operator-args", "", "extra flags for the operator, space-separated")
+	flag.Parse()
+	for _, w := range strings.Split(*worlds, ",") {
+		w = strings.TrimSpace(w)
+		if _, ok := worldSizes[w]; !ok {
+			fmt.Fprintf(os.Stderr, "bench-operator: -world: %q is not small or large\n", w)
+			os.Exit(2)
+		}
+		o.worlds = append(o.worlds, w)
+	}
+	if o.repeats < 1 || o.scale <= 0 {
+		fmt.Fprintln(os.Stderr, "bench-operator: -repeats must be at least 1 and -scale positive")
+		os.Exit(2)
+	}
+	if *opArgs != "" {
+		o.operatorArgs = strings.Fields(*opArgs)
+	}
+	// envtest logs through controller-runtime's logger, which complains
+	// with a stack trace when nothing was set.
+	ctrllog.SetLogger(logr.Discard())
+	cleanUpOnSignal()
+	err := benchmark(o)
+	runCleanups()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-operator:", err)
+		os.Exit(1)
+	}
+}
+
+func benchmark(o options) error {
+	if err := os.MkdirAll(o.outDir, 0o755); err != nil {
+		return err
+	}
+	if o.swarm == "" {
+		o.swarm = filepath.Join(o.outDir, "swarm")
+		build := exec.Command("go", "build", "-o", o.swarm, "./hack/benchoperator/swarm")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("building the swarm: %w", err)
+		}
+	}
+	fmt.Printf("# bench-operator: %d repeats per change, %d cores; %s\n\n", o.repeats, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"))
+	sum := &summary{Date: time.Now().UTC().Format(time.RFC3339), Cores: runtime.NumCPU(), Repeats: o.repeats}
+	var failures []string
+	for _, name := range o.worlds {
+		scale := 1.0
+		if name == "large" {
+			scale = o.scale
+		}
+		size := scaled(worldSizes[name], scale)
+		progress("== world %s: %d pods, %d Topics, %d Subscriptions (scale %g)", name, size.Pods, size.Topics, size.Subs, scale)
+		r, err := measureWorld(o, size)
+		if err != nil && r != nil && r.Failure == "" {
+			r.Failure = err.Error()
+		}
+		if r != nil {
+			sum.Worlds = append(sum.Worlds, r)
+			printWorld(r)
+		}
+		if err != nil {
+			failures = append(failures, fmt.Sprintf("%s: %v", name, err))
+			progress("world %s FAILED: %v", name, err)
+		}
+		if err := writeSummary(o.outDir, sum); err != nil {
+			return err
+		}
+	}
+	sum.Targets = targets(sum.Worlds)
+	printTargets(sum.Targets)
+	if err := writeSummary(o.outDir, sum); err != nil {
+		return err
+	}
+	fmt.Printf("JSON summary: %s\n", filepath.Join(o.outDir, "summary.json"))
+	for _, t := range sum.Targets {
+		if !t.Met {
+			failures = append(failures, fmt.Sprintf("not met (%s): %s: %s", t.World, t.Target, t.Measured))
+		}
+	}
+	if len(failures) > 0 {
+		return errors.New(strings.Join(failures, "\n"))
+	}
+	return nil
+}
+
+func writeSummary(dir string, s *summary) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644)
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+}
+
+// env is one world's running processes.
+type env struct {
+	o           options
+	cl          *cluster
+	w           *world
+	op          *proc
+	swarm       *swarmConn
+	watch       *statusWatch
+	metricsURL  string
+	idlePerSec  float64 // operator CPU seconds per second, idle
+	profileDir  string
+	worldResult *worldResult
+}
+
+func measureWorld(o options, size worldSize) (*worldResult, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := &worldResult{World: size.Name, Pods: size.Pods, Topics: size.Topics, Subscriptions: size.Subs, Scale: size.Scale, Groups: size.Groups,
+		FullPods: size.FullPods, FullTopics: size.FullTopics, FullSubscriptions: size.FullSubs}
+	cl, err := startCluster(o.crdDir)
+	if err != nil {
+		return nil, err
+	}
+	// The bench's watches end before the apiserver does.
+	defer atExit(func() { cancel(); cl.stop() })()
+	w := newWorld(size)
+	e := &env{o: o, cl: cl, w: w, worldResult: r}
+	e.watch = startStatusWatch(ctx, cl.client, w)
+
+	// The operator, its own process, with an admin kubeconfig: the bench
+	// measures what changes cost, not RBAC.
+	xdsAddr, err1 := benchharness.FreeAddr()
+	probeAddr, err2 := benchharness.FreeAddr()
+	metricsAddr, err3 := benchharness.FreeAddr()
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return r, err
+	}
+	e.metricsURL = "http://" + metricsAddr + "/metrics"
+	args := append([]string{"operator", "-kubeconfig", cl.kubeconfig, "-namespace", operatorNamespace, "-xds-listen", xdsAddr,
+		"-metrics-bind-address", metricsAddr, "-health-probe-bind-address", probeAddr, "-leader-elect=false",
+		"-zap-time-encoding=rfc3339nano"}, o.operatorArgs...)
+	opLog := filepath.Join(o.outDir, size.Name+".operator.log")
+	e.op, err = startProc("operator", opLog, o.bin, args...)
+	if err != nil {
+		return r, err
+	}
+	stopOp := atExit(e.op.stop)
+	defer stopOp()
+	if err := waitReady("http://"+probeAddr+"/readyz", 60*time.Second, e.op.alive); err != nil {
+		return r, err
+	}
+	progress("operator ready (pid %d); creating %d pods with their ServiceAccounts and tokens, %d in flight", e.op.pid(), size.Pods, o.inflight)
+
+	// Pods, then their sidecars.
+	podsStart := time.Now()
+	specs := make([]opproto.Pod, size.Pods)
+	if _, err := createAll(ctx, w.podNames, o.inflight, func(ctx context.Context, i int, name string) error {
+		if err := cl.createServiceAccount(ctx, name); err != nil {
+			return err
+		}
+		p := newPod(name, w.group(i))
+		if err := cl.client.Create(ctx, p); err != nil {
+			return fmt.Errorf("creating pod %s: %w", name, err)
+		}
+		spec, err := cl.token(ctx, p, i)
+		specs[i] = spec
+		return err
+	}); err != nil {
+		return r, err
+	}
+	r.Creation.PodsSeconds = time.Since(podsStart).Seconds()
+	caFile, err := cl.waitBundle(ctx, 60*time.Second, e.op.alive)
+	if err != nil {
+		return r, err
+	}
+	if err := e.startSwarm(xdsAddr, caFile, specs); err != nil {
+		return r, err
+	}
+	defer atExit(func() { e.stopSwarm() })()
+	swarmStart := time.Now()
+	if err := poll(5*time.Minute, 100*time.Millisecond, e.op.alive, func() (bool, string) {
+		n := e.swarm.configured()
+		return n == size.Pods, fmt.Sprintf("%d of %d sidecars configured", n, size.Pods)
+	}); err != nil {
+		return r, fmt.Errorf("the sidecars' first configuration: %w", err)
+	}
+	r.Creation.SidecarsSeconds = time.Since(swarmStart).Seconds()
+	progress("%d pods created in %.1f s; every sidecar configured %.1f s later; creating %d Topics and %d Subscriptions, %d in flight",
+		size.Pods, r.Creation.PodsSeconds, r.Creation.SidecarsSeconds, size.Topics, size.Subs, o.inflight)
+
+	// Topics and Subscriptions, interleaved, then until Ready.
+	cpu0, err := e.op.cpu()
+	if err != nil {
+		return r, err
+	}
+	objs := interleave(w)
+	createStart := time.Now()
+	lastCreate, err := createAll(ctx, objs, o.inflight, func(ctx context.Context, _ int, obj createObj) error {
+		if err := cl.client.Create(ctx, obj.obj.DeepCopyObject().(ctrlObject)); err != nil {
+			return fmt.Errorf("creating %s: %w", obj.obj.GetName(), err)
+		}
+		return nil
+	})
+	if err != nil {
+		return r, err
+	}
+	r.Creation.ObjectsSeconds = lastCreate.Sub(createStart).Seconds()
+	progress("%d objects created in %.1f s; waiting for Ready (up to %s)", len(objs), r.Creation.ObjectsSeconds, o.readyTimeout)
+	var readyAt time.Time
+	err = poll(o.readyTimeout, 20*time.Millisecond, e.op.alive, func() (bool, string) {
+		st, nReady := e.watch.ready()
+		hold, nHold := e.swarm.holdingSince()
+		if st.IsZero() || hold == 0 {
+			return false, fmt.Sprintf("%d of %d counted objects Ready, %d of %d sidecars hold their configuration",
+				nReady, len(w.subs)+(len(w.topics)+2)/3, nHold, size.Pods)
+		}
+		readyAt = st
+		if h := time.Unix(0, hold); h.After(readyAt) {
+			readyAt = h
+		}
+		return true, ""
+	})
+	cpu1, cerr := e.op.cpu()
+	if cerr == nil {
+		r.Ready.OperatorCPUSeconds = (cpu1 - cpu0).Seconds()
+	}
+	r.Ready.PeakRSSMiB = mibOf(e.op.peakRSS())
+	r.Ready.SidecarApplies = e.swarm.applies()
+	if m, err := scrape(e.metricsURL); err == nil {
+		r.Ready.Reconciles, r.Ready.QueueDepth = m.reconciles(), m.queueDepth()
+	}
+	if err != nil {
+		r.Failure = fmt.Sprintf("not Ready within %s of the last create: %v", o.readyTimeout, err)
+		return r, errors.New(r.Failure)
+	}
+	r.Ready.Seconds = readyAt.Sub(lastCreate).Seconds()
+	r.Ready.FromFirstCreateSeconds = readyAt.Sub(createStart).Seconds()
+	progress("Ready %.2f s after the last create (%.1f s after the first); operator CPU %.1f s, peak RSS %.0f MiB",
+		r.Ready.Seconds, r.Ready.FromFirstCreateSeconds, r.Ready.OperatorCPUSeconds, r.Ready.PeakRSSMiB)
+
+	// Idle: the background each change's CPU is judged against.
+	if _, err := e.settle(time.Now()); err != nil {
+		if m, err := scrape(e.metricsURL); err == nil {
+			r.AfterSettleTimeout = &backlog{Reconciles: m.reconciles(), QueueDepth: m.queueDepth()}
+			if c, err := e.op.cpu(); err == nil {
+				r.AfterSettleTimeout.OperatorCPUSeconds = (c - cpu0).Seconds()
+			}
+		}
+		return r, fmt.Errorf("settling after Ready: %w", err)
+	}
+	c0, err := e.op.cpu()
+	if err != nil {
+		return r, err
+	}
+	// Scraped as often as settle scrapes, so that the scrapes' own cost
+	// is part of the idle rate that each change's net CPU leaves out.
+	idleStart := time.Now()
+	for time.Since(idleStart) < o.idle {
+		time.Sleep(500 * time.Millisecond)
+		if _, err := scrape(e.metricsURL); err != nil {
+			return r, err
+		}
+	}
+	c1, err := e.op.cpu()
+	if err != nil {
+		return r, err
+	}
+	e.idlePerSec = (c1 - c0).Seconds() / time.Since(idleStart).Seconds()
+	r.IdleCPUMillisPerSecond = e.idlePerSec * 1000
+
+	if o.profile {
+		e.profileDir, _ = filepath.Abs(o.outDir)
+	}
+	for _, ch := range changeKinds {
+		if err := e.runChanges(ctx, ch); err != nil {
+			r.Failure = fmt.Sprintf("%s: %v", ch.name, err)
+			return r, err
+		}
+	}
+	r.PeakRSSMiB = mibOf(e.op.peakRSS())
+	r.SwarmPeakRSSMiB = mibOf(e.swarm.proc.peakRSS())
+	r.WatchErrors = e.watch.errors()
+	if stats := e.stopSwarm(); stats != nil {
+		r.Swarm = &swarmResult{Connects: stats.Connects, Applied: stats.Applied, Refused: stats.Refused, HeapInuseMiB: float64(stats.HeapInuse) / (1 << 20)}
+		if r.Swarm.Connects > uint64(e.w.podCount()) {
+			progress("note: %d stream connects for %d sidecars (reconnections)", r.Swarm.Connects, e.w.podCount())
+		}
+	}
+	return r, nil
+}
+
+func (e *env) startSwarm(xdsAddr, caFile string, pods []opproto.Pod) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	setup := opproto.Setup{XDSAddress: xdsAddr, ServerName: pki.ServiceDNSNames(xdsService, operatorNamespace)[2], CAFile: caFile, Namespace: podNamespace}
+	file := filepath.Join(e.cl.dir, "swarm.json")
+	b, err := json.Marshal(setup)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		return err
+	}
+	p, err := startProc("swarm", filepath.Join(e.o.outDir, e.w.size.Name+".swarm.log"), e.o.swarm, "-setup", file, "-bench", ln.Addr().String())
+	if err != nil {
+		return err
+	}
+	atExit(p.stop)
+	if e.swarm, err = acceptSwarm(ln, p, e.w, 30*time.Second); err != nil {
+		p.stop()
+		return err
+	}
+	return e.swarm.add(pods...)
+}
+
+func (e *env) stopSwarm() *opproto.Event {
+	if e.swarm == nil {
+		return nil
+	}
+	s := e.swarm
+	e.swarm = nil
+	stats := s.close(20 * time.Second)
+	s.proc.stop()
+	return stats
+}
+
+// poll calls check every interval until it reports done, alive fails, or
+// timeout passes; it prints check's progress every 10 s.
+func poll(timeout, interval time.Duration, alive func() error, check func() (bool, string)) error {
+	deadline := time.Now().Add(timeout)
+	lastPrint := time.Now()
+	for {
+		done, msg := check()
+		if done {
+			return nil
+		}
+		if err := alive(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s: %s", timeout, msg)
+		}
+		if time.Since(lastPrint) >= 10*time.Second {
+			progress("  ... %s", msg)
+			lastPrint = time.Now()
+		}
+		time.Sleep(interval)
+	}
+}
+
+func waitReady(url string, timeout time.Duration, alive func() error) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	return poll(timeout, 100*time.Millisecond, alive, func() (bool, string) {
+		resp, err := client.Get(url)
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+}
+
+func mibOf(b int64, err error) float64 {
+	if err != nil {
+		return 0
+	}
+	return float64(b) / (1 << 20)
+}

@@ -1,0 +1,360 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+type summary struct {
+	Date    string         `json:"date"`
+	Cores   int            `json:"cores"`
+	Repeats int            `json:"repeats"`
+	Worlds  []*worldResult `json:"worlds"`
+	Targets []target       `json:"targets,omitempty"`
+}
+
+type worldResult struct {
+	World             string  `json:"world"`
+	Pods              int     `json:"pods"`
+	Topics            int     `json:"topics"`
+	Subscriptions     int     `json:"subscriptions"`
+	Groups            int     `json:"groups"`
+	Scale             float64 `json:"scale"`
+	FullPods          int     `json:"fullPods"`
+	FullTopics        int     `json:"fullTopics"`
+	FullSubscriptions int     `json:"fullSubscriptions"`
+	Creation          struct {
+		PodsSeconds     float64 `json:"podsSeconds"`
+		SidecarsSeconds float64 `json:"sidecarsConfiguredSeconds"`
+		ObjectsSeconds  float64 `json:"topicsAndSubscriptionsSeconds"`
+	} `json:"creation"`
+	Ready struct {
+		Seconds                float64 `json:"secondsFromLastCreate"`
+		FromFirstCreateSeconds float64 `json:"secondsFromFirstCreate"`
+		OperatorCPUSeconds     float64 `json:"operatorCpuSecondsFromFirstCreate"`
+		PeakRSSMiB             float64 `json:"operatorPeakRssMiB"`
+		SidecarApplies         int     `json:"sidecarApplies"`
+		// Reconciles (since the operator started) and QueueDepth by
+		// controller, when the world became Ready.
+		Reconciles map[string]float64 `json:"reconciles"`
+		QueueDepth map[string]float64 `json:"queueDepth"`
+	} `json:"ready"`
+	// AfterSettleTimeout is the operator's backlog when it did not settle
+	// after Ready within -settle-timeout.
+	AfterSettleTimeout     *backlog        `json:"afterSettleTimeout,omitempty"`
+	IdleCPUMillisPerSecond float64         `json:"idleCpuMillisPerSecond"`
+	Changes                []*changeResult `json:"changes"`
+	PeakRSSMiB             float64         `json:"operatorPeakRssMiB"`
+	SwarmPeakRSSMiB        float64         `json:"swarmPeakRssMiB"`
+	Swarm                  *swarmResult    `json:"swarm,omitempty"`
+	WatchErrors            []string        `json:"watchErrors,omitempty"`
+	Failure                string          `json:"failure,omitempty"`
+}
+
+type backlog struct {
+	Reconciles         map[string]float64 `json:"reconciles"`
+	QueueDepth         map[string]float64 `json:"queueDepth"`
+	OperatorCPUSeconds float64            `json:"operatorCpuSecondsFromFirstCreate"`
+}
+
+type swarmResult struct {
+	Connects     uint64  `json:"connects"`
+	Applied      uint64  `json:"applied"`
+	Refused      uint64  `json:"refused"`
+	HeapInuseMiB float64 `json:"heapInuseMiB"`
+}
+
+type changeResult struct {
+	Name   string         `json:"name"`
+	Title  string         `json:"title"`
+	Runs   []*measurement `json:"runs"`
+	Median *measurement   `json:"median"`
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func medianBy(runs []*measurement, f func(*measurement) float64) float64 {
+	xs := make([]float64, len(runs))
+	for i, r := range runs {
+		xs[i] = f(r)
+	}
+	return median(xs)
+}
+
+func maxBy(runs []*measurement, f func(*measurement) float64) float64 {
+	var m float64
+	for _, r := range runs {
+		m = max(m, f(r))
+	}
+	return m
+}
+
+func keysOf[V any](ms ...map[string]V) []string {
+	set := map[string]bool{}
+	for _, m := range ms {
+		for k := range m {
+			set[k] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// medianOf is the median of each figure over the runs (each figure on its
+// own: not one run's).
+func medianOf(runs []*measurement) *measurement {
+	if len(runs) == 0 {
+		return nil
+	}
+	m := &measurement{Desc: "median", Reconciles: map[string]float64{}, Requests: map[string]float64{}, WritesByKind: map[string]int{}, WritesBy: map[string]int{},
+		ResourceBytesByKind: map[string]int64{}, ResourcesByKind: map[string]int64{}}
+	var recs, reqs []map[string]float64
+	var byKind, by []map[string]int
+	var rbk, rk []map[string]int64
+	for _, r := range runs {
+		recs, reqs = append(recs, r.Reconciles), append(reqs, r.Requests)
+		byKind, by = append(byKind, r.WritesByKind), append(by, r.WritesBy)
+		rbk, rk = append(rbk, r.ResourceBytesByKind), append(rk, r.ResourcesByKind)
+		m.WritesOutside = append(m.WritesOutside, r.WritesOutside...)
+	}
+	for _, k := range keysOf(recs...) {
+		m.Reconciles[k] = medianBy(runs, func(r *measurement) float64 { return r.Reconciles[k] })
+	}
+	for _, k := range keysOf(reqs...) {
+		m.Requests[k] = medianBy(runs, func(r *measurement) float64 { return r.Requests[k] })
+	}
+	for _, k := range keysOf(byKind...) {
+		m.WritesByKind[k] = int(medianBy(runs, func(r *measurement) float64 { return float64(r.WritesByKind[k]) }))
+	}
+	for _, k := range keysOf(by...) {
+		m.WritesBy[k] = int(medianBy(runs, func(r *measurement) float64 { return float64(r.WritesBy[k]) }))
+	}
+	for _, k := range keysOf(rbk...) {
+		m.ResourceBytesByKind[k] = int64(medianBy(runs, func(r *measurement) float64 { return float64(r.ResourceBytesByKind[k]) }))
+	}
+	for _, k := range keysOf(rk...) {
+		m.ResourcesByKind[k] = int64(medianBy(runs, func(r *measurement) float64 { return float64(r.ResourcesByKind[k]) }))
+	}
+	f := func(g func(*measurement) float64) float64 { return medianBy(runs, g) }
+	m.ReconcilesTotal = f(func(r *measurement) float64 { return r.ReconcilesTotal })
+	m.StatusWrites = int(f(func(r *measurement) float64 { return float64(r.StatusWrites) }))
+	m.WrittenObjects = int(f(func(r *measurement) float64 { return float64(r.WrittenObjects) }))
+	m.Pushes = f(func(r *measurement) float64 { return r.Pushes })
+	m.ACKs = f(func(r *measurement) float64 { return r.ACKs })
+	m.CPUMillis = f(func(r *measurement) float64 { return r.CPUMillis })
+	m.NetCPUMillis = f(func(r *measurement) float64 { return r.NetCPUMillis })
+	m.WallSeconds = f(func(r *measurement) float64 { return r.WallSeconds })
+	m.Affected = int(f(func(r *measurement) float64 { return float64(r.Affected) }))
+	m.Selected = int(f(func(r *measurement) float64 { return float64(r.Selected) }))
+	m.LastAckMillis = f(func(r *measurement) float64 { return r.LastAckMillis })
+	m.MedianAckMillis = f(func(r *measurement) float64 { return r.MedianAckMillis })
+	m.SettleSeconds = f(func(r *measurement) float64 { return r.SettleSeconds })
+	m.Responses = int64(f(func(r *measurement) float64 { return float64(r.Responses) }))
+	m.ResponseBytes = int64(f(func(r *measurement) float64 { return float64(r.ResponseBytes) }))
+	m.ResourceBytes = int64(f(func(r *measurement) float64 { return float64(r.ResourceBytes) }))
+	m.SidecarApplies = int64(f(func(r *measurement) float64 { return float64(r.SidecarApplies) }))
+	m.PolicyBytes = int(f(func(r *measurement) float64 { return float64(r.PolicyBytes) }))
+	m.AppliesTo = int(f(func(r *measurement) float64 { return float64(r.AppliesTo) }))
+	return m
+}
+
+// controllers are the operator's controllers, in the order printed.
+var controllerNames = []string{"topic", "subscription", "podconfig", "propagation"}
+
+func reconcileCell(m map[string]float64) string {
+	var parts []string
+	for _, c := range controllerNames {
+		parts = append(parts, fmt.Sprintf("%g", m[c]))
+	}
+	for _, k := range keysOf(m) {
+		if !slices.Contains(controllerNames, k) {
+			parts = append(parts, fmt.Sprintf("%s %g", k, m[k]))
+		}
+	}
+	return strings.Join(parts, " / ")
+}
+
+func printWorld(r *worldResult) {
+	fmt.Printf("## world %s: %d pods, %d Topics, %d Subscriptions, one namespace", r.World, r.Pods, r.Topics, r.Subscriptions)
+	if r.Scale != 1 {
+		fmt.Printf(" (scaled %g from %d / %d / %d)", r.Scale, r.FullPods, r.FullTopics, r.FullSubscriptions)
+	}
+	fmt.Println()
+	fmt.Printf("creation (16 in flight): pods with ServiceAccounts and tokens %.1f s; every sidecar configured %.1f s later; Topics and Subscriptions %.1f s\n",
+		r.Creation.PodsSeconds, r.Creation.SidecarsSeconds, r.Creation.ObjectsSeconds)
+	if r.Ready.Seconds > 0 {
+		fmt.Printf("Ready (every Subscription and publishers Topic Ready with appliedPods == totalPods, every sidecar holding its configuration): %.2f s after the last create, %.1f s after the first; operator CPU %.1f s over that; peak RSS %.0f MiB; %d sidecar applies\n",
+			r.Ready.Seconds, r.Ready.FromFirstCreateSeconds, r.Ready.OperatorCPUSeconds, r.Ready.PeakRSSMiB, r.Ready.SidecarApplies)
+	}
+	if r.Ready.Reconciles != nil {
+		fmt.Printf("at Ready, reconciles so far (topic / subscription / podconfig / propagation): %s; queued: %s\n", reconcileCell(r.Ready.Reconciles), reconcileCell(r.Ready.QueueDepth))
+	}
+	if r.Failure != "" {
+		fmt.Printf("FAILED: %s (operator CPU %.1f s, peak RSS %.0f MiB so far)\n", r.Failure, r.Ready.OperatorCPUSeconds, r.Ready.PeakRSSMiB)
+	}
+	if b := r.AfterSettleTimeout; b != nil {
+		fmt.Printf("when it gave up settling: reconciles so far %s; queued %s; operator CPU %.0f s since the first create\n", reconcileCell(b.Reconciles), reconcileCell(b.QueueDepth), b.OperatorCPUSeconds)
+	}
+	if len(r.Changes) > 0 {
+		fmt.Printf("operator idle CPU %.1f ms/s (subtracted for net CPU)\n\n", r.IdleCPUMillisPerSecond)
+		fmt.Println("| change (median of runs) | reconciles topic / subscription / podconfig / propagation | status writes (Topic, Subscription; by owner) | objects written | operator CPU ms (net) | sidecars | last ack ms | pushes | config bytes received |")
+		fmt.Println("|---|---|---|---|---|---|---|---|---|")
+		for _, c := range r.Changes {
+			m := c.Median
+			if m == nil {
+				continue
+			}
+			fmt.Printf("| %s (%d runs) | %s | %d (%d, %d; %s) | %d | %.0f (%.0f) | %d | %.1f | %.0f | %d (%s) |\n",
+				c.Title, len(c.Runs), reconcileCell(m.Reconciles), m.StatusWrites, m.WritesByKind["topic"], m.WritesByKind["subscription"], ownersCell(m.WritesBy),
+				m.WrittenObjects, m.CPUMillis, m.NetCPUMillis, m.Affected, m.LastAckMillis, m.Pushes, m.ResourceBytes, bytesCell(m.ResourceBytesByKind))
+		}
+	}
+	if r.PeakRSSMiB > 0 {
+		fmt.Printf("\noperator peak RSS at the end: %.0f MiB; the simulated sidecars' process: peak RSS %.0f MiB\n", r.PeakRSSMiB, r.SwarmPeakRSSMiB)
+	}
+	fmt.Println()
+}
+
+func ownersCell(m map[string]int) string {
+	var parts []string
+	for _, k := range keysOf(m) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func bytesCell(m map[string]int64) string {
+	var parts []string
+	for _, k := range keysOf(m) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// target is one of the issue's targets, measured.
+type target struct {
+	World    string `json:"world"`
+	Target   string `json:"target"`
+	Measured string `json:"measured"`
+	Met      bool   `json:"met"`
+}
+
+func findChange(r *worldResult, name string) *changeResult {
+	for _, c := range r.Changes {
+		if c.Name == name && c.Median != nil {
+			return c
+		}
+	}
+	return nil
+}
+
+func targets(worlds []*worldResult) []target {
+	var out []target
+	byName := map[string]*worldResult{}
+	for _, r := range worlds {
+		byName[r.World] = r
+		if c := findChange(r, "killswitch"); c != nil {
+			m := c.Median
+			n := float64(m.Selected)
+			rec := m.Reconciles
+			out = append(out, target{World: r.World,
+				Target:   "engaging a kill switch: at most 1 Subscription reconcile + 1 pod reconcile per pod it selects, no other reconcile (strictly: propagation's count too)",
+				Measured: fmt.Sprintf("median %g in all (topic %g, subscription %g, podconfig %g, propagation %g) for %g pods; max over runs %g", m.ReconcilesTotal, rec["topic"], rec["subscription"], rec["podconfig"], rec["propagation"], n, maxBy(c.Runs, func(m *measurement) float64 { return m.ReconcilesTotal })),
+				Met:      m.ReconcilesTotal <= 1+n,
+			})
+			out = append(out, target{World: r.World,
+				Target:   "engaging a kill switch, propagation's reconciles aside: subscription ≤ 1, podconfig ≤ pods it selects, topic 0",
+				Measured: fmt.Sprintf("median subscription %g, podconfig %g (of %g), topic %g", rec["subscription"], rec["podconfig"], n, rec["topic"]),
+				Met:      rec["subscription"] <= 1 && rec["podconfig"] <= n && rec["topic"] == 0,
+			})
+			if r.World == "small" {
+				out = append(out, target{World: r.World, Target: "engaging a kill switch: ≤ 0.1 s operator CPU (small world)",
+					Measured: fmt.Sprintf("median %.0f ms (net of idle; %.0f ms raw)", m.NetCPUMillis, m.CPUMillis), Met: m.NetCPUMillis <= 100})
+			}
+		}
+		if c := findChange(r, "podcreate"); c != nil {
+			var outside []string
+			for _, run := range c.Runs {
+				outside = append(outside, run.WritesOutside...)
+			}
+			slices.Sort(outside)
+			outside = slices.Compact(outside)
+			msg := fmt.Sprintf("median %d status writes on %d objects; none outside", c.Median.StatusWrites, c.Median.WrittenObjects)
+			if len(outside) > 0 {
+				msg = fmt.Sprintf("median %d status writes on %d objects; over the runs %d objects outside, e.g. %s", c.Median.StatusWrites, c.Median.WrittenObjects, len(outside), strings.Join(head(outside, 4), ", "))
+			}
+			out = append(out, target{World: r.World, Target: "creating a pod writes status only on the Subscriptions that select it and the Topics whose publishers select it",
+				Measured: msg, Met: len(outside) == 0 && len(c.Runs) > 0})
+		}
+		if c := findChange(r, "topicsize"); c != nil {
+			m := c.Median
+			limit := 2 * int64(m.AppliesTo) * int64(m.PolicyBytes)
+			out = append(out, target{World: r.World, Target: "a Topic's size-limit change pushes ≤ 2 × (pods it applies to × its policy's size) bytes",
+				Measured: fmt.Sprintf("median %d bytes of resources (%s) vs 2 × %d × %d B = %d; %d gRPC response bytes in %.0f responses", m.ResourceBytes, bytesCell(m.ResourceBytesByKind), m.AppliesTo, m.PolicyBytes, limit, m.ResponseBytes, float64(m.Responses)),
+				Met:      m.ResourceBytes <= limit && m.PolicyBytes > 0})
+		}
+		if r.World == "small" {
+			met := r.Ready.Seconds > 0 && r.Ready.Seconds <= 5
+			out = append(out, target{World: r.World, Target: "the small world is Ready ≤ 5 s from its last create",
+				Measured: readyCell(r), Met: met})
+		}
+	}
+	small, large := byName["small"], byName["large"]
+	if small != nil && large != nil {
+		for _, name := range []string{"killswitch", "podlabels", "podcreate"} {
+			cs, cl := findChange(small, name), findChange(large, name)
+			if cs == nil || cl == nil {
+				continue
+			}
+			s, l := cs.Median.NetCPUMillis, cl.Median.NetCPUMillis
+			ratio := l / max(s, 1)
+			note := ""
+			if large.Scale != 1 {
+				note = fmt.Sprintf(" (large world scaled %g)", large.Scale)
+			}
+			out = append(out, target{World: "both", Target: fmt.Sprintf("CPU per change (%s) in the large world ≤ 12 × the small", cs.Title),
+				Measured: fmt.Sprintf("%.0f ms vs %.0f ms net: %.1f×%s", l, s, ratio, note), Met: ratio <= 12})
+		}
+	}
+	return out
+}
+
+func readyCell(r *worldResult) string {
+	if r.Ready.Seconds > 0 {
+		return fmt.Sprintf("%.2f s", r.Ready.Seconds)
+	}
+	return "not Ready: " + r.Failure
+}
+
+func printTargets(ts []target) {
+	if len(ts) == 0 {
+		return
+	}
+	fmt.Println("## targets (issue 11, must-show 1)")
+	fmt.Println("| world | target | measured | met |")
+	fmt.Println("|---|---|---|---|")
+	for _, t := range ts {
+		met := "no"
+		if t.Met {
+			met = "yes"
+		}
+		fmt.Printf("| %s | %s | %s | %s |\n", t.World, t.Target, t.Measured, met)
+	}
+	fmt.Println()
+}

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/weighstation/weighstation/api/v1alpha1"
+)
+
+// statusWrite is one update of a Topic or Subscription that left its
+// generation alone (a status write), as the bench's watch saw it, and whose
+// part of the status changed: the reconcilers' (observedGeneration, the
+// Topic's subscriptions, Valid, Conflicting, KillSwitchEngaged) or
+// propagation's (config, Ready, ConfigRejected), per the ownership table in
+// api/v1alpha1.
+type statusWrite struct {
+	at   time.Time
+	kind string // "topic" or "subscription"
+	name string
+	by   string // "reconciler", "propagation", "both" or "other"
+}
+
+type watched struct {
+	generation int64
+	rv         string
+	reconciler string
+	propagated string
+	ready      bool
+}
+
+// statusWatch watches every Topic and Subscription of the namespace: it
+// counts status writes and tells when the world is Ready.
+type statusWatch struct {
+	world *world
+	ctx   context.Context
+
+	mu     sync.Mutex
+	objs   map[string]map[string]*watched // kind -> name -> last seen
+	writes []statusWrite
+	// readySince is when every Subscription and every Topic with a
+	// publishers selector came to report Ready with appliedPods ==
+	// totalPods == its group's size (zero: not all do).
+	readySince time.Time
+	nReady     int
+	last       time.Time // the last event
+	events     int
+	errs       []string
+}
+
+func startStatusWatch(ctx context.Context, c ctrlclient.WithWatch, w *world) *statusWatch {
+	s := &statusWatch{world: w, ctx: ctx, objs: map[string]map[string]*watched{"topic": {}, "subscription": {}}}
+	go s.run(ctx, c, "topic", func() ctrlclient.ObjectList { return &v1alpha1.TopicList{} })
+	go s.run(ctx, c, "subscription", func() ctrlclient.ObjectList { return &v1alpha1.SubscriptionList{} })
+	return s
+}
+
+// run watches one kind until ctx ends, resuming from the last
+// resourceVersion when the apiserver ends the watch (and listing again if
+// that version is gone).
+func (s *statusWatch) run(ctx context.Context, c ctrlclient.WithWatch, kind string, newList func() ctrlclient.ObjectList) {
+	rv := ""
+	for ctx.Err() == nil {
+		opts := &ctrlclient.ListOptions{Namespace: podNamespace, Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}}
+		wi, err := c.Watch(ctx, newList(), opts)
+		if err != nil {
+			if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
+				rv = s.relist(ctx, c, kind, newList)
+				continue
+			}
+			s.fail(kind, err)
+			time.Sleep(time.Second)
+			continue
+		}
+		for ev := range wi.ResultChan() {
+			if ev.Type == watch.Error {
+				if st, ok := ev.Object.(*metav1.Status); ok && (st.Code == 410) {
+					rv = ""
+				}
+				break
+			}
+			obj, ok := ev.Object.(ctrlclient.Object)
+			if !ok {
+				continue
+			}
+			rv = obj.GetResourceVersion()
+			if ev.Type == watch.Bookmark {
+				continue
+			}
+			s.observe(kind, ev.Type, obj)
+		}
+		wi.Stop()
+		if rv == "" {
+			rv = s.relist(ctx, c, kind, newList)
+		}
+	}
+}
+
+func (s *statusWatch) relist(ctx context.Context, c ctrlclient.WithWatch, kind string, newList func() ctrlclient.ObjectList) string {
+	list := newList()
+	if err := c.List(ctx, list, ctrlclient.InNamespace(podNamespace)); err != nil {
+		s.fail(kind, err)
+		time.Sleep(time.Second)
+		return ""
+	}
+	items, _ := meta.ExtractList(list)
+	for _, it := range items {
+		if obj, ok := it.(ctrlclient.Object); ok {
+			s.observe(kind, watch.Added, obj)
+		}
+	}
+	s.fail(kind, fmt.Errorf("the watch expired and was listed again: writes in between are not counted"))
+	return list.(metav1.ListInterface).GetResourceVersion()
+}
+
+func (s *statusWatch) fail(kind string, err error) {
+	if s.ctx.Err() != nil {
+		return // the bench is stopping
+	}
+	fmt.Fprintf(os.Stderr, "bench-operator: watching %ss: %v\n", kind, err)
+	s.mu.Lock()
+	s.errs = append(s.errs, fmt.Sprintf("%s: %v", kind, err))
+	s.mu.Unlock()
+}
+
+// parts returns the reconcilers' and propagation's parts of the status,
+// and whether it reports Ready with appliedPods == totalPods.
+func parts(obj ctrlclient.Object) (reconciler, propagated string, ready bool, totalPods int32) {
+	var conds []metav1.Condition
+	var cfg *v1alpha1.ConfigStatus
+	var rec []any
+	switch o := obj.(type) {
+	case *v1alpha1.Topic:
+		conds, cfg = o.Status.Conditions, o.Status.Config
+		rec = append(rec, o.Status.ObservedGeneration, o.Status.Subscriptions)
+	case *v1alpha1.Subscription:
+		conds, cfg = o.Status.Conditions, o.Status.Config
+		rec = append(rec, o.Status.ObservedGeneration)
+	}
+	var prop []any
+	prop = append(prop, cfg)
+	for _, c := range conds {
+		switch c.Type {
+		case v1alpha1.ConditionReady, v1alpha1.ConditionConfigRejected:
+			prop = append(prop, c)
+		default:
+			rec = append(rec, c)
+		}
+	}
+	rb, _ := json.Marshal(rec)
+	pb, _ := json.Marshal(prop)
+	r := meta.FindStatusCondition(conds, v1alpha1.ConditionReady)
+	ready = r != nil && r.Status == metav1.ConditionTrue && r.ObservedGeneration == obj.GetGeneration() &&
+		cfg != nil && cfg.AppliedPods == cfg.TotalPods
+	if cfg != nil {
+		totalPods = cfg.TotalPods
+	}
+	return string(rb), string(pb), ready, totalPods
+}
+
+func (s *statusWatch) observe(kind string, typ watch.EventType, obj ctrlclient.Object) {
+	now := time.Now()
+	rec, prop, ready, total := parts(obj)
+	// Only Subscriptions and Topics with a publishers selector count pods.
+	counted := kind == "subscription"
+	expected := 0
+	switch o := obj.(type) {
+	case *v1alpha1.Subscription:
+		expected = s.world.groupSize(s.world.subGroup(o.Name))
+	case *v1alpha1.Topic:
+		counted = o.Spec.Publishers != nil
+		if counted {
+			var j int
+			if _, err := fmt.Sscanf(o.Name, "t-%d", &j); err == nil {
+				expected = s.world.groupSize(s.world.publisherGroup(j))
+			}
+		}
+	}
+	ready = ready && counted && int(total) == expected
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.last, s.events = now, s.events+1
+	m := s.objs[kind]
+	name := obj.GetName()
+	old, seen := m[name]
+	wasReady := seen && old.ready
+	switch typ {
+	case watch.Deleted:
+		delete(m, name)
+		ready = false
+	default:
+		if seen && typ == watch.Modified && old.generation == obj.GetGeneration() && old.rv != obj.GetResourceVersion() {
+			by := "other"
+			switch {
+			case old.reconciler != rec && old.propagated != prop:
+				by = "both"
+			case old.reconciler != rec:
+				by = "reconciler"
+			case old.propagated != prop:
+				by = "propagation"
+			}
+			s.writes = append(s.writes, statusWrite{at: now, kind: kind, name: name, by: by})
+		}
+		m[name] = &watched{generation: obj.GetGeneration(), rv: obj.GetResourceVersion(), reconciler: rec, propagated: prop, ready: ready}
+	}
+	if ready != wasReady {
+		if ready {
+			s.nReady++
+		} else {
+			s.nReady--
+		}
+	}
+	want := len(s.world.subs) + (len(s.world.topics)+2)/3
+	switch {
+	case s.nReady == want && s.readySince.IsZero():
+		s.readySince = now
+	case s.nReady < want:
+		s.readySince = time.Time{}
+	}
+}
+
+// ready returns when the world came to be Ready (zero: it is not), and how
+// many of the counted objects are.
+func (s *statusWatch) ready() (time.Time, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.readySince, s.nReady
+}
+
+// lastEvent is when the watch last saw a change.
+func (s *statusWatch) lastEvent() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
+
+// writesBetween returns the status writes seen in [from, to].
+func (s *statusWatch) writesBetween(from, to time.Time) []statusWrite {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []statusWrite
+	for _, w := range s.writes {
+		if !w.at.Before(from) && !w.at.After(to) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func (s *statusWatch) errors() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.errs...)
+}
