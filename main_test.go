@@ -292,15 +292,7 @@ func waitFor(t *testing.T, what string, check func() error) {
 // the test with its last error after timeout.
 func waitForWithin(t *testing.T, timeout time.Duration, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = check(); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: not after %s: %v", what, timeout, err)
+	envtestsuite.Eventually(t, timeout, 100*time.Millisecond, what, check)
 }
 
 // lockedBuffer collects a child process's output from two pipes at once.

@@ -221,6 +221,8 @@ func startBrokerOn(t *testing.T, port int) (*server.Server, time.Time) {
 	}
 	go s.Start()
 	t.Cleanup(s.Shutdown)
+	// Not ReadyForConnections: it checks every 25 ms, and the time it
+	// returns at is the start of the measured resume.
 	deadline := time.Now().Add(10 * time.Second)
 	for s.Addr() == nil {
 		if time.Now().After(deadline) {

@@ -91,7 +91,7 @@ func (b BundleConfigMap) Publish(ctx context.Context, c client.Client, namespace
 	apply := corev1ac.ConfigMap(key.Name, key.Namespace).
 		WithLabels(map[string]string{BundleLabel: "true"}).
 		WithData(map[string]string{BundleKey: string(bundle)})
-	if err := c.Apply(ctx, apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+	if err := c.Apply(ctx, apply, client.FieldOwner(FieldManager)); err != nil {
 		return fmt.Errorf("applying the CA bundle ConfigMap %s: %w", key, err)
 	}
 	return nil

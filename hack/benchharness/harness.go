@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -68,45 +67,21 @@ func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 // Log is what the process printed.
 func (p *Proc) Log() string { return p.log.String() }
 
-// CPU is the process's CPU time so far, user plus system, from
-// /proc/<pid>/stat (10 ms resolution).
+// CPU is the process's CPU time so far, user plus system (10 ms
+// resolution).
 func (p *Proc) CPU() (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
+	d, err := ProcessCPU(p.Pid())
 	if err != nil {
 		return 0, fmt.Errorf("reading %s's CPU time: %w", p.Name, err)
 	}
-	// The command name (field 2) may hold spaces; count fields after ')'.
-	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("reading %s's CPU time: short /proc stat", p.Name)
-	}
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("reading %s's CPU time: %v %v", p.Name, err1, err2)
-	}
-	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+	return d, nil
 }
 
 // PeakRSS is the process's peak resident memory (VmHWM), in bytes.
-func (p *Proc) PeakRSS() (int64, error) { return statusBytes(p.Pid(), "VmHWM:") }
+func (p *Proc) PeakRSS() (int64, error) { return ProcessStatusBytes(p.Pid(), "VmHWM:") }
 
 // RSS is the process's resident memory now (VmRSS), in bytes.
-func (p *Proc) RSS() (int64, error) { return statusBytes(p.Pid(), "VmRSS:") }
-
-func statusBytes(pid int, field string) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, field); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
-}
+func (p *Proc) RSS() (int64, error) { return ProcessStatusBytes(p.Pid(), "VmRSS:") }
 
 // Stop sends SIGTERM and waits up to 10 s, then kills.
 func (p *Proc) Stop() {

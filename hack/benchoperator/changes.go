@@ -20,6 +20,7 @@ import (
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/controllers/desired"
+	"github.com/weighstation/weighstation/hack/benchharness"
 	"github.com/weighstation/weighstation/hack/benchoperator/opproto"
 	"github.com/weighstation/weighstation/meshconfig/xdsresource"
 )
@@ -98,7 +99,7 @@ func (e *env) killSwitch(ctx context.Context, rep int) (*changeSpec, error) {
 		selected: len(pods),
 		pred:     func(_ int, st *podState) bool { return slices.Contains(st.engaged, name) },
 		do: func(ctx context.Context) (time.Time, error) {
-			return mergePatch(ctx, e.cl.client, &v1alpha1.Subscription{ObjectMeta: objMeta(name)}, `{"spec":{"killSwitch":{"engaged":true,"reason":"bench-operator"}}}`)
+			return mergePatch(ctx, e.cl.Client, &v1alpha1.Subscription{ObjectMeta: objMeta(name)}, `{"spec":{"killSwitch":{"engaged":true,"reason":"bench-operator"}}}`)
 		},
 	}, nil
 }
@@ -117,7 +118,7 @@ func (e *env) podLabels(ctx context.Context, rep int) (*changeSpec, error) {
 		allowed:  e.allowedFor(from, to),
 		do: func(ctx context.Context) (time.Time, error) {
 			e.w.setGroup(i, to)
-			return mergePatch(ctx, e.cl.client, &corev1.Pod{ObjectMeta: objMeta(podName(i))}, fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, groupLabel, groupName(to)))
+			return mergePatch(ctx, e.cl.Client, &corev1.Pod{ObjectMeta: objMeta(podName(i))}, fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, groupLabel, groupName(to)))
 		},
 	}, nil
 }
@@ -129,7 +130,7 @@ func (e *env) podLabels(ctx context.Context, rep int) (*changeSpec, error) {
 func (e *env) podCreate(ctx context.Context, rep int) (*changeSpec, error) {
 	g := spread(rep, e.o.repeats, e.w.size.Groups, 1)
 	name := fmt.Sprintf("p-new-%d", rep)
-	if err := e.cl.createServiceAccount(ctx, name); err != nil {
+	if err := e.cl.CreateServiceAccount(ctx, podNamespace, name); err != nil {
 		return nil, err
 	}
 	want, n, topics := e.w.subsHash[g], len(e.w.subsOf[g]), len(e.w.topics)
@@ -141,7 +142,7 @@ func (e *env) podCreate(ctx context.Context, rep int) (*changeSpec, error) {
 		allowed:  e.allowedFor(g),
 		do: func(ctx context.Context) (time.Time, error) {
 			p := newPod(name, g)
-			if err := e.cl.client.Create(ctx, p); err != nil {
+			if err := e.cl.Client.Create(ctx, p); err != nil {
 				return time.Time{}, fmt.Errorf("creating pod %s: %w", name, err)
 			}
 			t0 := time.Now()
@@ -176,12 +177,12 @@ func (e *env) topicSize(ctx context.Context, rep int) (*changeSpec, error) {
 		appliesTo: len(pods),
 		pred:      func(_ int, st *podState) bool { return st.probe == limit },
 		do: func(ctx context.Context) (time.Time, error) {
-			return mergePatch(ctx, e.cl.client, &v1alpha1.Topic{ObjectMeta: objMeta(name)}, fmt.Sprintf(`{"spec":{"limits":{"maxMessageBytes":%d}}}`, limit))
+			return mergePatch(ctx, e.cl.Client, &v1alpha1.Topic{ObjectMeta: objMeta(name)}, fmt.Sprintf(`{"spec":{"limits":{"maxMessageBytes":%d}}}`, limit))
 		},
 	}
 	spec.after = func(ctx context.Context, m *measurement) error {
 		var t v1alpha1.Topic
-		if err := e.cl.client.Get(ctx, types.NamespacedName{Namespace: podNamespace, Name: name}, &t); err != nil {
+		if err := e.cl.Client.Get(ctx, types.NamespacedName{Namespace: podNamespace, Name: name}, &t); err != nil {
 			return err
 		}
 		m.PolicyBytes = proto.Size(xdsresource.TopicResource(desired.TopicPolicyOf(t)))
@@ -418,7 +419,7 @@ func startPerf(base string, pid int) func() {
 		progress("perf: %v", err)
 		return func() {}
 	}
-	stop := atExit(func() {
+	stop := benchharness.AtExit(func() {
 		_ = cmd.Process.Signal(syscall.SIGINT)
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()

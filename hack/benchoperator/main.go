@@ -30,7 +30,6 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,9 +96,9 @@ func main() {
 	// envtest logs through controller-runtime's logger, which complains
 	// with a stack trace when nothing was set.
 	ctrllog.SetLogger(logr.Discard())
-	cleanUpOnSignal()
+	benchharness.CleanUpOnSignal("bench-operator")
 	err := benchmark(o)
-	runCleanups()
+	benchharness.RunCleanups()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-operator:", err)
 		os.Exit(1)
@@ -197,10 +196,10 @@ func measureWorld(o options, size worldSize) (*worldResult, error) {
 		return nil, err
 	}
 	// The bench's watches end before the apiserver does.
-	defer atExit(func() { cancel(); cl.stop() })()
+	defer benchharness.AtExit(func() { cancel(); cl.Stop() })()
 	w := newWorld(size)
 	e := &env{o: o, cl: cl, w: w, worldResult: r}
-	e.watch = startStatusWatch(ctx, cl.client, w)
+	e.watch = startStatusWatch(ctx, cl.Client, w)
 
 	// The operator, its own process, with an admin kubeconfig: the bench
 	// measures what changes cost, not RBAC.
@@ -211,7 +210,7 @@ func measureWorld(o options, size worldSize) (*worldResult, error) {
 		return r, err
 	}
 	e.metricsURL = "http://" + metricsAddr + "/metrics"
-	args := append([]string{"operator", "-kubeconfig", cl.kubeconfig, "-namespace", operatorNamespace, "-xds-listen", xdsAddr,
+	args := append([]string{"operator", "-kubeconfig", cl.Kubeconfig, "-namespace", operatorNamespace, "-xds-listen", xdsAddr,
 		"-metrics-bind-address", metricsAddr, "-health-probe-bind-address", probeAddr, "-leader-elect=false",
 		"-zap-time-encoding=rfc3339nano"}, o.operatorArgs...)
 	opLog := filepath.Join(o.outDir, size.Name+".operator.log")
@@ -219,9 +218,9 @@ func measureWorld(o options, size worldSize) (*worldResult, error) {
 	if err != nil {
 		return r, err
 	}
-	stopOp := atExit(e.op.stop)
+	stopOp := benchharness.AtExit(e.op.stop)
 	defer stopOp()
-	if err := waitReady("http://"+probeAddr+"/readyz", 60*time.Second, e.op.alive); err != nil {
+	if err := benchharness.WaitHTTPReady("http://"+probeAddr+"/readyz", 60*time.Second, e.op.alive); err != nil {
 		return r, err
 	}
 	progress("operator ready (pid %d); creating %d pods with their ServiceAccounts and tokens, %d in flight", e.op.pid(), size.Pods, o.inflight)
@@ -230,11 +229,11 @@ func measureWorld(o options, size worldSize) (*worldResult, error) {
 	podsStart := time.Now()
 	specs := make([]opproto.Pod, size.Pods)
 	if _, err := createAll(ctx, w.podNames, o.inflight, func(ctx context.Context, i int, name string) error {
-		if err := cl.createServiceAccount(ctx, name); err != nil {
+		if err := cl.CreateServiceAccount(ctx, podNamespace, name); err != nil {
 			return err
 		}
 		p := newPod(name, w.group(i))
-		if err := cl.client.Create(ctx, p); err != nil {
+		if err := cl.Client.Create(ctx, p); err != nil {
 			return fmt.Errorf("creating pod %s: %w", name, err)
 		}
 		spec, err := cl.token(ctx, p, i)
@@ -244,14 +243,14 @@ func measureWorld(o options, size worldSize) (*worldResult, error) {
 		return r, err
 	}
 	r.Creation.PodsSeconds = time.Since(podsStart).Seconds()
-	caFile, err := cl.waitBundle(ctx, 60*time.Second, e.op.alive)
+	caFile, err := cl.WaitBundle(ctx, podNamespace, 60*time.Second, e.op.alive)
 	if err != nil {
 		return r, err
 	}
 	if err := e.startSwarm(xdsAddr, caFile, specs); err != nil {
 		return r, err
 	}
-	defer atExit(func() { e.stopSwarm() })()
+	defer benchharness.AtExit(func() { e.stopSwarm() })()
 	swarmStart := time.Now()
 	if err := poll(5*time.Minute, 100*time.Millisecond, e.op.alive, func() (bool, string) {
 		n := e.swarm.configured()
@@ -271,7 +270,7 @@ func measureWorld(o options, size worldSize) (*worldResult, error) {
 	objs := interleave(w)
 	createStart := time.Now()
 	lastCreate, err := createAll(ctx, objs, o.inflight, func(ctx context.Context, _ int, obj createObj) error {
-		if err := cl.client.Create(ctx, obj.obj.DeepCopyObject().(ctrlObject)); err != nil {
+		if err := cl.Client.Create(ctx, obj.obj.DeepCopyObject().(ctrlObject)); err != nil {
 			return fmt.Errorf("creating %s: %w", obj.obj.GetName(), err)
 		}
 		return nil
@@ -371,7 +370,7 @@ func (e *env) startSwarm(xdsAddr, caFile string, pods []opproto.Pod) error {
 	}
 	defer ln.Close()
 	setup := opproto.Setup{XDSAddress: xdsAddr, ServerName: pki.ServiceDNSNames(xdsService, operatorNamespace)[2], CAFile: caFile, Namespace: podNamespace}
-	file := filepath.Join(e.cl.dir, "swarm.json")
+	file := filepath.Join(e.cl.Dir, "swarm.json")
 	b, err := json.Marshal(setup)
 	if err != nil {
 		return err
@@ -383,7 +382,7 @@ func (e *env) startSwarm(xdsAddr, caFile string, pods []opproto.Pod) error {
 	if err != nil {
 		return err
 	}
-	atExit(p.stop)
+	benchharness.AtExit(p.stop)
 	if e.swarm, err = acceptSwarm(ln, p, e.w, 30*time.Second); err != nil {
 		p.stop()
 		return err
@@ -424,18 +423,6 @@ func poll(timeout, interval time.Duration, alive func() error, check func() (boo
 		}
 		time.Sleep(interval)
 	}
-}
-
-func waitReady(url string, timeout time.Duration, alive func() error) error {
-	client := &http.Client{Timeout: 2 * time.Second}
-	return poll(timeout, 100*time.Millisecond, alive, func() (bool, string) {
-		resp, err := client.Get(url)
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	})
 }
 
 func mibOf(b int64, err error) float64 {

@@ -1,24 +1,16 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"regexp"
-	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
-)
 
-// clockTicks is Linux's USER_HZ, the unit of /proc/<pid>/stat's times.
-const clockTicks = 100
+	"github.com/weighstation/weighstation/hack/benchharness"
+)
 
 // proc is one process of the bench, its output in a file (the operator
 // logs every pod's configuration change: at 2,000 pods that is too much
@@ -96,100 +88,18 @@ func (p *proc) stop() {
 }
 
 // cpu is the process's CPU time so far, utime + stime (10 ms ticks).
-func (p *proc) cpu() (time.Duration, error) { return cpuOf(p.pid()) }
-
-func cpuOf(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: too short", pid)
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: %v %v", pid, err1, err2)
-	}
-	return time.Duration(utime+stime) * time.Second / clockTicks, nil
-}
+func (p *proc) cpu() (time.Duration, error) { return benchharness.ProcessCPU(p.pid()) }
 
 // peakRSS is VmHWM, rss VmRSS, in bytes.
-func (p *proc) peakRSS() (int64, error) { return statusBytes(p.pid(), "VmHWM:") }
-func (p *proc) rss() (int64, error)     { return statusBytes(p.pid(), "VmRSS:") }
-
-func statusBytes(pid int, field string) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, field); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
-}
-
-// childrenNamed finds this process's children by command name (envtest
-// starts kube-apiserver and etcd and does not export their pids).
-func childrenNamed(names ...string) map[string]int {
-	out := map[string]int{}
-	dirs, _ := os.ReadDir("/proc")
-	self := strconv.Itoa(os.Getpid())
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-		if open < 0 || end < open {
-			continue
-		}
-		f := strings.Fields(string(b[end+1:]))
-		if len(f) < 2 || f[1] != self {
-			continue
-		}
-		if comm := string(b[open+1 : end]); slices.Contains(names, comm) {
-			out[comm] = pid
-		}
-	}
-	return out
-}
+func (p *proc) peakRSS() (int64, error) { return benchharness.ProcessStatusBytes(p.pid(), "VmHWM:") }
+func (p *proc) rss() (int64, error)     { return benchharness.ProcessStatusBytes(p.pid(), "VmRSS:") }
 
 // metrics is one scrape of a Prometheus text endpoint: "name{labels}" -> value.
 type metrics map[string]float64
 
 func scrape(url string) (metrics, error) {
-	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get(url)
-	if err != nil {
-		return nil, fmt.Errorf("scraping the operator's metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	out := metrics{}
-	s := bufio.NewScanner(resp.Body)
-	s.Buffer(make([]byte, 64<<10), 1<<20)
-	for s.Scan() {
-		line := s.Text()
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-			out[line[:i]] = v
-		}
-	}
-	return out, s.Err()
+	m, err := benchharness.Scrape(url)
+	return metrics(m), err
 }
 
 var (
@@ -247,42 +157,4 @@ func total(m map[string]float64) float64 {
 		t += v
 	}
 	return t
-}
-
-// cleanups are what a signal or a failure must undo: the processes and the
-// apiserver, newest first.
-var (
-	cleanupMu sync.Mutex
-	cleanups  []func()
-)
-
-// atExit registers f to run on SIGINT or SIGTERM and returns it, made
-// idempotent, for the caller to defer.
-func atExit(f func()) func() {
-	once := sync.OnceFunc(f)
-	cleanupMu.Lock()
-	cleanups = append(cleanups, once)
-	cleanupMu.Unlock()
-	return once
-}
-
-func runCleanups() {
-	cleanupMu.Lock()
-	fs := slices.Clone(cleanups)
-	cleanupMu.Unlock()
-	slices.Reverse(fs)
-	for _, f := range fs {
-		f()
-	}
-}
-
-func cleanUpOnSignal() {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		sig := <-sigs
-		fmt.Fprintf(os.Stderr, "bench-operator: %s; cleaning up\n", sig)
-		runCleanups()
-		os.Exit(130)
-	}()
 }

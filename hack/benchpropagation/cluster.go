@@ -9,19 +9,14 @@ import (
 	"sync"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
-	"github.com/weighstation/weighstation/controllers/pki"
+	"github.com/weighstation/weighstation/hack/benchharness/kubeenv"
 	"github.com/weighstation/weighstation/hack/benchpropagation/swarmproto"
 )
 
@@ -36,67 +31,25 @@ const (
 	podLabelValue     = "bench"
 	xdsService        = "weighstation-xds"
 	audience          = "weighstation.io/xds"
-	tokenSeconds      = 3600
+	tokenLifetime     = time.Hour
 )
 
 // cluster is a real kube-apiserver and etcd (envtest) and an admin client.
-type cluster struct {
-	env        *envtest.Environment
-	client     ctrlclient.Client
-	kubeconfig string
-	dir        string
-}
+type cluster struct{ *kubeenv.Cluster }
 
 func startCluster(crdDir string) (*cluster, error) {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run `make bench-propagation`, which builds etcd, kube-apiserver and kubectl (hack/setup-envtest.sh) and points it at bin/k8s")
-	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{crdDir}, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
+	kc, err := kubeenv.Start("bench-propagation", crdDir, operatorNamespace, podNamespace)
 	if err != nil {
-		return nil, fmt.Errorf("starting envtest: %w", err)
-	}
-	c := &cluster{env: env}
-	fail := func(err error) (*cluster, error) {
-		c.stop()
 		return nil, err
 	}
-	if c.dir, err = os.MkdirTemp("", "weighstation-bench-propagation-"); err != nil {
-		return fail(err)
-	}
-	c.kubeconfig = filepath.Join(c.dir, "kubeconfig")
-	if err := os.WriteFile(c.kubeconfig, env.KubeConfig, 0o600); err != nil {
-		return fail(err)
-	}
-	cfg.QPS = -1 // the bench's own calls are not the subject; no client-side limit
-	if c.client, err = ctrlclient.New(cfg, ctrlclient.Options{Scheme: scheme}); err != nil {
-		return fail(fmt.Errorf("creating the client: %w", err))
-	}
-	return c, nil
+	return &cluster{kc}, nil
 }
 
-func (c *cluster) stop() {
-	if err := c.env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench-propagation: stopping envtest:", err)
-	}
-	if c.dir != "" {
-		_ = os.RemoveAll(c.dir)
-	}
-}
-
-// populate creates the namespaces, the Topic, the Subscription and n
+// populate creates the Topic, the Subscription and n
 // ServiceAccounts and Pods (scheduled by hand: envtest has no scheduler,
 // and no ServiceAccount controller), and requests each pod a token bound
 // to it for the xDS audience, as the kubelet's projected volume would.
 func (c *cluster) populate(ctx context.Context, n int) ([]swarmproto.Pod, error) {
-	for _, ns := range []string{operatorNamespace, podNamespace} {
-		if err := c.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			return nil, fmt.Errorf("creating namespace %s: %w", ns, err)
-		}
-	}
 	objects := []ctrlclient.Object{
 		&v1alpha1.Topic{
 			ObjectMeta: metav1.ObjectMeta{Namespace: podNamespace, Name: topicName},
@@ -113,11 +66,11 @@ func (c *cluster) populate(ctx context.Context, n int) ([]swarmproto.Pod, error)
 		},
 	}
 	for _, obj := range objects {
-		if err := c.client.Create(ctx, obj); err != nil {
+		if err := c.Client.Create(ctx, obj); err != nil {
 			return nil, fmt.Errorf("creating %s: %w", obj.GetName(), err)
 		}
 	}
-	tokens := filepath.Join(c.dir, "tokens")
+	tokens := filepath.Join(c.Dir, "tokens")
 	if err := os.MkdirAll(tokens, 0o700); err != nil {
 		return nil, err
 	}
@@ -150,9 +103,8 @@ func (c *cluster) populate(ctx context.Context, n int) ([]swarmproto.Pod, error)
 
 func (c *cluster) createPod(ctx context.Context, i int, tokens string) (swarmproto.Pod, error) {
 	name := fmt.Sprintf("sidecar-%04d", i)
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: podNamespace, Name: name}}
-	if err := c.client.Create(ctx, sa); err != nil {
-		return swarmproto.Pod{}, fmt.Errorf("creating service account %s: %w", name, err)
+	if err := c.CreateServiceAccount(ctx, podNamespace, name); err != nil {
+		return swarmproto.Pod{}, err
 	}
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: podNamespace, Name: name, Labels: map[string]string{
@@ -165,45 +117,14 @@ func (c *cluster) createPod(ctx context.Context, i int, tokens string) (swarmpro
 			Containers:         []corev1.Container{{Name: "app", Image: "app"}},
 		},
 	}
-	if err := c.client.Create(ctx, p); err != nil {
+	if err := c.Client.Create(ctx, p); err != nil {
 		return swarmproto.Pod{}, fmt.Errorf("creating pod %s: %w", name, err)
 	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		Audiences:         []string{audience},
-		ExpirationSeconds: ptr.To[int64](tokenSeconds),
-		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: name, UID: p.UID},
-	}}
-	if err := c.client.SubResource("token").Create(ctx, sa, tr); err != nil {
-		return swarmproto.Pod{}, fmt.Errorf("requesting a token for %s: %w", name, err)
-	}
-	file := filepath.Join(tokens, name)
-	if err := os.WriteFile(file, []byte(tr.Status.Token), 0o600); err != nil {
+	file, err := c.PodToken(ctx, p, audience, tokenLifetime, tokens)
+	if err != nil {
 		return swarmproto.Pod{}, err
 	}
 	return swarmproto.Pod{Name: name, UID: string(p.UID), TokenFile: file}, nil
-}
-
-// waitBundle waits for the operator to publish its CA bundle into the
-// pods' namespace, and writes it where the swarm's sidecars read it (a
-// pod mounts the ConfigMap's key as a file).
-func (c *cluster) waitBundle(ctx context.Context, timeout time.Duration, alive func() error) (string, error) {
-	deadline := time.Now().Add(timeout)
-	key := types.NamespacedName{Namespace: podNamespace, Name: pki.DefaultBundleConfigMapName}
-	for {
-		var cm corev1.ConfigMap
-		err := c.client.Get(ctx, key, &cm)
-		if err == nil && cm.Data[pki.BundleKey] != "" {
-			file := filepath.Join(c.dir, pki.BundleKey)
-			return file, os.WriteFile(file, []byte(cm.Data[pki.BundleKey]), 0o600)
-		}
-		if err := alive(); err != nil {
-			return "", err
-		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("the operator did not publish the CA bundle %s within %s (last: %v)", key, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // setKillSwitch flips the Subscription's kill switch with a merge PATCH,
@@ -211,5 +132,5 @@ func (c *cluster) waitBundle(ctx context.Context, timeout time.Duration, alive f
 func (c *cluster) setKillSwitch(ctx context.Context, engaged bool) error {
 	sub := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: podNamespace, Name: subscriptionName}}
 	body := fmt.Appendf(nil, `{"spec":{"killSwitch":{"engaged":%t}}}`, engaged)
-	return c.client.Patch(ctx, sub, ctrlclient.RawPatch(types.MergePatchType, body))
+	return c.Client.Patch(ctx, sub, ctrlclient.RawPatch(types.MergePatchType, body))
 }

@@ -22,12 +22,9 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,7 +80,7 @@ func main() {
 		}
 		o.sizes = append(o.sizes, n)
 	}
-	cleanUpOnSignal()
+	benchharness.CleanUpOnSignal("bench-propagation")
 	if err := benchmark(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-propagation:", err)
 		os.Exit(1)
@@ -148,7 +145,7 @@ func measure(o options, n int) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer atExit(cl.stop)()
+	defer benchharness.AtExit(cl.Stop)()
 	progress("apiserver up; creating %d pods, service accounts and tokens", n)
 	pods, err := cl.populate(ctx, n)
 	if err != nil {
@@ -166,7 +163,7 @@ func measure(o options, n int) (*result, error) {
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return nil, err
 	}
-	if err := os.Setenv("KUBECONFIG", cl.kubeconfig); err != nil {
+	if err := os.Setenv("KUBECONFIG", cl.Kubeconfig); err != nil {
 		return nil, err
 	}
 	op, err := benchharness.Start("operator", o.bin, "operator", "-namespace", operatorNamespace, "-xds-listen", xdsAddr,
@@ -175,7 +172,7 @@ func measure(o options, n int) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	stopOperator := atExit(op.Stop)
+	stopOperator := benchharness.AtExit(op.Stop)
 	defer stopOperator()
 	opAlive := func() error {
 		if _, err := op.CPU(); err != nil {
@@ -183,10 +180,10 @@ func measure(o options, n int) (*result, error) {
 		}
 		return nil
 	}
-	if err := waitReady("http://"+probeAddr+"/readyz", 60*time.Second, opAlive); err != nil {
+	if err := benchharness.WaitHTTPReady("http://"+probeAddr+"/readyz", 60*time.Second, opAlive); err != nil {
 		return nil, err
 	}
-	caFile, err := cl.waitBundle(ctx, 60*time.Second, opAlive)
+	caFile, err := cl.WaitBundle(ctx, podNamespace, 60*time.Second, opAlive)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +199,7 @@ func measure(o options, n int) (*result, error) {
 		XDSAddress: xdsAddr, ServerName: pki.ServiceDNSNames(xdsService, operatorNamespace)[2], CAFile: caFile,
 		Namespace: podNamespace, Subscription: subscriptionName, Pods: pods,
 	}
-	manifestFile := filepath.Join(cl.dir, "manifest.json")
+	manifestFile := filepath.Join(cl.Dir, "manifest.json")
 	b, err := json.Marshal(manifest)
 	if err != nil {
 		return nil, err
@@ -229,7 +226,7 @@ func measure(o options, n int) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	stopSwarm := atExit(swarm.Stop)
+	stopSwarm := benchharness.AtExit(swarm.Stop)
 	defer stopSwarm()
 	ev, err := acceptEvents(ln, 30*time.Second, swarm)
 	if err != nil {
@@ -279,11 +276,11 @@ func measure(o options, n int) (*result, error) {
 	var stopProfiles func()
 	if o.profile {
 		stopProfiles = startProfiles(profileDir, op.Pid(), swarm.Pid())
-		defer atExit(stopProfiles)()
+		defer benchharness.AtExit(stopProfiles)()
 	}
 	var metricsBefore map[string]float64
 	if o.operatorMetrics {
-		if metricsBefore, err = scrape("http://" + metricsAddr + "/metrics"); err != nil {
+		if metricsBefore, err = benchharness.Scrape("http://" + metricsAddr + "/metrics"); err != nil {
 			return nil, err
 		}
 	}
@@ -327,7 +324,7 @@ func measure(o options, n int) (*result, error) {
 		return nil, err
 	}
 	if o.operatorMetrics {
-		metricsAfter, err := scrape("http://" + metricsAddr + "/metrics")
+		metricsAfter, err := benchharness.Scrape("http://" + metricsAddr + "/metrics")
 		if err != nil {
 			return nil, err
 		}
@@ -402,63 +399,6 @@ func startProfiles(dir string, operatorPid, swarmPid int) func() {
 		}
 		time.Sleep(time.Second) // the swarm writes its heap profile
 	})
-}
-
-// cleanups are what a signal must undo: the processes and the apiserver.
-var (
-	cleanupMu sync.Mutex
-	cleanups  []func()
-)
-
-// atExit registers f to run on SIGINT or SIGTERM and returns it, made
-// idempotent, for the caller to defer.
-func atExit(f func()) func() {
-	once := sync.OnceFunc(f)
-	cleanupMu.Lock()
-	cleanups = append(cleanups, once)
-	cleanupMu.Unlock()
-	return once
-}
-
-// cleanUpOnSignal runs every registered cleanup, newest first, when the
-// bench is interrupted, and exits.
-func cleanUpOnSignal() {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		sig := <-sigs
-		fmt.Fprintf(os.Stderr, "bench-propagation: %s; cleaning up\n", sig)
-		cleanupMu.Lock()
-		fs := slices.Clone(cleanups)
-		cleanupMu.Unlock()
-		slices.Reverse(fs)
-		for _, f := range fs {
-			f()
-		}
-		os.Exit(130)
-	}()
-}
-
-func waitReady(url string, timeout time.Duration, alive func() error) error {
-	deadline := time.Now().Add(timeout)
-	client := &http.Client{Timeout: 2 * time.Second}
-	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("status %s", resp.Status)
-		}
-		if err := alive(); err != nil {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the operator was not ready within %s: %v", timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // events reads the swarm's reports.

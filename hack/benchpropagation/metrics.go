@@ -1,42 +1,10 @@
 package main
 
 import (
-	"bufio"
-	"fmt"
-	"net/http"
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
-	"time"
 )
-
-// scrape reads a Prometheus text endpoint into "name{labels}" -> value.
-func scrape(url string) (map[string]float64, error) {
-	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get(url)
-	if err != nil {
-		return nil, fmt.Errorf("scraping the operator's metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	s := bufio.NewScanner(resp.Body)
-	s.Buffer(make([]byte, 64<<10), 1<<20)
-	for s.Scan() {
-		line := s.Text()
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-			out[line[:i]] = v
-		}
-	}
-	return out, s.Err()
-}
 
 var (
 	reconcileTotal = regexp.MustCompile(`^controller_runtime_reconcile_total\{controller="([^"]+)",result="[^"]+"\}$`)

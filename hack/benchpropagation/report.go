@@ -136,7 +136,7 @@ type procSet struct {
 
 func processes(op, swarm *benchharness.Proc) procSet {
 	s := procSet{names: []string{"operator", "swarm"}, pids: []int{op.Pid(), swarm.Pid()}}
-	children := childrenNamed("kube-apiserver", "etcd")
+	children := benchharness.ChildrenNamed("kube-apiserver", "etcd")
 	for _, name := range []string{"kube-apiserver", "etcd"} {
 		if pid, ok := children[name]; ok {
 			s.names, s.pids = append(s.names, name), append(s.pids, pid)
@@ -154,7 +154,7 @@ func (s procSet) cpu() ([]time.Duration, error) {
 	out := make([]time.Duration, len(s.pids))
 	for i, pid := range s.pids {
 		if s.names[i] == otherLoad {
-			busy, err := machineBusy()
+			busy, err := benchharness.MachineBusy()
 			if err != nil {
 				return nil, err
 			}
@@ -164,7 +164,7 @@ func (s procSet) cpu() ([]time.Duration, error) {
 			}
 			continue
 		}
-		d, err := cpuOf(pid)
+		d, err := benchharness.ProcessCPU(pid)
 		if err != nil {
 			return nil, fmt.Errorf("%s's CPU time: %w", s.names[i], err)
 		}

@@ -1,4 +1,4 @@
-package main
+package benchharness
 
 import (
 	"bytes"
@@ -10,18 +10,14 @@ import (
 	"time"
 )
 
-// clockTicks is Linux's USER_HZ (sysconf(_SC_CLK_TCK)), the unit of
-// /proc/<pid>/stat's times.
-const clockTicks = 100
-
-// statFields returns the fields of /proc/<pid>/stat after the command
-// name (field 3, the state, is index 0), and the command name.
+// statFields returns a process's command name and the fields of
+// /proc/<pid>/stat after it (field 3, the state, is index 0): the name
+// may hold spaces, so fields are counted after its ')'.
 func statFields(pid int) (comm string, fields []string, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return "", nil, err
 	}
-	// The command name (field 2) may hold spaces; count fields after ')'.
 	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
 	if open < 0 || end < open {
 		return "", nil, fmt.Errorf("/proc/%d/stat: no command name", pid)
@@ -29,8 +25,9 @@ func statFields(pid int) (comm string, fields []string, err error) {
 	return string(b[open+1 : end]), strings.Fields(string(b[end+1:])), nil
 }
 
-// cpuOf is a process's CPU time so far, utime + stime (10 ms ticks).
-func cpuOf(pid int) (time.Duration, error) {
+// ProcessCPU is a process's CPU time so far, user plus system, from
+// /proc/<pid>/stat (10 ms resolution).
+func ProcessCPU(pid int) (time.Duration, error) {
 	_, f, err := statFields(pid)
 	if err != nil {
 		return 0, err
@@ -46,10 +43,26 @@ func cpuOf(pid int) (time.Duration, error) {
 	return time.Duration(utime+stime) * time.Second / clockTicks, nil
 }
 
-// childrenNamed finds this process's children by command name: envtest
+// ProcessStatusBytes reads a size field of /proc/<pid>/status ("VmHWM:",
+// "VmRSS:"), in bytes.
+func ProcessStatusBytes(pid int, field string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+// ChildrenNamed finds this process's children by command name: envtest
 // starts kube-apiserver and etcd as children and does not export their
 // process ids.
-func childrenNamed(names ...string) map[string]int {
+func ChildrenNamed(names ...string) map[string]int {
 	out := map[string]int{}
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	self := strconv.Itoa(os.Getpid())
@@ -71,10 +84,10 @@ func childrenNamed(names ...string) map[string]int {
 	return out
 }
 
-// machineBusy is the CPU time every process on the machine used so far
-// (/proc/stat's first line less idle and iowait), to tell how much of
-// the machine something outside the bench took during a measurement.
-func machineBusy() (time.Duration, error) {
+// MachineBusy is the CPU time every process on the machine used so far
+// (/proc/stat's first line less idle and iowait), to tell how much of the
+// machine something outside a bench took during a measurement.
+func MachineBusy() (time.Duration, error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return 0, err
