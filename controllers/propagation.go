@@ -133,6 +133,8 @@ func (r *PropagationReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		after = d
 	case client.IgnoreNotFound(err) != nil:
 		return ctrl.Result{}, err
+	default:
+		r.forget(keyOf("subscription", req.Namespace, req.Name))
 	}
 	var topic v1alpha1.Topic
 	switch err := r.Get(ctx, req.NamespacedName, &topic); {
@@ -146,6 +148,8 @@ func (r *PropagationReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 	case client.IgnoreNotFound(err) != nil:
 		return ctrl.Result{}, err
+	default:
+		r.forget(keyOf("topic", req.Namespace, req.Name))
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
 }
@@ -271,6 +275,13 @@ func (r *PropagationReconciler) resume(key types.NamespacedName, version string,
 	if written.PropagationTime != nil {
 		s.propagated = written.PropagationTime.Duration
 	}
+}
+
+// forget drops what was remembered of a deleted object.
+func (r *PropagationReconciler) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.seen, key)
 }
 
 func keyOf(kind, namespace, name string) types.NamespacedName {
