@@ -88,6 +88,7 @@ func runOperator(args []string) error {
 	fs := flag.NewFlagSet("operator", flag.ExitOnError)
 	metricsAddr := fs.String("metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
 	probeAddr := fs.String("health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
+	pprofAddr := fs.String("pprof-bind-address", "", "address of Go's /debug/pprof endpoints, for profiling CPU and memory (empty: off; they expose internals, so bind to localhost)")
 	kubeconfig.RegisterFlags(fs) // -kubeconfig, read by ctrl.GetConfig
 	fs.Lookup(kubeconfig.KubeconfigFlagName).Usage = "path of a kubeconfig file; outside a cluster, this or $KUBECONFIG (default: in a cluster, the pod's ServiceAccount; else ~/.kube/config)"
 	leaderElect := fs.Bool("leader-elect", true, "elect a leader, so that only one replica reconciles at a time")
@@ -140,6 +141,7 @@ func runOperator(args []string) error {
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
 		HealthProbeBindAddress:  *probeAddr,
+		PprofBindAddress:        *pprofAddr,
 		LeaderElection:          *leaderElect,
 		LeaderElectionID:        LeaderElectionID,
 		LeaderElectionNamespace: *leaderNamespace,
@@ -173,7 +175,7 @@ func runOperator(args []string) error {
 	}
 	tracker := xds.NewTracker()
 	publisher := xds.NewPublisher(log.WithName("xds"), tracker)
-	if err := controllers.SetupReconcilers(mgr, controllers.Setup{Sink: publisher, Defaults: defaults, OnSynced: publisher.MarkSynced, Tracker: tracker}); err != nil {
+	if err := controllers.SetupReconcilers(mgr, controllers.Setup{Sink: publisher, Defaults: defaults, OnSynced: publisher.MarkSynced, Tracker: tracker, Served: publisher.ChangedAt}); err != nil {
 		return err
 	}
 	xdsServer := xds.NewServer(publisher, tracker, xds.Options{

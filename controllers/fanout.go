@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,6 +24,27 @@ import (
 // Topics conflict, depend on subjects alone.
 var subjectChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool { return subjectOf(e.ObjectOld) != subjectOf(e.ObjectNew) },
+}
+
+// topicSubjectIndex indexes Topics by subject pattern: which Topic is in
+// force for a pattern depends only on the Topics with that pattern.
+const topicSubjectIndex = "spec.subject"
+
+// indexTopicsBySubject registers topicSubjectIndex with the manager's cache.
+func indexTopicsBySubject(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, &v1alpha1.Topic{}, topicSubjectIndex, func(obj client.Object) []string {
+		return []string{string(subjectOf(obj))}
+	})
+}
+
+// topicsWithSubject lists, without copying, the Topics of namespace with
+// the given subject pattern.
+func topicsWithSubject(ctx context.Context, c client.Reader, namespace string, subject v1alpha1.SubjectPattern) ([]v1alpha1.Topic, error) {
+	var topics v1alpha1.TopicList
+	if err := c.List(ctx, &topics, client.InNamespace(namespace), client.MatchingFields{topicSubjectIndex: string(subject)}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing the topics of %s on %q: %w", namespace, subject, err)
+	}
+	return topics.Items, nil
 }
 
 func subjectOf(obj client.Object) v1alpha1.SubjectPattern {

@@ -146,12 +146,16 @@ func TestABadResourceStopsOnlyItself(t *testing.T) {
 	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(badSub), &sub); err != nil {
 		t.Fatal(err)
 	}
+	// Patches without a resourceVersion: the operator writes status
+	// meanwhile, and an Update would conflict with it.
+	before := sub.DeepCopy()
 	sub.Annotations = map[string]string{"touched": "yes"}
-	if err := k8sClient.Update(ctx, &sub); err != nil {
+	if err := k8sClient.Patch(ctx, &sub, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
+	before = sub.DeepCopy()
 	sub.Spec.QueueGroup = "workers"
-	if err := k8sClient.Update(ctx, &sub); err != nil {
+	if err := k8sClient.Patch(ctx, &sub, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
 	eventsAre(t, ns, "Subscription", "broken", controllers.EventReasonInvalidSelector, "(generation 1)", "(generation 2)")
@@ -160,8 +164,9 @@ func TestABadResourceStopsOnlyItself(t *testing.T) {
 	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(badSub), &sub); err != nil {
 		t.Fatal(err)
 	}
+	before = sub.DeepCopy()
 	sub.Spec.Selector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"billing"}}}}
-	if err := k8sClient.Update(ctx, &sub); err != nil {
+	if err := k8sClient.Patch(ctx, &sub, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
 	podConfig(t, ns, "billing-0", "the fixed Subscription reaches the pod", func(cfg meshconfig.PodConfig) error {

@@ -2,10 +2,13 @@ package controllers
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,6 +34,55 @@ type PodConfigReconciler struct {
 	// Subscription resource is written by every pod that names it, and the
 	// initial sync runs beside the controller's worker.
 	mu sync.Mutex
+	// views holds, per namespace, the last desired.View and the
+	// fingerprint of the specs it was prepared from: a change of one
+	// Topic's spec requeues every pod of the namespace, and they all share
+	// one View (guarded by mu). One View is kept per namespace that had
+	// sidecar pods; it holds the namespace's policies, as the cache does.
+	views map[string]preparedView
+	seed  maphash.Seed
+}
+
+type preparedView struct {
+	fingerprint uint64
+	view        *desired.View
+}
+
+// viewOf returns the namespace's View of these Topics and Subscriptions,
+// prepared again only when one of their specs changed: a spec's change
+// changes its generation, and a re-created object has another UID.
+// Compute reads nothing else of them (status and metadata do not count).
+func (r *PodConfigReconciler) viewOf(namespace string, topics []v1alpha1.Topic, subscriptions []v1alpha1.Subscription) *desired.View {
+	if r.views == nil {
+		r.views = map[string]preparedView{}
+		r.seed = maphash.MakeSeed()
+	}
+	// The cache lists in no fixed order: the fingerprint is a sum over
+	// the objects.
+	var fingerprint uint64
+	var buf [8]byte
+	mix := func(kind string, m *metav1.ObjectMeta) {
+		var h maphash.Hash
+		h.SetSeed(r.seed)
+		h.WriteString(kind)
+		h.WriteString(m.Name)
+		h.WriteString(string(m.UID))
+		binary.LittleEndian.PutUint64(buf[:], uint64(m.Generation))
+		h.Write(buf[:])
+		fingerprint += h.Sum64()
+	}
+	for i := range topics {
+		mix("T", &topics[i].ObjectMeta)
+	}
+	for i := range subscriptions {
+		mix("S", &subscriptions[i].ObjectMeta)
+	}
+	if p, ok := r.views[namespace]; ok && p.fingerprint == fingerprint {
+		return p.view
+	}
+	view := desired.NewView(namespace, topics, subscriptions)
+	r.views[namespace] = preparedView{fingerprint: fingerprint, view: view}
+	return view
 }
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
@@ -64,7 +116,8 @@ func (r *PodConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.List(ctx, &subscriptions, client.InNamespace(pod.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing subscriptions in %s: %w", pod.Namespace, err)
 	}
-	cfg, problems, err := desired.Compute(desired.Pod{Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels, Annotations: pod.Annotations}, topics.Items, subscriptions.Items, r.Defaults)
+	view := r.viewOf(pod.Namespace, topics.Items, subscriptions.Items)
+	cfg, problems, err := view.Compute(desired.Pod{Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels, Annotations: pod.Annotations}, r.Defaults)
 	if err != nil {
 		// The pod's own annotations are invalid: this pod keeps its last
 		// good configuration. Retrying cannot help until the pod changes,

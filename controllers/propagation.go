@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -45,6 +46,9 @@ const (
 // MaxRejectedPods bounds status.config.rejected.
 const MaxRejectedPods = 10
 
+// DefaultPropagationBatch is the default PropagationReconciler.Batch.
+const DefaultPropagationBatch = 50 * time.Millisecond
+
 // DefaultPropagationWriteInterval is the least time between two
 // propagation writes of one object: a fleet acknowledging one change one
 // pod at a time must not write the object once per pod.
@@ -58,9 +62,19 @@ const DefaultPropagationWriteInterval = time.Second
 // per WriteInterval, and none when nothing changed.
 type PropagationReconciler struct {
 	client.Client
-	Tracker       *xds.Tracker
-	Recorder      recorder.EventRecorder
+	Tracker  *xds.Tracker
+	Recorder recorder.EventRecorder
+	// Served, if set, tells when a resource's current version was served
+	// (xds.Publisher.ChangedAt): status.config.observedTime. Without it,
+	// the first pass that sees a version stands in.
+	Served        func(resource string) (time.Time, bool)
 	WriteInterval time.Duration
+	// Batch is how long a change waits before its object is reconciled,
+	// so that the acknowledgements of one push, which arrive over a few
+	// milliseconds, are read in one pass (DefaultPropagationBatch when
+	// zero). Status times come from the acknowledgements, not from when
+	// the pass ran.
+	Batch time.Duration
 
 	mu sync.Mutex
 	// seen is, per object, what the last pass knew of it: the version it
@@ -77,6 +91,10 @@ type propagationSeen struct {
 	// none yet, which counts as released).
 	announced *bool
 	nacked    map[string]bool // pod/version pairs an Event was sent for
+	// settled is, for a Topic that applies to every pod, the version that
+	// every pod holding the Topic applied, with no refusal, at the last
+	// pass ("" otherwise). One more pod applying it changes nothing.
+	settled string
 }
 
 // +kubebuilder:rbac:groups=weighstation.io,resources=topics/status;subscriptions/status,verbs=get;update;patch
@@ -231,6 +249,7 @@ func (r *PropagationReconciler) topic(ctx context.Context, topic *v1alpha1.Topic
 		cfg.PropagationTime = nil
 	}
 	next.Config = cfg
+	r.settle(key, !counts && ready && len(cfg.Rejected) == 0, version)
 	r.setConditions(&next.Conditions, topic.Generation, ready, msg, acks)
 	r.events(topic, key, version, ready, false, acks)
 	return r.write(ctx, topic, v1alpha1.GroupVersion.WithKind("Topic"), key, &topic.Status, &next)
@@ -243,13 +262,14 @@ func setInvalid(conds *[]metav1.Condition, gen int64, msg string) {
 	setCondition(conds, gen, v1alpha1.ConditionConfigRejected, metav1.ConditionFalse, ReasonNotRejected, "no pod holds this policy")
 }
 
-// inForce reports whether topic is the one in force for its pattern.
+// inForce reports whether topic is the one in force for its pattern:
+// only the Topics with the same pattern compete (desired.ResolveConflicts).
 func (r *PropagationReconciler) inForce(ctx context.Context, topic *v1alpha1.Topic) (bool, error) {
-	var topics v1alpha1.TopicList
-	if err := r.List(ctx, &topics, client.InNamespace(topic.Namespace)); err != nil {
-		return false, fmt.Errorf("listing topics in %s: %w", topic.Namespace, err)
+	same, err := topicsWithSubject(ctx, r, topic.Namespace, topic.Spec.Subject)
+	if err != nil {
+		return false, err
 	}
-	inForce, _ := desired.ResolveConflicts(topics.Items)
+	inForce, _ := desired.ResolveConflicts(same)
 	for _, t := range inForce {
 		if t.Name == topic.Name {
 			return true, nil
@@ -277,6 +297,37 @@ func (r *PropagationReconciler) resume(key types.NamespacedName, version string,
 	}
 }
 
+// settle records whether the last pass found a Topic for every pod
+// settled at version (see propagationSeen.settled).
+func (r *PropagationReconciler) settle(key types.NamespacedName, settled bool, version string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.seenLocked(key)
+	s.settled = ""
+	if settled {
+		s.settled = version
+	}
+}
+
+// changesNothing reports whether an acknowledgement cannot change the
+// status the last pass computed: one more pod applying the settled version
+// of a Topic for every pod. Without it, a new pod, which applies every
+// such Topic, would requeue each of them (the whole namespace) for no
+// write. Anything else may change the status.
+func (r *PropagationReconciler) changesNothing(c xds.Change) bool {
+	if c.Refused || c.Version == "" {
+		return false
+	}
+	parsed, err := xdsresource.ParseName(c.Resource)
+	if err != nil || parsed.Kind != xdsresource.KindTopic {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.seen[keyOf("topic", parsed.Namespace, parsed.Name)]
+	return ok && s.settled != "" && s.settled == c.Version
+}
+
 // forget drops what was remembered of a deleted object.
 func (r *PropagationReconciler) forget(key types.NamespacedName) {
 	r.mu.Lock()
@@ -286,6 +337,18 @@ func (r *PropagationReconciler) forget(key types.NamespacedName) {
 
 func keyOf(kind, namespace, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: namespace, Name: kind + "/" + name}
+}
+
+// resourceOf is the xDS resource of a key of keyOf.
+func resourceOf(key types.NamespacedName) string {
+	kind, name, _ := strings.Cut(key.Name, "/")
+	switch kind {
+	case "topic":
+		return xdsresource.TopicName(key.Namespace, name)
+	case "subscription":
+		return xdsresource.SubscriptionName(key.Namespace, name)
+	}
+	return ""
 }
 
 // configStatus computes status.config and whether every counted pod
@@ -307,14 +370,29 @@ func (r *PropagationReconciler) configStatus(key types.NamespacedName, version s
 	}
 	ready := applied == total
 
+	now := time.Now()
+	served, lastApplied := now, time.Time{}
+	if resource := resourceOf(key); resource != "" {
+		if r.Served != nil {
+			if at, ok := r.Served(resource); ok && at.Before(now) {
+				served = at
+			}
+		}
+		lastApplied = r.Tracker.LastApplied(resource)
+	}
 	r.mu.Lock()
 	s := r.seenLocked(key)
-	now := time.Now()
 	if s.version != version {
-		s.version, s.observed, s.propagated = version, now, 0
+		s.version, s.observed, s.propagated = version, served, 0
 	}
 	if ready && s.propagated == 0 {
-		s.propagated = max(now.Sub(s.observed), time.Microsecond)
+		// The last acknowledgement completed it (unless every pod held
+		// the version before it was served here: then this pass did).
+		done := now
+		if lastApplied.After(s.observed) {
+			done = lastApplied
+		}
+		s.propagated = max(done.Sub(s.observed), time.Microsecond)
 	}
 	cfg := &v1alpha1.ConfigStatus{Version: version, Rejected: rejected, ObservedTime: &metav1.Time{Time: s.observed}}
 	if s.propagated > 0 {
@@ -450,7 +528,7 @@ func (r *PropagationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// on propagation: changes gather in a set, and one goroutine feeds
 	// them to the controller.
 	acks := make(chan event.GenericEvent)
-	changes := &changeSet{wake: make(chan struct{}, 1), names: map[types.NamespacedName]bool{}}
+	changes := &changeSet{wake: make(chan struct{}, 1), names: map[types.NamespacedName]bool{}, changesNothing: r.changesNothing}
 	r.Tracker.OnChange(changes.add)
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		changes.feed(ctx, acks)
@@ -458,17 +536,52 @@ func (r *PropagationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})); err != nil {
 		return fmt.Errorf("adding the acknowledgement feed: %w", err)
 	}
+	batch := r.Batch
+	if batch == 0 {
+		batch = DefaultPropagationBatch
+	}
+	self := func(_ context.Context, obj client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}}}
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("propagation").
 		// Status writes (its own and the others') change no version.
-		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&v1alpha1.Subscription{}), &handler.EnqueueRequestForObject{}, predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&v1alpha1.Subscription{}), enqueueAfter(batch, self), predicate.GenerationChangedPredicate{})).
 		// A Topic's subject decides which Topic is in force.
-		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&v1alpha1.Topic{}), handler.EnqueueRequestsFromMapFunc(r.topicsOfNamespaceOnSubject), predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&v1alpha1.Topic{}), enqueueAfter(batch, r.topicsOfNamespaceOnSubject), predicate.GenerationChangedPredicate{})).
 		// On an update the map function sees the old pod and the new one, so
 		// a pod leaving a selection updates that count too.
-		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(podMeta()), handler.EnqueueRequestsFromMapFunc(r.selectedBy))).
-		WatchesRawSource(source.Channel(acks, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(podMeta()), enqueueAfter(batch, r.selectedBy))).
+		WatchesRawSource(source.Channel(acks, enqueueAfter(batch, self))).
 		Complete(r)
+}
+
+// enqueueAfter is handler.EnqueueRequestsFromMapFunc that queues each
+// request after delay: the workqueue keeps one pending entry per request,
+// at its earliest time, so what changes within delay of the first change
+// is read by one reconcile.
+func enqueueAfter(delay time.Duration, mapFn handler.MapFunc) handler.EventHandler {
+	enqueue := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
+		for _, obj := range objs {
+			for _, req := range mapFn(ctx, obj) {
+				q.AddAfter(req, delay)
+			}
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.ObjectOld, e.ObjectNew)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object)
+		},
+	}
 }
 
 // changeSet gathers the objects whose acknowledgements changed.
@@ -476,18 +589,30 @@ type changeSet struct {
 	mu    sync.Mutex
 	names map[types.NamespacedName]bool
 	wake  chan struct{}
+	// changesNothing leaves out the changes that cannot change a status.
+	changesNothing func(xds.Change) bool
 }
 
-func (c *changeSet) add(resources []string) {
+// add gathers the objects of changes. Lock order: changeSet.mu, then
+// PropagationReconciler.mu (in changesNothing); never the other way.
+func (c *changeSet) add(changes []xds.Change) {
+	added := false
 	c.mu.Lock()
-	for _, name := range resources {
-		parsed, err := xdsresource.ParseName(name)
+	for _, change := range changes {
+		parsed, err := xdsresource.ParseName(change.Resource)
 		if err != nil || parsed.Kind == xdsresource.KindPod {
 			continue
 		}
+		if c.changesNothing != nil && c.changesNothing(change) {
+			continue
+		}
+		added = true
 		c.names[types.NamespacedName{Namespace: parsed.Namespace, Name: parsed.Name}] = true
 	}
 	c.mu.Unlock()
+	if !added {
+		return
+	}
 	select {
 	case c.wake <- struct{}{}:
 	default: // a wake-up is pending already
@@ -523,13 +648,13 @@ func (c *changeSet) feed(ctx context.Context, out chan<- event.GenericEvent) {
 // depends on all of them.
 func (r *PropagationReconciler) topicsOfNamespaceOnSubject(ctx context.Context, obj client.Object) []reconcile.Request {
 	reqs := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}}}
-	var topics v1alpha1.TopicList
-	if err := r.List(ctx, &topics, client.InNamespace(obj.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
-		logf.FromContext(ctx).Error(err, "listing topics to requeue", "namespace", obj.GetNamespace())
+	same, err := topicsWithSubject(ctx, r, obj.GetNamespace(), subjectOf(obj))
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "listing topics to requeue")
 		return reqs
 	}
-	for _, t := range topics.Items {
-		if t.Spec.Subject == subjectOf(obj) && t.Name != obj.GetName() {
+	for _, t := range same {
+		if t.Name != obj.GetName() {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: t.Namespace, Name: t.Name}})
 		}
 	}

@@ -30,13 +30,22 @@ type Setup struct {
 	// Tracker, if set, holds the sidecars' acknowledgements, and
 	// propagation writes them into status.
 	Tracker *xds.Tracker
+	// Served, if set, tells when a resource's current version was served
+	// (see PropagationReconciler.Served).
+	Served func(resource string) (time.Time, bool)
 	// PropagationWriteInterval is the least time between two propagation
 	// writes of one object (DefaultPropagationWriteInterval when zero).
 	PropagationWriteInterval time.Duration
+	// PropagationBatch is how long propagation gathers changes of one
+	// object before reading them (DefaultPropagationBatch when zero).
+	PropagationBatch time.Duration
 }
 
 // SetupReconcilers registers every reconciler of the operator with mgr.
 func SetupReconcilers(mgr ctrl.Manager, setup Setup) error {
+	if err := indexTopicsBySubject(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return fmt.Errorf("indexing topics by subject: %w", err)
+	}
 	events := mgr.GetEventRecorder(v1alpha1.FieldManagerReconciler)
 	if err := (&TopicReconciler{Client: mgr.GetClient(), Recorder: events}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the topic reconciler: %w", err)
@@ -49,7 +58,8 @@ func SetupReconcilers(mgr ctrl.Manager, setup Setup) error {
 		return fmt.Errorf("setting up the pod configuration reconciler: %w", err)
 	}
 	if setup.Tracker != nil {
-		propagation := &PropagationReconciler{Client: mgr.GetClient(), Tracker: setup.Tracker, Recorder: mgr.GetEventRecorder(v1alpha1.FieldManagerPropagation), WriteInterval: setup.PropagationWriteInterval}
+		propagation := &PropagationReconciler{Client: mgr.GetClient(), Tracker: setup.Tracker, Recorder: mgr.GetEventRecorder(v1alpha1.FieldManagerPropagation),
+			Served: setup.Served, WriteInterval: setup.PropagationWriteInterval, Batch: setup.PropagationBatch}
 		if err := propagation.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the propagation reconciler: %w", err)
 		}

@@ -23,13 +23,91 @@ type Pod struct {
 // Compute returns the configuration of pod under the given Topics and
 // Subscriptions. It ignores every resource outside the pod's namespace, so
 // callers may pass more than they filtered. It is pure: same inputs, same
-// output, same Version.
+// output, same Version. It is NewView(...).Compute(pod, defaults); callers
+// that configure many pods of one namespace keep the View.
 //
 // A Topic or Subscription with an invalid selector does not stop the
 // others: its selector selects nothing (see Problem), and it is returned
 // among the problems, which are the same for every pod of the namespace.
 // Only the pod's own annotations can make Compute fail, for that pod alone.
 func Compute(pod Pod, topics []v1alpha1.Topic, subscriptions []v1alpha1.Subscription, defaults meshconfig.Defaults) (meshconfig.PodConfig, []Problem, error) {
+	return NewView(pod.Namespace, topics, subscriptions).Compute(pod, defaults)
+}
+
+// View is one namespace's Topics and Subscriptions prepared for Compute:
+// selectors converted, conflicts resolved, policies built, once for all
+// the namespace's pods. Configuring a pod then costs matching its labels
+// and copying policies. A View is immutable, so pods' configurations may
+// share what its policies point to; nobody modifies a PodConfig's policies.
+type View struct {
+	namespace string
+	topics    []viewTopic // in force, sorted by subject
+	subs      []viewSubscription
+	problems  []Problem
+}
+
+type viewTopic struct {
+	policy     meshconfig.TopicPolicy // MayPublish set
+	publishers labels.Selector        // nil: every pod may publish
+}
+
+type viewSubscription struct {
+	policy   meshconfig.SubscriptionPolicy
+	selector labels.Selector
+}
+
+// NewView prepares the resources of namespace among topics and
+// subscriptions (others are ignored).
+func NewView(namespace string, topics []v1alpha1.Topic, subscriptions []v1alpha1.Subscription) *View {
+	v := &View{namespace: namespace}
+	var mine []*v1alpha1.Topic
+	// Each publishers selector is converted, shadowed Topics' too, so that
+	// every invalid one is reported.
+	publishers := map[string]labels.Selector{}
+	for i := range topics {
+		t := &topics[i]
+		if t.Namespace != namespace {
+			continue
+		}
+		mine = append(mine, t)
+		sel, problem := publishersOf(t)
+		if problem != nil {
+			v.problems = append(v.problems, *problem)
+		}
+		if sel != nil {
+			publishers[t.Name] = sel
+		}
+	}
+	for _, t := range inForce(mine) {
+		v.topics = append(v.topics, viewTopic{policy: topicPolicy(*t, true), publishers: publishers[t.Name]})
+	}
+	for i := range subscriptions {
+		s := &subscriptions[i]
+		if s.Namespace != namespace {
+			continue
+		}
+		sel, problem := subscribersOf(s)
+		if problem != nil {
+			v.problems = append(v.problems, *problem)
+		}
+		v.subs = append(v.subs, viewSubscription{policy: SubscriptionPolicyOf(*s), selector: sel})
+	}
+	slices.SortFunc(v.problems, func(a, b Problem) int { return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name)) })
+	slices.SortFunc(v.topics, func(a, b viewTopic) int { return cmp.Compare(a.policy.Subject, b.policy.Subject) })
+	slices.SortFunc(v.subs, func(a, b viewSubscription) int { return cmp.Compare(a.policy.Name, b.policy.Name) })
+	return v
+}
+
+// Problems returns the invalid resources of the namespace, which select
+// nothing.
+func (v *View) Problems() []Problem { return slices.Clone(v.problems) }
+
+// Compute returns the configuration of pod, which must be of the View's
+// namespace, and the View's problems (see the package function Compute).
+func (v *View) Compute(pod Pod, defaults meshconfig.Defaults) (meshconfig.PodConfig, []Problem, error) {
+	if pod.Namespace != v.namespace {
+		return meshconfig.PodConfig{}, nil, fmt.Errorf("pod %s/%s is not of namespace %s", pod.Namespace, pod.Name, v.namespace)
+	}
 	podLabels := labels.Set(pod.Labels)
 	cfg := meshconfig.DefaultConfig(defaults)
 	cfg.Namespace, cfg.Pod = pod.Namespace, pod.Name
@@ -38,52 +116,28 @@ func Compute(pod Pod, topics []v1alpha1.Topic, subscriptions []v1alpha1.Subscrip
 		return meshconfig.PodConfig{}, nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	cfg.Access = access
-	var problems []Problem
-	topics = inNamespace(topics, pod.Namespace)
-	// Each publishers selector is converted once, shadowed Topics' too, so
-	// that every invalid one is reported.
-	var publishers map[string]labels.Selector
-	for i := range topics {
-		sel, problem := publishersOf(&topics[i])
-		if problem != nil {
-			problems = append(problems, *problem)
-		}
-		if sel != nil {
-			if publishers == nil {
-				publishers = map[string]labels.Selector{}
-			}
-			publishers[topics[i].Name] = sel
-		}
-	}
-	inForce, _ := ResolveConflicts(topics)
-	for _, t := range inForce {
-		if sel, restricted := publishers[t.Name]; restricted && !sel.Matches(podLabels) {
+	cfg.Topics = make([]meshconfig.TopicPolicy, 0, len(v.topics))
+	for _, t := range v.topics {
+		if t.publishers != nil && !t.publishers.Matches(podLabels) {
 			// The Topic does not apply to this pod: only its refusal does
 			// (in audit mode, the defaults' limits), so the pod's
 			// configuration does not follow the Topic's limits.
-			cfg.Topics = append(cfg.Topics, excludedFrom(cfg.Default, t))
+			cfg.Topics = append(cfg.Topics, excludedFrom(cfg.Default, t.policy))
 			continue
 		}
-		cfg.Topics = append(cfg.Topics, topicPolicy(t, true))
+		cfg.Topics = append(cfg.Topics, t.policy)
 	}
-	for _, s := range inNamespace(subscriptions, pod.Namespace) {
-		sel, problem := subscribersOf(&s)
-		if problem != nil {
-			problems = append(problems, *problem)
-		}
-		if sel.Matches(podLabels) {
-			cfg.Subscriptions = append(cfg.Subscriptions, SubscriptionPolicyOf(s))
+	for _, s := range v.subs {
+		if s.selector.Matches(podLabels) {
+			cfg.Subscriptions = append(cfg.Subscriptions, s.policy)
 		}
 	}
-	slices.SortFunc(problems, func(a, b Problem) int { return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name)) })
-	slices.SortFunc(cfg.Topics, func(a, b meshconfig.TopicPolicy) int { return cmp.Compare(a.Subject, b.Subject) })
-	slices.SortFunc(cfg.Subscriptions, func(a, b meshconfig.SubscriptionPolicy) int { return cmp.Compare(a.Name, b.Name) })
 	version, err := meshconfig.Hash(cfg)
 	if err != nil {
 		return meshconfig.PodConfig{}, nil, err
 	}
 	cfg.Version = version
-	return cfg, problems, nil
+	return cfg, v.Problems(), nil
 }
 
 // ResolveConflicts returns the Topics in force and, for each Topic that
@@ -91,30 +145,59 @@ func Compute(pod Pod, topics []v1alpha1.Topic, subscriptions []v1alpha1.Subscrip
 // patterns are the only equally specific ones (see
 // matcher.CompareSpecificity); of each such group, the Topic whose name
 // sorts first is in force, so the choice is deterministic.
-func ResolveConflicts(topics []v1alpha1.Topic) (inForce []v1alpha1.Topic, conflicts map[string][]string) {
-	sorted := slices.Clone(topics)
-	slices.SortFunc(sorted, func(a, b v1alpha1.Topic) int {
-		return cmp.Or(cmp.Compare(a.Spec.Subject, b.Spec.Subject), cmp.Compare(a.Name, b.Name))
-	})
+func ResolveConflicts(topics []v1alpha1.Topic) (inForceTopics []v1alpha1.Topic, conflicts map[string][]string) {
+	ptrs := make([]*v1alpha1.Topic, len(topics))
+	for i := range topics {
+		ptrs[i] = &topics[i]
+	}
+	sortBySubject(ptrs)
 	conflicts = map[string][]string{}
-	for i := 0; i < len(sorted); {
-		j := i + 1
-		for j < len(sorted) && sorted[j].Spec.Subject == sorted[i].Spec.Subject {
-			j++
-		}
-		inForce = append(inForce, sorted[i])
-		if j-i > 1 {
-			for _, t := range sorted[i:j] {
-				for _, other := range sorted[i:j] {
+	for _, group := range groupsBySubject(ptrs) {
+		inForceTopics = append(inForceTopics, *group[0])
+		if len(group) > 1 {
+			for _, t := range group {
+				for _, other := range group {
 					if other.Name != t.Name {
 						conflicts[t.Name] = append(conflicts[t.Name], other.Name)
 					}
 				}
 			}
 		}
+	}
+	return inForceTopics, conflicts
+}
+
+// inForce returns, of topics, the Topic in force for each pattern (see
+// ResolveConflicts) without copying them.
+func inForce(topics []*v1alpha1.Topic) []*v1alpha1.Topic {
+	sorted := slices.Clone(topics)
+	sortBySubject(sorted)
+	var out []*v1alpha1.Topic
+	for _, group := range groupsBySubject(sorted) {
+		out = append(out, group[0])
+	}
+	return out
+}
+
+func sortBySubject(topics []*v1alpha1.Topic) {
+	slices.SortFunc(topics, func(a, b *v1alpha1.Topic) int {
+		return cmp.Or(cmp.Compare(a.Spec.Subject, b.Spec.Subject), cmp.Compare(a.Name, b.Name))
+	})
+}
+
+// groupsBySubject splits topics, sorted by sortBySubject, into runs of one
+// subject pattern.
+func groupsBySubject(sorted []*v1alpha1.Topic) [][]*v1alpha1.Topic {
+	var groups [][]*v1alpha1.Topic
+	for i := 0; i < len(sorted); {
+		j := i + 1
+		for j < len(sorted) && sorted[j].Spec.Subject == sorted[i].Spec.Subject {
+			j++
+		}
+		groups = append(groups, sorted[i:j])
 		i = j
 	}
-	return inForce, conflicts
+	return groups
 }
 
 // SubscriptionPolicyOf is a Subscription's policy as sidecars enforce it.
@@ -166,19 +249,6 @@ func topicPolicy(t v1alpha1.Topic, mayPublish bool) meshconfig.TopicPolicy {
 	return p
 }
 
-func inNamespace[T any, P interface {
-	*T
-	GetNamespace() string
-}](items []T, namespace string) []T {
-	var out []T
-	for i := range items {
-		if P(&items[i]).GetNamespace() == namespace {
-			out = append(out, items[i])
-		}
-	}
-	return out
-}
-
 func deref(p *int64) int64 {
 	if p == nil {
 		return 0
@@ -211,10 +281,11 @@ func accessOf(annotations map[string]string) (meshconfig.Access, error) {
 	return a, nil
 }
 
-// excludedFrom is a Topic as a pod that its publishers selector excludes
-// sees it: its subject, refused, under the default policy.
-func excludedFrom(def meshconfig.TopicPolicy, t v1alpha1.Topic) meshconfig.TopicPolicy {
-	def.Name, def.Subject, def.MayPublish = t.Name, string(t.Spec.Subject), false
+// excludedFrom is a Topic (its policy) as a pod that its publishers
+// selector excludes sees it: its subject, refused, under the default
+// policy.
+func excludedFrom(def, t meshconfig.TopicPolicy) meshconfig.TopicPolicy {
+	def.Name, def.Subject, def.MayPublish = t.Name, t.Subject, false
 	return def
 }
 

@@ -44,41 +44,45 @@ type Tracker struct {
 	// nacked is, per resource, each pod's last refusal; an ACK of a later
 	// version clears it.
 	nacked map[string]map[string]NACK
+	// lastApplied is, per resource, when a pod last applied a version of
+	// it: once every pod holds one version, when the last of them did.
+	lastApplied map[string]time.Time
 	// changed is closed and replaced on every change.
 	changed chan struct{}
-	// onChange, if set, is told the names of the resources whose
-	// acknowledgements changed (outside the lock).
-	onChange func(resources []string)
+	// onChange, if set, is told what changed (outside the lock).
+	onChange func([]Change)
+}
+
+// Change is one pod's new state of one resource: it holds Version ("" for
+// none: it dropped the resource, or the pod is gone), or, when Refused, it
+// refused Version and keeps what it held.
+type Change struct {
+	Resource string
+	Pod      string // a PodKey
+	Version  string
+	Refused  bool
 }
 
 // OnChange sets a function that is told, after each ACK, NACK or Forget,
-// the names of the resources concerned. Set it before serving.
-func (t *Tracker) OnChange(f func(resources []string)) {
+// what changed. Set it before serving.
+func (t *Tracker) OnChange(f func([]Change)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.onChange = f
 }
 
-func (t *Tracker) notify(names []string) {
+func (t *Tracker) notify(changes []Change) {
 	t.mu.Lock()
 	f := t.onChange
 	t.mu.Unlock()
-	if f != nil && len(names) > 0 {
-		f(names)
+	if f != nil && len(changes) > 0 {
+		f(changes)
 	}
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // NewTracker returns an empty tracker.
 func NewTracker() *Tracker {
-	return &Tracker{acked: map[string]map[string]string{}, nacked: map[string]map[string]NACK{}, changed: make(chan struct{})}
+	return &Tracker{acked: map[string]map[string]string{}, nacked: map[string]map[string]NACK{}, lastApplied: map[string]time.Time{}, changed: make(chan struct{})}
 }
 
 // hold records the whole set of resource versions pod's sidecar holds (has
@@ -89,31 +93,39 @@ func NewTracker() *Tracker {
 func (t *Tracker) hold(pod string, held map[string]string) {
 	t.mu.Lock()
 	before := t.acked[pod]
-	changed := map[string]bool{}
+	var changed []Change
 	for name, v := range held {
 		if before[name] != v {
-			changed[name] = true
+			changed = append(changed, Change{Resource: name, Pod: pod, Version: v})
 		}
 	}
 	for name := range before {
 		if _, ok := held[name]; !ok {
-			changed[name] = true
+			changed = append(changed, Change{Resource: name, Pod: pod})
 		}
 	}
 	t.acked[pod] = maps.Clone(held)
 	// A pod that now holds another version of a resource, or none, has
 	// moved past its refusal of it (applied it after all, or a later one).
-	for name := range changed {
-		delete(t.nacked[name], pod)
+	now := time.Now()
+	for _, c := range changed {
+		delete(t.nacked[c.Resource], pod)
+		if c.Version != "" {
+			t.lastApplied[c.Resource] = now
+		}
 	}
 	t.notifyLocked()
 	t.mu.Unlock()
-	t.notify(keys(changed))
+	t.notify(changed)
 }
 
 // nack records that pod refused these versions, keeping what it held.
 func (t *Tracker) nack(pod string, versions map[string]string, reason string, at time.Time) {
-	defer t.notify(keys(versions))
+	changes := make([]Change, 0, len(versions))
+	for name, v := range versions {
+		changes = append(changes, Change{Resource: name, Pod: pod, Version: v, Refused: true})
+	}
+	defer t.notify(changes)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for name, v := range versions {
@@ -132,23 +144,27 @@ func (t *Tracker) nack(pod string, versions map[string]string, reason string, at
 func (t *Tracker) Forget(pod string) {
 	prefix := pod + "@"
 	t.mu.Lock()
-	var names []string
+	var changes []Change
 	for key, held := range t.acked {
 		if strings.HasPrefix(key, prefix) {
-			names = append(names, keys(held)...)
+			for name := range held {
+				changes = append(changes, Change{Resource: name, Pod: key})
+			}
 			delete(t.acked, key)
 		}
 	}
-	for _, n := range t.nacked {
+	for name, n := range t.nacked {
 		for key := range n {
 			if strings.HasPrefix(key, prefix) {
+				// A refusal is status too: its pod's going changes it.
+				changes = append(changes, Change{Resource: name, Pod: key})
 				delete(n, key)
 			}
 		}
 	}
 	t.notifyLocked()
 	t.mu.Unlock()
-	t.notify(names)
+	t.notify(changes)
 }
 
 // Acked returns the version of resource that pod (a PodKey) applied (""
@@ -157,6 +173,24 @@ func (t *Tracker) Acked(pod, resource string) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.acked[pod][resource]
+}
+
+// LastApplied returns when a pod last applied a version of resource (the
+// zero time for never).
+func (t *Tracker) LastApplied(resource string) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lastApplied[resource]
+}
+
+// ForgetResources drops what is known of when resources were applied: no
+// pod is served them any more (the Publisher removed them).
+func (t *Tracker) ForgetResources(names []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, name := range names {
+		delete(t.lastApplied, name)
+	}
 }
 
 // NACKs returns the pods' current refusals of resource, by PodKey.

@@ -55,6 +55,10 @@ type publishedPod struct {
 
 type publishedShared struct {
 	resource *xdsv1.Resource
+	// topic or subscription is the policy resource was built from: a pod
+	// recomputed with the same policy compares policies, not resources.
+	topic        *meshconfig.TopicPolicy
+	subscription *meshconfig.SubscriptionPolicy
 	// users counts the pods that name the resource.
 	users int
 }
@@ -121,30 +125,49 @@ func (p *Publisher) Names(pod string) ([]string, bool) {
 // Set stores a pod's configuration and publishes what changed of it.
 func (p *Publisher) Set(cfg meshconfig.PodConfig, uid k8stypes.UID) bool {
 	storeChanged := p.Store.Set(cfg, uid)
-	podResource, shared := xdsresource.Split(cfg, string(uid))
 	name := xdsresource.PodName(cfg.Namespace, cfg.Pod)
 
 	p.mu.Lock()
-	update := map[string]types.Resource{}
 	old, known := p.pods[name]
 	// A pod re-created under the same name is a new pod: what the old one
 	// acknowledged is not the new one's.
 	recreated := known && old.resource.GetPod().GetPodUid() != string(uid)
+	if known && !recreated && !storeChanged {
+		// The same version (a hash of the whole configuration) of the same
+		// pod: everything it names is published already.
+		p.mu.Unlock()
+		return false
+	}
+	podResource := xdsresource.PodResource(cfg, string(uid))
+	update := map[string]types.Resource{}
 	if !known || !proto.Equal(old.resource, podResource) {
 		update[name] = podResource
 	}
-	refs := xdsresource.Refs(podResource.GetPod())
-	for ref, res := range shared {
-		s, ok := p.shared[ref]
-		if !ok {
-			s = &publishedShared{}
-			p.shared[ref] = s
+	for i := range cfg.Topics {
+		t := &cfg.Topics[i]
+		if !t.MayPublish {
+			continue
 		}
-		if s.resource == nil || !proto.Equal(s.resource, res) {
-			s.resource = res
-			update[ref] = res
+		s := p.sharedLocked(xdsresource.TopicName(cfg.Namespace, t.Name))
+		if s.topic == nil || !s.topic.Equal(*t) {
+			// A copy: a pointer into cfg would keep the pod's whole list
+			// of policies alive as long as the resource.
+			policy := *t
+			s.topic, s.resource = &policy, xdsresource.TopicResource(policy)
+			update[xdsresource.TopicName(cfg.Namespace, t.Name)] = s.resource
 		}
 	}
+	for i := range cfg.Subscriptions {
+		sub := &cfg.Subscriptions[i]
+		ref := xdsresource.SubscriptionName(cfg.Namespace, sub.Name)
+		s := p.sharedLocked(ref)
+		if s.subscription == nil || !s.subscription.Equal(*sub) {
+			policy := *sub
+			s.subscription, s.resource = &policy, xdsresource.SubscriptionResource(policy)
+			update[ref] = s.resource
+		}
+	}
+	refs := xdsresource.Refs(podResource.GetPod())
 	for _, ref := range refs {
 		p.shared[ref].users++
 	}
@@ -188,6 +211,16 @@ func (p *Publisher) Delete(pod k8stypes.NamespacedName) bool {
 	return true
 }
 
+// sharedLocked returns the shared resource ref, added empty if new.
+func (p *Publisher) sharedLocked(ref string) *publishedShared {
+	s, ok := p.shared[ref]
+	if !ok {
+		s = &publishedShared{}
+		p.shared[ref] = s
+	}
+	return s
+}
+
 // release drops one user of a shared resource and returns its name when no
 // pod names it any more.
 func (p *Publisher) release(ref string) []string {
@@ -213,6 +246,11 @@ func (p *Publisher) publishLocked(update map[string]types.Resource, remove []str
 	}
 	for _, name := range remove {
 		delete(p.changedAt, name)
+	}
+	if p.tracker != nil && len(remove) > 0 {
+		// Lock order: Publisher.mu, then Tracker.mu; the tracker never
+		// calls the Publisher.
+		p.tracker.ForgetResources(remove)
 	}
 	if err := p.cache.UpdateResources(update, remove); err != nil {
 		// The cache fails only to marshal a resource, which our generated

@@ -196,7 +196,8 @@ func newPublisher(t *testing.T) *xds.Publisher {
 }
 
 func TestConfigurationReachesTheSidecarAndIsAcknowledged(t *testing.T) {
-	pub, tracker := newPublisher(t), xds.NewTracker()
+	tracker := xds.NewTracker()
+	pub := xds.NewPublisher(testr.New(t), tracker)
 	want := podConfig("shop", "billing-0", false)
 	pub.Set(want, "uid-1")
 	pub.MarkSynced()
@@ -220,9 +221,16 @@ func TestConfigurationReachesTheSidecarAndIsAcknowledged(t *testing.T) {
 	})
 
 	// The kill switch: one shared resource changes, and only it is resent.
+	// Propagation's times come from the publisher (served) and the tracker
+	// (applied): served before the ACK, applied at it.
+	firstApplied := tracker.LastApplied(subName)
 	engaged := podConfig("shop", "billing-0", true)
 	if !pub.Set(engaged, "uid-1") {
 		t.Fatal("engaging the kill switch changed nothing")
+	}
+	served, ok := pub.ChangedAt(subName)
+	if !ok || !served.After(firstApplied) {
+		t.Fatalf("served at %v (known %v), want after the first version's ACK at %v", served, ok, firstApplied)
 	}
 	eventually(t, "the kill switch is applied", func() error {
 		got := s.applied()
@@ -231,9 +239,20 @@ func TestConfigurationReachesTheSidecarAndIsAcknowledged(t *testing.T) {
 		}
 		return nil
 	})
+	eventually(t, "the ACK of the engaged version is timed", func() error {
+		if applied := tracker.LastApplied(subName); !applied.After(served) {
+			return fmt.Errorf("last applied at %v, want after it was served at %v", applied, served)
+		}
+		return nil
+	})
 	// An unchanged configuration pushes nothing.
 	if pub.Set(engaged, "uid-1") {
 		t.Fatal("setting the same configuration reported a change")
+	}
+	// A resource that no pod is served any more is forgotten.
+	pub.Delete(k8stypes.NamespacedName{Namespace: "shop", Name: "billing-0"})
+	if applied := tracker.LastApplied(subName); !applied.IsZero() {
+		t.Fatalf("a removed resource was last applied at %v, want forgotten", applied)
 	}
 }
 

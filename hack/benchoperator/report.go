@@ -274,9 +274,14 @@ func targets(worlds []*worldResult) []target {
 			n := float64(m.Selected)
 			rec := m.Reconciles
 			out = append(out, target{World: r.World,
-				Target:   "engaging a kill switch: at most 1 Subscription reconcile + 1 pod reconcile per pod it selects, no other reconcile (strictly: propagation's count too)",
+				// Two controllers own parts of a Subscription's status (the
+				// reconciler: validity and the kill switch's condition;
+				// propagation: how far it reached the sidecars), and each
+				// must read the change once: one Subscription reconcile is
+				// one pass of each.
+				Target:   "engaging a kill switch: one reconcile of the Subscription by each owner of its status (reconciler, propagation) + 1 pod reconcile per pod it selects, and no other: ≤ 2 + pods",
 				Measured: fmt.Sprintf("median %g in all (topic %g, subscription %g, podconfig %g, propagation %g) for %g pods; max over runs %g", m.ReconcilesTotal, rec["topic"], rec["subscription"], rec["podconfig"], rec["propagation"], n, maxBy(c.Runs, func(m *measurement) float64 { return m.ReconcilesTotal })),
-				Met:      m.ReconcilesTotal <= 1+n,
+				Met:      m.ReconcilesTotal <= 2+n && rec["subscription"] <= 1 && rec["propagation"] <= 1,
 			})
 			out = append(out, target{World: r.World,
 				Target:   "engaging a kill switch, propagation's reconciles aside: subscription ≤ 1, podconfig ≤ pods it selects, topic 0",

@@ -17,12 +17,28 @@ import (
 // of a re-created pod with the same name can tell.
 func Split(cfg meshconfig.PodConfig, podUID string) (pod *xdsv1.Resource, shared map[string]*xdsv1.Resource) {
 	shared = make(map[string]*xdsv1.Resource, len(cfg.Topics)+len(cfg.Subscriptions))
+	for _, t := range cfg.Topics {
+		if t.MayPublish {
+			shared[TopicName(cfg.Namespace, t.Name)] = TopicResource(t)
+		}
+	}
+	for _, s := range cfg.Subscriptions {
+		shared[SubscriptionName(cfg.Namespace, s.Name)] = SubscriptionResource(s)
+	}
+	return PodResource(cfg, podUID), shared
+}
+
+// PodResource is the pod's own resource of Split, without the shared
+// resources.
+func PodResource(cfg meshconfig.PodConfig, podUID string) *xdsv1.Resource {
 	p := &xdsv1.PodPolicy{
-		Namespace:    cfg.Namespace,
-		Pod:          cfg.Pod,
-		PodUid:       podUID,
-		DefaultTopic: topicToProto(cfg.Default),
-		Access:       &xdsv1.Access{Mode: cfg.Access.Mode, InboxPrefix: cfg.Access.InboxPrefix},
+		Namespace:     cfg.Namespace,
+		Pod:           cfg.Pod,
+		PodUid:        podUID,
+		DefaultTopic:  topicToProto(cfg.Default),
+		Access:        &xdsv1.Access{Mode: cfg.Access.Mode, InboxPrefix: cfg.Access.InboxPrefix},
+		Topics:        make([]*xdsv1.TopicRef, 0, len(cfg.Topics)),
+		Subscriptions: make([]string, 0, len(cfg.Subscriptions)),
 	}
 	for _, t := range cfg.Topics {
 		name := TopicName(cfg.Namespace, t.Name)
@@ -32,14 +48,11 @@ func Split(cfg meshconfig.PodConfig, podUID string) (pod *xdsv1.Resource, shared
 			continue
 		}
 		p.Topics = append(p.Topics, &xdsv1.TopicRef{Name: name, MayPublish: true})
-		shared[name] = TopicResource(t)
 	}
 	for _, s := range cfg.Subscriptions {
-		name := SubscriptionName(cfg.Namespace, s.Name)
-		p.Subscriptions = append(p.Subscriptions, name)
-		shared[name] = SubscriptionResource(s)
+		p.Subscriptions = append(p.Subscriptions, SubscriptionName(cfg.Namespace, s.Name))
 	}
-	return &xdsv1.Resource{SchemaVersion: SchemaVersion, Kind: &xdsv1.Resource_Pod{Pod: p}}, shared
+	return &xdsv1.Resource{SchemaVersion: SchemaVersion, Kind: &xdsv1.Resource_Pod{Pod: p}}
 }
 
 // TopicResource is a Topic's shared resource. Whether a pod may publish is

@@ -59,7 +59,7 @@ func startOperator(t *testing.T, xdsAddr string) *operator {
 	}
 	tracker := xds.NewTracker()
 	pub := xds.NewPublisher(mgr.GetLogger().WithName("xds"), tracker)
-	if err := controllers.SetupReconcilers(mgr, controllers.Setup{Sink: pub, Defaults: meshconfig.DefaultPolicy, OnSynced: pub.MarkSynced, Tracker: tracker}); err != nil {
+	if err := controllers.SetupReconcilers(mgr, controllers.Setup{Sink: pub, Defaults: meshconfig.DefaultPolicy, OnSynced: pub.MarkSynced, Tracker: tracker, Served: pub.ChangedAt}); err != nil {
 		t.Fatal(err)
 	}
 	srv := xds.NewServer(pub, tracker, xds.Options{

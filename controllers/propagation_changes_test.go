@@ -1,0 +1,57 @@
+package controllers
+
+import (
+	"maps"
+	"slices"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/weighstation/weighstation/controllers/xds"
+	"github.com/weighstation/weighstation/meshconfig/xdsresource"
+)
+
+// TestAcknowledgementsThatChangeNoStatusQueueNothing: of the changes the
+// tracker reports, only one more pod applying the settled version of a
+// Topic for every pod is left out; every other change queues its object.
+func TestAcknowledgementsThatChangeNoStatusQueueNothing(t *testing.T) {
+	topic := xdsresource.TopicName("shop", "orders")
+	sub := xdsresource.SubscriptionName("shop", "orders")
+	pod := xds.PodKey("shop", "p", "uid")
+	tests := []struct {
+		name    string
+		settled string // the version the last pass found settled ("" none)
+		change  xds.Change
+		queued  bool
+	}{
+		{"a new pod applies the settled version", "v1", xds.Change{Resource: topic, Pod: pod, Version: "v1"}, false},
+		{"a pod applies another version", "v1", xds.Change{Resource: topic, Pod: pod, Version: "v2"}, true},
+		{"a pod refuses the settled version", "v1", xds.Change{Resource: topic, Pod: pod, Version: "v1", Refused: true}, true},
+		{"a pod drops the Topic or goes", "v1", xds.Change{Resource: topic, Pod: pod}, true},
+		{"the last pass found it unsettled", "", xds.Change{Resource: topic, Pod: pod, Version: "v1"}, true},
+		{"a Subscription counts its pods", "v1", xds.Change{Resource: sub, Pod: pod, Version: "v1"}, true},
+		{"a pod's own resource is no object", "", xds.Change{Resource: xdsresource.PodName("shop", "p"), Pod: pod, Version: "v1"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &PropagationReconciler{}
+			r.settle(keyOf("topic", "shop", "orders"), tt.settled != "", tt.settled)
+			changes := &changeSet{wake: make(chan struct{}, 1), names: map[types.NamespacedName]bool{}, changesNothing: r.changesNothing}
+			changes.add([]xds.Change{tt.change})
+			queued := slices.Collect(maps.Keys(changes.names))
+			if tt.queued != (len(queued) == 1) {
+				t.Fatalf("queued %v, want queued=%v", queued, tt.queued)
+			}
+			select {
+			case <-changes.wake:
+				if !tt.queued {
+					t.Fatal("woken with nothing queued")
+				}
+			default:
+				if tt.queued {
+					t.Fatal("queued without a wake-up")
+				}
+			}
+		})
+	}
+}
