@@ -12,6 +12,8 @@ BUF_VERSION := $(call tools_version,github.com/bufbuild/buf)
 PROTOC_GEN_GO_VERSION := $(call tools_version,google.golang.org/protobuf)
 BUF := $(CURDIR)/bin/buf-$(BUF_VERSION)
 PROTOC_GEN_GO := $(CURDIR)/bin/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
+PROTOC_GEN_GO_GRPC_VERSION := $(call tools_version,google.golang.org/grpc/cmd/protoc-gen-go-grpc)
+PROTOC_GEN_GO_GRPC := $(CURDIR)/bin/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)
 # The envtest binaries (etcd, kube-apiserver, kubectl), built by
 # hack/setup-envtest.sh from their Go modules and linked here.
 KUBEBUILDER_ASSETS := $(CURDIR)/bin/k8s
@@ -72,12 +74,13 @@ fuzz-protocol: ## Fuzz the sidecar's NATS protocol reader (FUZZTIME).
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $${FUZZTIME:-30s} ./sidecar/protocol/
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) $(BUF) $(PROTOC_GEN_GO) ## Regenerate deepcopy code, CRDs, RBAC and protobuf Go code (api/**/*.pb.go); `make test` fails if this changes anything.
+generate: $(CONTROLLER_GEN) $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) ## Regenerate deepcopy code, CRDs, RBAC and protobuf Go code (api/**/*.pb.go); `make test` fails if this changes anything.
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd rbac:roleName=weighstation-operator paths=./api/... paths=./controllers/... \
 	  output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	cd tools && $(GO) mod tidy
 	ln -sf $(notdir $(PROTOC_GEN_GO)) bin/protoc-gen-go
+	ln -sf $(notdir $(PROTOC_GEN_GO_GRPC)) bin/protoc-gen-go-grpc
 	$(BUF) generate
 	$(GO) mod tidy
 
@@ -95,6 +98,11 @@ $(BUF): tools/go.mod tools/go.sum
 $(PROTOC_GEN_GO): tools/go.mod tools/go.sum
 	mkdir -p bin
 	cd tools && $(GO) build -mod=readonly -o $@.tmp google.golang.org/protobuf/cmd/protoc-gen-go
+	mv $@.tmp $@
+
+$(PROTOC_GEN_GO_GRPC): tools/go.mod tools/go.sum
+	mkdir -p bin
+	cd tools && $(GO) build -mod=readonly -o $@.tmp google.golang.org/grpc/cmd/protoc-gen-go-grpc
 	mv $@.tmp $@
 
 .PHONY: lint

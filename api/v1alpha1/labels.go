@@ -30,7 +30,8 @@ const (
 //	config (version, appliedPods, totalPods,          FieldManagerPropagation
 //	  rejected, observedTime, propagationTime),
 //	  conditions Ready, ConfigRejected
-//	aggregate, pods[], dropped, condition Degraded    FieldManagerReports (a later issue)
+//	aggregate, pods[], dropped, killed,               FieldManagerReports
+//	  Topic publish, condition Degraded
 //	condition PodsWithoutSidecar                      FieldManagerInjection (a later issue)
 const (
 	FieldManagerReconciler  = "weighstation-operator"
@@ -54,6 +55,8 @@ const (
 	ConditionConflicting = "Conflicting"
 	// ConditionKillSwitchEngaged: delivery to the Subscription is stopped.
 	ConditionKillSwitchEngaged = "KillSwitchEngaged"
-	// ConditionDegraded: some consuming pods drop messages or are killed.
+	// ConditionDegraded: the sidecars report trouble: stale pods, a
+	// refused configuration, tripped breakers, or drops for reasons that
+	// mean loss (overflow, budget, shed, connection).
 	ConditionDegraded = "Degraded"
 )

@@ -135,10 +135,13 @@ type SubscriptionLimits struct {
 	Overflow OverflowPolicy `json:"overflow,omitempty"`
 }
 
-// LatencySummary is a latency distribution's percentiles, from an
-// HdrHistogram, over a window. Never a mean.
+// LatencySummary is a latency distribution's percentiles over the
+// reporting window, from an HdrHistogram merged from the sidecars' own
+// (never an average of percentiles, never a mean). The operator keeps the
+// distributions at 2 significant digits: a value here is within 1% (one
+// bucket, at most 1/128 of the value) of the sidecars' 3-digit histograms.
 type LatencySummary struct {
-	// P50 is the median response time.
+	// P50 is the median.
 	P50 metav1.Duration `json:"p50"`
 	// P90 is the 90th percentile.
 	P90 metav1.Duration `json:"p90"`
@@ -148,11 +151,55 @@ type LatencySummary struct {
 	P999 metav1.Duration `json:"p999"`
 	// P9999 is the 99.99th percentile.
 	P9999 metav1.Duration `json:"p9999"`
-	// Max is the largest response time measured.
+	// Max is the largest value measured.
 	Max metav1.Duration `json:"max"`
-	// Count is the number of messages measured.
+	// Count is the number of values measured.
 	Count int64 `json:"count"`
-	// Window is the period the distribution covers.
+}
+
+// ReasonCount is a number of messages with the reason they count for.
+type ReasonCount struct {
+	// Reason is the sidecar's reason, as its metrics name it (for drops:
+	// overflow, budget, shed, connection, closed, unsubscribed, killed,
+	// unsupported; for refusals: access, size, rate).
+	Reason string `json:"reason"`
+	// Count is the number of messages in the window.
+	Count int64 `json:"count"`
+}
+
+// AggregateStatus is what the sidecars of every selected pod measured over
+// the window.
+type AggregateStatus struct {
+	// LatencySummary is the end-to-end latency: from the publishing
+	// sidecar's timestamp to this pod's sidecar writing the message to
+	// the application's socket. It spans two clocks (two nodes' clocks
+	// when publisher and consumer run on different nodes) and covers
+	// stamped messages only. Time the message then spends in the
+	// application's own client buffers is not seen.
+	LatencySummary `json:",inline"`
+	// Dwell is the time from a message's arrival in the consuming sidecar
+	// to its write to the application's socket (one clock): the queueing
+	// that the sidecar's limits govern.
+	// +optional
+	Dwell *LatencySummary `json:"dwell,omitempty"`
+	// Delivered is the number of messages written to the applications in
+	// the window.
+	Delivered int64 `json:"delivered"`
+	// Dropped counts, by reason, the messages dropped in the window.
+	// +optional
+	// +listType=map
+	// +listMapKey=reason
+	Dropped []ReasonCount `json:"dropped,omitempty"`
+	// Pods is the number of pods whose reports are in the window.
+	Pods int32 `json:"pods"`
+	// StalePods is the number of those that stopped reporting.
+	// +optional
+	StalePods int32 `json:"stalePods,omitempty"`
+	// WindowStart is when the window began: the window's length ago, or,
+	// when later, when this operator replica started receiving reports
+	// (a new leader starts fresh windows).
+	WindowStart metav1.Time `json:"windowStart"`
+	// Window is the window's length (the operator's -report-window).
 	Window metav1.Duration `json:"window"`
 }
 
@@ -178,24 +225,35 @@ type PodKill struct {
 	Since metav1.Time `json:"since"`
 }
 
-// SubscriptionPodStatus is one consuming pod's report.
+// SubscriptionPodStatus is one consuming pod's report over the window.
 type SubscriptionPodStatus struct {
 	// Name is the pod's name.
 	Name string `json:"name"`
-	// Delivered is the number of messages written to the application.
+	// Delivered is the number of messages written to the application in
+	// the window.
 	Delivered int64 `json:"delivered"`
-	// Dropped counts dropped messages by reason (overflow, shed, killed...).
+	// Dropped counts, by reason, the messages dropped in the window.
 	// +optional
-	Dropped map[string]int64 `json:"dropped,omitempty"`
+	// +listType=map
+	// +listMapKey=reason
+	Dropped []ReasonCount `json:"dropped,omitempty"`
 	// Killed is set while delivery to this pod is stopped, with why.
 	// +optional
 	Killed *PodKill `json:"killed,omitempty"`
-	// Latency is the response-time distribution in this pod's sidecar.
+	// Latency is the end-to-end latency in this pod (see
+	// AggregateStatus).
 	// +optional
 	Latency *LatencySummary `json:"latency,omitempty"`
+	// Dwell is the time messages spent in this pod's sidecar.
+	// +optional
+	Dwell *LatencySummary `json:"dwell,omitempty"`
 	// LastReportTime is when the sidecar last reported.
 	// +optional
 	LastReportTime *metav1.Time `json:"lastReportTime,omitempty"`
+	// Stale is set once the sidecar missed two reports; the pod is dropped
+	// from the status when its last report leaves the window.
+	// +optional
+	Stale bool `json:"stale,omitempty"`
 }
 
 // ConfigStatus is how far the resource's policy has reached the sidecars,
@@ -249,26 +307,38 @@ type SubscriptionStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// Conditions: Valid (the spec), Ready (every counted pod applied the
-	// current version), ConfigRejected, KillSwitchEngaged, Degraded.
+	// current version), ConfigRejected, KillSwitchEngaged (by hand, from
+	// the spec), Degraded (observed trouble: stale pods, refused
+	// configuration, tripped breakers, drops that mean loss).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// Pods holds per-pod reports, at most 100 (MaxReportedPods).
+	// Pods holds the pods with the worst end-to-end p99 over the window,
+	// at most the operator's -report-pods (default 10, at most 100:
+	// MaxReportedPods), stale pods first.
 	// +optional
 	// +kubebuilder:validation:MaxItems=100
 	// +listType=map
 	// +listMapKey=name
 	Pods []SubscriptionPodStatus `json:"pods,omitempty"`
 
-	// Aggregate is the latency distribution over all selected pods.
+	// Aggregate is what the sidecars of all selected pods measured over
+	// the window.
 	// +optional
-	Aggregate *LatencySummary `json:"aggregate,omitempty"`
+	Aggregate *AggregateStatus `json:"aggregate,omitempty"`
 
-	// Dropped is the total of dropped messages over all selected pods.
+	// Dropped is the number of messages dropped in the window, over all
+	// pods and reasons (aggregate.dropped has them by reason).
 	// +optional
 	Dropped int64 `json:"dropped,omitempty"`
+
+	// Killed is the kill switch's effective state as the sidecars report
+	// it: "Manual" (engaged by hand), "Auto 2/5 pods" (the breaker
+	// tripped in 2 of the 5 reporting pods), or empty.
+	// +optional
+	Killed string `json:"killed,omitempty"`
 
 	// Config is how far the configuration has reached the sidecars.
 	// +optional
@@ -283,7 +353,7 @@ type SubscriptionStatus struct {
 // +kubebuilder:resource:shortName=wsub,categories=weighstation
 // +kubebuilder:printcolumn:name="SUBJECT",type=string,JSONPath=`.spec.subject`
 // +kubebuilder:printcolumn:name="ESSENTIAL",type=boolean,JSONPath=`.spec.essential`
-// +kubebuilder:printcolumn:name="KILLED",type=boolean,JSONPath=`.spec.killSwitch.engaged`
+// +kubebuilder:printcolumn:name="KILLED",type=string,JSONPath=`.status.killed`
 // +kubebuilder:printcolumn:name="PODS",type=integer,JSONPath=`.status.config.totalPods`
 // +kubebuilder:printcolumn:name="P99",type=string,JSONPath=`.status.aggregate.p99`
 // +kubebuilder:printcolumn:name="P99.9",type=string,JSONPath=`.status.aggregate.p999`

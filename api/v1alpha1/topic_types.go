@@ -119,6 +119,32 @@ type TopicStatus struct {
 	// does not rewrite every such Topic.
 	// +optional
 	Config *ConfigStatus `json:"config,omitempty"`
+
+	// Publish is what the publishing pods' sidecars counted under this
+	// Topic over the window.
+	// +optional
+	Publish *PublishStatus `json:"publish,omitempty"`
+}
+
+// PublishStatus counts the publishes under a Topic over the reporting
+// window, from the sidecars' reports.
+type PublishStatus struct {
+	// Attempts is the number of messages the applications published.
+	Attempts int64 `json:"attempts"`
+	// Forwarded is the number the sidecars passed to the broker.
+	Forwarded int64 `json:"forwarded"`
+	// Refused counts, by reason (access, size, rate), the publishes the
+	// sidecars refused.
+	// +optional
+	// +listType=map
+	// +listMapKey=reason
+	Refused []ReasonCount `json:"refused,omitempty"`
+	// Pods is the number of pods whose reports are in the window.
+	Pods int32 `json:"pods"`
+	// WindowStart is when the window began (see AggregateStatus).
+	WindowStart metav1.Time `json:"windowStart"`
+	// Window is the window's length.
+	Window metav1.Duration `json:"window"`
 }
 
 // Topic is the publishing policy for a subject pattern, for the pods of its
@@ -130,6 +156,7 @@ type TopicStatus struct {
 // +kubebuilder:printcolumn:name="SUBJECT",type=string,JSONPath=`.spec.subject`
 // +kubebuilder:printcolumn:name="MAX-BYTES",type=integer,JSONPath=`.spec.limits.maxMessageBytes`
 // +kubebuilder:printcolumn:name="RATE",type=integer,JSONPath=`.spec.limits.publishRate.messagesPerSecond`,description="messages per second per pod"
+// +kubebuilder:printcolumn:name="PUBLISHED",type=integer,JSONPath=`.status.publish.forwarded`,description="messages forwarded in the window"
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 type Topic struct {

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -61,6 +62,11 @@ type Options struct {
 	// Registerer takes the server's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	Log        logr.Logger
+	// Services are more streaming services served beside delta ADS on the
+	// same listener, behind the same authentication (IdentityFrom gives
+	// a stream's pod), keyed by the full names of their methods; each
+	// registers itself on the gRPC server.
+	Services map[string]func(grpc.ServiceRegistrar)
 }
 
 // Server is the operator's xDS server. It is a manager Runnable that runs
@@ -155,6 +161,14 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	xds := serverv3.NewServer(ctx, s.pub.Cache(), callbacks, serverconfig.DeactivateLegacyWildcard())
 	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(gs, deltaOnly{xds: xds})
+	registered := map[string]bool{}
+	for method, register := range s.opts.Services {
+		// One service may have several methods: register it once.
+		if service := path.Dir(method); !registered[service] {
+			registered[service] = true
+			register(gs)
+		}
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- gs.Serve(lis) }()
 	s.opts.Log.Info("xDS server listening", "address", lis.Addr().String(), "tls", s.opts.TLS != nil)
@@ -180,6 +194,13 @@ func (d deltaOnly) DeltaAggregatedResources(stream discoverygrpc.AggregatedDisco
 
 type identityKey struct{}
 
+// IdentityFrom returns the pod that the stream of ctx proved it is (false
+// outside an authenticated stream).
+func IdentityFrom(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(identityKey{}).(Identity)
+	return id, ok
+}
+
 // AcceptedHeader is the response header that tells a sidecar its stream
 // was admitted, naming the pod it was admitted as.
 const AcceptedHeader = "weighstation-accepted-pod"
@@ -187,9 +208,9 @@ const AcceptedHeader = "weighstation-accepted-pod"
 // authenticate admits a stream once this replica serves and the caller
 // proved which pod it is; the stream ends when the caller's token expires.
 func (s *Server) authenticate(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if info.FullMethod != deltaADSMethod {
+	if _, other := s.opts.Services[info.FullMethod]; info.FullMethod != deltaADSMethod && !other {
 		s.metrics.refused.WithLabelValues("method").Inc()
-		return status.Errorf(codes.Unimplemented, "%s is not served: weighstation serves delta ADS only", info.FullMethod)
+		return status.Errorf(codes.Unimplemented, "%s is not served: weighstation serves delta ADS and its own services only", info.FullMethod)
 	}
 	if !s.pub.Synced() {
 		s.metrics.refused.WithLabelValues("not_ready").Inc()
