@@ -74,6 +74,13 @@ type Options struct {
 	// KillSwitchInterval is how often the automatic kill switches judge
 	// their subscriptions (and unanswered requests are timed out).
 	KillSwitchInterval time.Duration
+	// AppSendBuffer, when positive, sets the kernel send buffer (SO_SNDBUF)
+	// of each application connection, in bytes (Linux doubles it for its
+	// bookkeeping). Zero leaves the kernel's autotuning, which on loopback
+	// grew to 2.8 MB: seconds of messages that wait in the kernel, where
+	// no limit, drop count or latency of the sidecar sees them. A bound
+	// keeps the queueing in the sidecar, where it is governed and measured.
+	AppSendBuffer int
 	// Log receives kill switch changes and configuration events.
 	Log logr.Logger
 	// Link reports the broker connection's losses and returns and holds
@@ -279,6 +286,9 @@ func New(nc *nats.Conn, opts Options) (*Server, error) {
 		opts.MaxPendingBytesPerConnection < 1 {
 		return nil, fmt.Errorf("sidecar options: every limit must be positive, got %+v", opts)
 	}
+	if opts.AppSendBuffer < 0 {
+		return nil, fmt.Errorf("sidecar options: -app-send-buffer must be 0 (the kernel's autotuning) or a number of bytes, got %d", opts.AppSendBuffer)
+	}
 	if broker := int(nc.MaxPayload()) - stampRoom; broker > 0 && broker < opts.Protocol.MaxPayload {
 		opts.Protocol.MaxPayload = broker // leave the stamp room under the broker's limit
 	}
@@ -472,6 +482,11 @@ func (s *Server) accept() {
 			_, _ = nc.Write(protocol.AppendErr(nil, "maximum connections exceeded"))
 			_ = nc.Close()
 			continue
+		}
+		if tcp, ok := nc.(*net.TCPConn); ok && s.opts.AppSendBuffer > 0 {
+			if err := tcp.SetWriteBuffer(s.opts.AppSendBuffer); err != nil {
+				s.opts.Log.Error(err, "setting the application connection's send buffer; keeping the kernel's", "bytes", s.opts.AppSendBuffer)
+			}
 		}
 		c := newConn(s, nc)
 		s.conns[c] = struct{}{}
