@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -146,6 +147,15 @@ func testTakeover(t *testing.T, sig syscall.Signal) {
 	creds := xdsCredentials(t, c, appNs, opNs)
 	waitFor(t, "the leader serves the sidecar", func() error {
 		return xdsServes(leader.xdsAddr, creds, token, appNs, app.Name)
+	})
+	// The follower's xDS server listens once its manager has started,
+	// which under load can come after the leader serves.
+	waitFor(t, "the follower listens", func() error {
+		conn, err := net.DialTimeout("tcp", follower.xdsAddr, time.Second)
+		if err != nil {
+			return err
+		}
+		return conn.Close()
 	})
 	if err := xdsServes(follower.xdsAddr, creds, token, appNs, app.Name); !isNotServing(err) {
 		t.Fatalf("the follower %s answered a sidecar with %v, want Unavailable: does not serve configuration now", follower.pod, err)

@@ -52,7 +52,7 @@ func TestKubectlGetWsubShowsTheColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	topics := strings.Split(strings.TrimSpace(kubectl(t, "get", "wtopic", "-n", ns)), "\n")
-	wantTopic := []string{"NAME", "SUBJECT", "MAX-BYTES", "RATE", "READY", "AGE"}
+	wantTopic := []string{"NAME", "SUBJECT", "MAX-BYTES", "RATE", "PUBLISHED", "READY", "AGE"}
 	if got := strings.Fields(topics[0]); strings.Join(got, " ") != strings.Join(wantTopic, " ") {
 		t.Fatalf("topic columns %v, want %v", got, wantTopic)
 	}

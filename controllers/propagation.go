@@ -619,6 +619,17 @@ func (c *changeSet) add(changes []xds.Change) {
 	}
 }
 
+// addName gathers one object.
+func (c *changeSet) addName(nn types.NamespacedName) {
+	c.mu.Lock()
+	c.names[nn] = true
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+}
+
 // feed sends the gathered objects to the controller until ctx ends. The
 // request names the object; Reconcile looks up both kinds.
 func (c *changeSet) feed(ctx context.Context, out chan<- event.GenericEvent) {

@@ -103,6 +103,13 @@ var (
 		fields:     []string{"observedGeneration"},
 		conditions: []string{v1alpha1.ConditionValid, v1alpha1.ConditionKillSwitchEngaged},
 	}
+	// reportStatus is the same for both kinds (a Topic has no pods,
+	// aggregate, killed or Degraded; a Subscription no publish).
+	reportStatus = statusOwnership{
+		manager:    v1alpha1.FieldManagerReports,
+		fields:     []string{"aggregate", "pods", "dropped", "killed", "publish"},
+		conditions: []string{v1alpha1.ConditionDegraded},
+	}
 	// propagationStatus is the same for both kinds.
 	propagationStatus = statusOwnership{
 		manager:    v1alpha1.FieldManagerPropagation,

@@ -21,7 +21,7 @@ import (
 // Subscription's status (see api/v1alpha1's ownership table): whether the
 // spec is valid, and the kill switch set by hand. Propagation writes how far
 // the configuration has reached the sidecars; per-pod reports (delivered,
-// dropped, latency, Degraded) come with a later issue.
+// dropped, latency, Degraded) are the report status writer's (reportstatus.go).
 //
 // It records a Warning Event when the selector is invalid, once per
 // generation.
@@ -39,7 +39,6 @@ const (
 	ReasonInvalidSelector = "InvalidSelector"
 	ReasonEngaged         = "Engaged"
 	ReasonNotEngaged      = "NotEngaged"
-	ReasonNoReports       = "NoReports"
 )
 
 // +kubebuilder:rbac:groups=weighstation.io,resources=subscriptions,verbs=get;list;watch

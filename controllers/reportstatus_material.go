@@ -1,0 +1,216 @@
+package controllers
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/weighstation/weighstation/api/v1alpha1"
+)
+
+// What makes a new report status worth a write. Latency moves with every
+// report and counts grow with traffic, so writing whatever differs would
+// write every object at every report: the etcd load that keeps other
+// projects' dynamic data out of status. A change is material when it says
+// something new: a percentile that moved by more than one histogram
+// bucket, a drop or refusal count that changed, a pod that joined, left,
+// went stale or was killed, or Degraded's verdict. Delivered counts, the
+// number of values measured and the window's start alone are not.
+
+// sameBucket reports whether two latencies are within one bucket of the
+// operator's histograms.
+type sameBucket func(a, b time.Duration) bool
+
+// materialSubscriptionChange returns why next differs materially from
+// cur ("" when it does not).
+func materialSubscriptionChange(cur, next *v1alpha1.SubscriptionStatus, same sameBucket) string {
+	switch {
+	case (cur.Aggregate == nil) != (next.Aggregate == nil):
+		return "reports began or ended"
+	case cur.Killed != next.Killed:
+		return fmt.Sprintf("kill state %q -> %q", cur.Killed, next.Killed)
+	case cur.Dropped != next.Dropped:
+		return fmt.Sprintf("dropped %d -> %d", cur.Dropped, next.Dropped)
+	}
+	if cur.Aggregate != nil {
+		a, b := cur.Aggregate, next.Aggregate
+		if a.Pods != b.Pods || a.StalePods != b.StalePods {
+			return fmt.Sprintf("pods %d (%d stale) -> %d (%d stale)", a.Pods, a.StalePods, b.Pods, b.StalePods)
+		}
+		if !slices.Equal(a.Dropped, b.Dropped) {
+			return "drops by reason changed"
+		}
+		if why := latencyMoved("end-to-end", &a.LatencySummary, &b.LatencySummary, same); why != "" {
+			return why
+		}
+		if why := latencyMoved("dwell", a.Dwell, b.Dwell, same); why != "" {
+			return why
+		}
+	}
+	if len(cur.Pods) != len(next.Pods) {
+		return fmt.Sprintf("%d pods listed -> %d", len(cur.Pods), len(next.Pods))
+	}
+	for i := range cur.Pods {
+		a, b := &cur.Pods[i], &next.Pods[i]
+		switch {
+		case a.Name != b.Name:
+			return fmt.Sprintf("pod %s listed instead of %s", b.Name, a.Name)
+		case a.Stale != b.Stale:
+			return fmt.Sprintf("pod %s stale: %t", b.Name, b.Stale)
+		case !killEqual(a.Killed, b.Killed):
+			return fmt.Sprintf("pod %s kill state changed", b.Name)
+		case !slices.Equal(a.Dropped, b.Dropped):
+			return fmt.Sprintf("pod %s drops changed", b.Name)
+		}
+		if why := latencyMoved("pod "+b.Name+" end-to-end", a.Latency, b.Latency, same); why != "" {
+			return why
+		}
+		if why := latencyMoved("pod "+b.Name+" dwell", a.Dwell, b.Dwell, same); why != "" {
+			return why
+		}
+	}
+	if why := conditionChanged(cur.Conditions, next.Conditions, v1alpha1.ConditionDegraded); why != "" {
+		return why
+	}
+	return ""
+}
+
+// materialTopicChange is materialSubscriptionChange for a Topic's publish
+// counts: refusals and the reporting pods; attempts and forwarded grow
+// with traffic.
+func materialTopicChange(cur, next *v1alpha1.TopicStatus) string {
+	a, b := cur.Publish, next.Publish
+	switch {
+	case (a == nil) != (b == nil):
+		return "reports began or ended"
+	case a == nil:
+		return ""
+	case a.Pods != b.Pods:
+		return fmt.Sprintf("pods %d -> %d", a.Pods, b.Pods)
+	case !slices.Equal(a.Refused, b.Refused):
+		return "refusals changed"
+	}
+	return ""
+}
+
+// latencyMoved says which percentile of what moved by more than one
+// bucket ("" for none).
+func latencyMoved(what string, a, b *v1alpha1.LatencySummary, same sameBucket) string {
+	switch {
+	case a == nil && b == nil:
+		return ""
+	case a == nil || b == nil:
+		return what + " latency appeared or vanished"
+	}
+	for _, p := range []struct {
+		name string
+		a, b metav1.Duration
+	}{{"p50", a.P50, b.P50}, {"p90", a.P90, b.P90}, {"p99", a.P99, b.P99}, {"p99.9", a.P999, b.P999}, {"p99.99", a.P9999, b.P9999}, {"max", a.Max, b.Max}} {
+		if !same(p.a.Duration, p.b.Duration) {
+			return fmt.Sprintf("%s %s %s -> %s", what, p.name, p.a.Duration, p.b.Duration)
+		}
+	}
+	return ""
+}
+
+func killEqual(a, b *v1alpha1.PodKill) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Reason == b.Reason && a.Since.Equal(&b.Since)
+}
+
+// conditionChanged reports a change of one condition's status or reason.
+func conditionChanged(cur, next []metav1.Condition, condType string) string {
+	var a, b metav1.Condition
+	for _, c := range cur {
+		if c.Type == condType {
+			a = c
+		}
+	}
+	for _, c := range next {
+		if c.Type == condType {
+			b = c
+		}
+	}
+	if a.Status != b.Status || a.Reason != b.Reason {
+		return fmt.Sprintf("%s %s/%s -> %s/%s", condType, a.Status, a.Reason, b.Status, b.Reason)
+	}
+	return ""
+}
+
+// Drop reasons that mean lost messages, for Degraded; the others (closed,
+// unsubscribed, killed, unsupported) are what the application or its
+// operator asked for.
+var lossReasons = []string{"overflow", "budget", "shed", "connection"}
+
+// Reasons of the Degraded condition.
+const (
+	ReasonNoReports      = "NoReports"
+	ReasonHealthy        = "Healthy"
+	ReasonTrouble        = "Trouble"
+	degradedMaxListedPod = 3
+)
+
+// degraded judges a Subscription's report status: stale pods, refused
+// configuration (from propagation's status.config.rejected), tripped
+// breakers and drops that mean loss.
+func degraded(st *v1alpha1.SubscriptionStatus) (metav1.ConditionStatus, string, string) {
+	agg := st.Aggregate
+	if agg == nil {
+		return metav1.ConditionUnknown, ReasonNoReports, "no sidecar reported in the window"
+	}
+	var trouble []string
+	if agg.StalePods > 0 {
+		var names []string
+		for _, p := range st.Pods {
+			if p.Stale {
+				names = append(names, p.Name)
+			}
+		}
+		trouble = append(trouble, fmt.Sprintf("%d pod(s) stopped reporting%s", agg.StalePods, listed(names)))
+	}
+	if st.Config != nil && len(st.Config.Rejected) > 0 {
+		var names []string
+		for _, r := range st.Config.Rejected {
+			names = append(names, r.Pod)
+		}
+		trouble = append(trouble, fmt.Sprintf("%d pod(s) refused the configuration%s", len(st.Config.Rejected), listed(names)))
+	}
+	var tripped []string
+	for _, p := range st.Pods {
+		if p.Killed != nil && p.Killed.Reason == v1alpha1.KillAuto {
+			tripped = append(tripped, p.Name)
+		}
+	}
+	if len(tripped) > 0 {
+		trouble = append(trouble, fmt.Sprintf("the breaker tripped in %d pod(s)%s", len(tripped), listed(tripped)))
+	}
+	var lost []string
+	for _, d := range agg.Dropped {
+		if slices.Contains(lossReasons, d.Reason) && d.Count > 0 {
+			lost = append(lost, fmt.Sprintf("%d %s", d.Count, d.Reason))
+		}
+	}
+	if len(lost) > 0 {
+		trouble = append(trouble, "messages lost in the window: "+strings.Join(lost, ", "))
+	}
+	if len(trouble) == 0 {
+		return metav1.ConditionFalse, ReasonHealthy, fmt.Sprintf("%d pod(s) reporting, no loss, no stale pod, no tripped breaker", agg.Pods)
+	}
+	return metav1.ConditionTrue, ReasonTrouble, strings.Join(trouble, "; ")
+}
+
+func listed(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	slices.Sort(names)
+	if len(names) > degradedMaxListedPod {
+		return fmt.Sprintf(" (%s and %d more)", strings.Join(names[:degradedMaxListedPod], ", "), len(names)-degradedMaxListedPod)
+	}
+	return " (" + strings.Join(names, ", ") + ")"
+}

@@ -1,0 +1,114 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/weighstation/weighstation/api/v1alpha1"
+)
+
+// withinOnePercent stands in for the histograms' bucket: values within 1%
+// are in one bucket.
+func withinOnePercent(a, b time.Duration) bool {
+	d := a - b
+	if d < 0 {
+		d = -d
+	}
+	return d*100 <= max(a, b)
+}
+
+func reportedStatus(mutate ...func(*v1alpha1.SubscriptionStatus)) *v1alpha1.SubscriptionStatus {
+	lat := func(p99 time.Duration) v1alpha1.LatencySummary {
+		d := func(x time.Duration) metav1.Duration { return metav1.Duration{Duration: x} }
+		return v1alpha1.LatencySummary{P50: d(p99 / 4), P90: d(p99 / 2), P99: d(p99), P999: d(2 * p99), P9999: d(3 * p99), Max: d(4 * p99), Count: 1000}
+	}
+	podLat := lat(2 * time.Millisecond)
+	st := &v1alpha1.SubscriptionStatus{
+		Aggregate: &v1alpha1.AggregateStatus{LatencySummary: lat(time.Millisecond), Delivered: 1000, Pods: 2,
+			Dropped: []v1alpha1.ReasonCount{{Reason: "killed", Count: 3}}},
+		Dropped: 3,
+		Pods:    []v1alpha1.SubscriptionPodStatus{{Name: "a", Delivered: 500, Latency: &podLat}, {Name: "b", Delivered: 500}},
+	}
+	for _, m := range mutate {
+		m(st)
+	}
+	return st
+}
+
+func TestMaterialChanges(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*v1alpha1.SubscriptionStatus)
+		want   string // part of the reason; "" for not material
+	}{
+		{"nothing", func(*v1alpha1.SubscriptionStatus) {}, ""},
+		{"more delivered and measured", func(s *v1alpha1.SubscriptionStatus) {
+			s.Aggregate.Delivered, s.Aggregate.Count, s.Pods[0].Delivered = 9000, 9000, 4500
+		}, ""},
+		{"the window moved", func(s *v1alpha1.SubscriptionStatus) { s.Aggregate.WindowStart = metav1.Now() }, ""},
+		{"p99 within one bucket", func(s *v1alpha1.SubscriptionStatus) { s.Aggregate.P99.Duration += 5 * time.Microsecond }, ""},
+		{"p99 beyond one bucket", func(s *v1alpha1.SubscriptionStatus) { s.Aggregate.P99.Duration += 50 * time.Microsecond }, "end-to-end p99"},
+		{"a pod's max beyond one bucket", func(s *v1alpha1.SubscriptionStatus) {
+			l := *s.Pods[0].Latency
+			l.Max.Duration *= 2
+			s.Pods[0].Latency = &l
+		}, "pod a end-to-end max"},
+		{"dwell appeared", func(s *v1alpha1.SubscriptionStatus) { s.Aggregate.Dwell = &v1alpha1.LatencySummary{} }, "dwell"},
+		{"a drop", func(s *v1alpha1.SubscriptionStatus) { s.Dropped = 4 }, "dropped"},
+		{"drops moved between reasons", func(s *v1alpha1.SubscriptionStatus) {
+			s.Aggregate.Dropped = []v1alpha1.ReasonCount{{Reason: "overflow", Count: 3}}
+		}, "drops by reason"},
+		{"a pod went stale", func(s *v1alpha1.SubscriptionStatus) { s.Pods[1].Stale, s.Aggregate.StalePods = true, 1 }, "stale"},
+		{"a pod was killed", func(s *v1alpha1.SubscriptionStatus) {
+			s.Pods[1].Killed = &v1alpha1.PodKill{Reason: v1alpha1.KillAuto}
+		}, "kill state"},
+		{"the kill summary", func(s *v1alpha1.SubscriptionStatus) { s.Killed = "Auto 1/2 pods" }, "kill state"},
+		{"another pod listed", func(s *v1alpha1.SubscriptionStatus) { s.Pods[1].Name = "c" }, "pod c listed"},
+		{"reports ended", func(s *v1alpha1.SubscriptionStatus) { s.Aggregate = nil }, "reports began or ended"},
+		{"Degraded", func(s *v1alpha1.SubscriptionStatus) {
+			s.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: ReasonTrouble}}
+		}, "Degraded"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := materialSubscriptionChange(reportedStatus(), reportedStatus(tt.mutate), withinOnePercent)
+			if (got == "") != (tt.want == "") || !strings.Contains(got, tt.want) {
+				t.Fatalf("material change %q, want one mentioning %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDegraded(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*v1alpha1.SubscriptionStatus)
+		status metav1.ConditionStatus
+		says   string
+	}{
+		{"no reports", func(s *v1alpha1.SubscriptionStatus) { s.Aggregate = nil }, metav1.ConditionUnknown, "no sidecar reported"},
+		{"healthy; routine drops do not count", func(*v1alpha1.SubscriptionStatus) {}, metav1.ConditionFalse, "2 pod(s) reporting"},
+		{"a stale pod", func(s *v1alpha1.SubscriptionStatus) { s.Aggregate.StalePods, s.Pods[1].Stale = 1, true }, metav1.ConditionTrue, "1 pod(s) stopped reporting (b)"},
+		{"a refusal", func(s *v1alpha1.SubscriptionStatus) {
+			s.Config = &v1alpha1.ConfigStatus{Rejected: []v1alpha1.ConfigRejection{{Pod: "a", Reason: "bad"}}}
+		}, metav1.ConditionTrue, "refused the configuration (a)"},
+		{"a tripped breaker", func(s *v1alpha1.SubscriptionStatus) { s.Pods[0].Killed = &v1alpha1.PodKill{Reason: v1alpha1.KillAuto} }, metav1.ConditionTrue, "breaker tripped in 1 pod(s) (a)"},
+		{"killed by hand is no trouble", func(s *v1alpha1.SubscriptionStatus) {
+			s.Pods[0].Killed = &v1alpha1.PodKill{Reason: v1alpha1.KillManual}
+		}, metav1.ConditionFalse, "no loss"},
+		{"loss", func(s *v1alpha1.SubscriptionStatus) {
+			s.Aggregate.Dropped = append(s.Aggregate.Dropped, v1alpha1.ReasonCount{Reason: "overflow", Count: 7})
+		}, metav1.ConditionTrue, "lost in the window: 7 overflow"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, _, msg := degraded(reportedStatus(tt.mutate))
+			if status != tt.status || !strings.Contains(msg, tt.says) {
+				t.Fatalf("Degraded %s %q, want %s mentioning %q", status, msg, tt.status, tt.says)
+			}
+		})
+	}
+}
