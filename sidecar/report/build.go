@@ -36,12 +36,12 @@ type builder struct {
 	// for the policies that were not reported too (out of the
 	// configuration), so that one that comes back reports what was
 	// recorded since the last report, and nothing twice.
-	previous map[string][2]*hdrhistogram.Snapshot
+	previous map[string][2]*baseline
 	log      logr.Logger
 }
 
 func newBuilder(podUID, bootID string, start time.Time, log logr.Logger) *builder {
-	return &builder{podUID: podUID, bootID: bootID, start: start, previous: map[string][2]*hdrhistogram.Snapshot{}, log: log}
+	return &builder{podUID: podUID, bootID: bootID, start: start, previous: map[string][2]*baseline{}, log: log}
 }
 
 // build makes the next report, for the interval that ends at now.
@@ -69,23 +69,26 @@ func (b *builder) subscriptions(src Source, configured []string) []*xdsv1.Subscr
 	latencies := src.Latency()
 	totals := src.PolicyTotals()
 	kills := src.KillSwitches()
+	current := make(map[string][2]*hdrhistogram.Snapshot, len(latencies))
+	next := make(map[string][2]*baseline, len(latencies))
+	for name, l := range latencies {
+		dwell, endToEnd := l[0].Histogram.Export(), l[1].Histogram.Export()
+		current[name] = [2]*hdrhistogram.Snapshot{dwell, endToEnd}
+		next[name] = [2]*baseline{baselineOf(dwell), baselineOf(endToEnd)}
+	}
 	var out []*xdsv1.SubscriptionReport
 	for _, name := range sortedNames(configured) {
-		l, recorded := latencies[name]
+		l, recorded := current[name]
 		t, counted := totals[name]
 		if !recorded && !counted {
 			continue
 		}
 		sr := &xdsv1.SubscriptionReport{Name: name, Delivered: t.Delivered, Dropped: dropped(t), Kill: killState(kills[name])}
 		if recorded {
-			sr.Dwell = b.encode(name, "dwell", b.previous[name][0], l[0].Histogram.Export())
-			sr.EndToEnd = b.encode(name, "end_to_end", b.previous[name][1], l[1].Histogram.Export())
+			sr.Dwell = b.encode(name, "dwell", b.previous[name][0], l[0])
+			sr.EndToEnd = b.encode(name, "end_to_end", b.previous[name][1], l[1])
 		}
 		out = append(out, sr)
-	}
-	next := make(map[string][2]*hdrhistogram.Snapshot, len(latencies))
-	for name, l := range latencies {
-		next[name] = [2]*hdrhistogram.Snapshot{l[0].Histogram.Export(), l[1].Histogram.Export()}
 	}
 	b.previous = next // and forgets the policies the sidecar no longer has
 	return out
@@ -94,7 +97,7 @@ func (b *builder) subscriptions(src Source, configured []string) []*xdsv1.Subscr
 // encode is one distribution's delta for the report. It cannot fail on a
 // histogram the recorder made; if it did, the interval's values would be
 // lost, and it says so.
-func (b *builder) encode(name, kind string, base, current *hdrhistogram.Snapshot) []byte {
+func (b *builder) encode(name, kind string, base *baseline, current *hdrhistogram.Snapshot) []byte {
 	enc, err := encodeDelta(base, current)
 	if err != nil {
 		b.log.Error(err, "a report leaves out the interval's latency values", "subscription", name, "kind", kind, "sequence", b.sequence)

@@ -22,8 +22,17 @@ func snapshotOf(values ...int64) *hdrhistogram.Snapshot {
 // report, a reset, a replacement), it is all of the histogram. Never
 // negative.
 func TestDelta(t *testing.T) {
+	if b := baselineOf(snapshotOf(1, 10, 10, 1000)); len(b.index) != 3 || b.buckets != len(snapshotOf().Counts) {
+		t.Fatalf("a baseline of 3 buckets keeps %d of %d", len(b.index), b.buckets)
+	}
+	// Another geometry, whose small values sit at the same indexes as the
+	// base's, and above them: only the geometry tells it apart.
 	other := hdrhistogram.New(1, 60_000_000, 2)
-	_ = other.RecordValue(5)
+	for _, v := range []int64{1, 10, 10, 5} {
+		if err := other.RecordValue(v); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tests := []struct {
 		name          string
 		base, current *hdrhistogram.Snapshot
@@ -37,7 +46,11 @@ func TestDelta(t *testing.T) {
 		{"replaced by another geometry", snapshotOf(1, 10), other.Export(), other.Export()},
 	}
 	for _, tc := range tests {
-		got, total := delta(tc.base, tc.current)
+		var base *baseline
+		if tc.base != nil {
+			base = baselineOf(tc.base)
+		}
+		got, total := delta(base, tc.current)
 		var want int64
 		for _, c := range tc.want.Counts {
 			want += c
@@ -48,7 +61,7 @@ func TestDelta(t *testing.T) {
 		if slices.ContainsFunc(got.Counts, func(c int64) bool { return c < 0 }) {
 			t.Errorf("%s: a negative count", tc.name)
 		}
-		enc, err := encodeDelta(tc.base, tc.current)
+		enc, err := encodeDelta(base, tc.current)
 		switch {
 		case err != nil:
 			t.Errorf("%s: encoding: %v", tc.name, err)

@@ -20,7 +20,8 @@ type Reporter struct {
 	// interval is opts.Interval; tests shorten it below MinInterval.
 	interval time.Duration
 
-	// buildMu serializes builds (the ticker's, and tests' own).
+	// buildMu serializes builds (the ticker's, and tests' own) and their
+	// queueing.
 	buildMu sync.Mutex
 	builder *builder
 
@@ -98,9 +99,10 @@ func (r *Reporter) tick(ctx context.Context) {
 func (r *Reporter) collect(now time.Time) {
 	r.buildMu.Lock()
 	report := r.builder.build(r.opts.Source, now)
+	dropped := r.queue.push(report) // under buildMu: queued in sequence order
 	r.buildMu.Unlock()
 	r.stats.update(func(s *Stats) { s.Built = report.GetSequence() })
-	if dropped := r.queue.push(report); dropped != nil {
+	if dropped != nil {
 		// Its histograms, the values of its interval, are lost; its
 		// counters are totals, which the reports after it carry.
 		r.stats.update(func(s *Stats) { increment(&s.Dropped, DropOverflow) })
