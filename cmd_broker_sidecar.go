@@ -11,11 +11,14 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,6 +29,7 @@ import (
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar"
 	"github.com/weighstation/weighstation/sidecar/configfile"
+	"github.com/weighstation/weighstation/sidecar/report"
 	"github.com/weighstation/weighstation/sidecar/upstream"
 	"github.com/weighstation/weighstation/sidecar/xdsclient"
 )
@@ -120,7 +124,10 @@ func runSidecar(args []string) error {
 	serverName := fs.String("operator-server-name", "", "with -operator: the name the operator's certificate must carry (default: -operator's host)")
 	fs.StringVar(&xdsOpts.Pod, "pod-name", os.Getenv("POD_NAME"), "with -operator: this pod's name (downward API; default $POD_NAME)")
 	fs.StringVar(&xdsOpts.Namespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "with -operator: this pod's namespace (downward API; default $POD_NAMESPACE)")
-	fs.StringVar(&xdsOpts.PodUID, "pod-uid", os.Getenv("POD_UID"), "with -operator: this pod's UID (downward API; default $POD_UID); a configuration for another UID is refused")
+	fs.StringVar(&xdsOpts.PodUID, "pod-uid", os.Getenv("POD_UID"), "with -operator: this pod's UID (downward API; default $POD_UID); a configuration for another UID is refused, and every report names it")
+	reportInterval := fs.Duration(report.IntervalFlag, report.DefaultInterval, "with -operator: how often the sidecar reports what it measured to the operator, "+
+		"which writes it into the status of the Subscriptions and Topics (latency histograms of the interval, delivery, drop and publish totals, kill switches); "+
+		"at least 1s; 0 sends no reports")
 	logFlags := flag.NewFlagSet("sidecar logging", flag.ContinueOnError)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(logFlags)
@@ -130,6 +137,9 @@ func runSidecar(args []string) error {
 	}
 	if xdsOpts.Address != "" && *configPath != "" {
 		return errors.New("-operator and -config are two sources of the same configuration: give one")
+	}
+	if err := report.CheckInterval(*reportInterval); err != nil {
+		return err
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("sidecar")
@@ -165,6 +175,14 @@ func runSidecar(args []string) error {
 	if err != nil {
 		return err
 	}
+	var reporter *report.Reporter // nil: no reports
+	if xdsOpts.Address != "" && *reportInterval > 0 {
+		reporter, err = report.New(report.Options{Source: s, PodUID: xdsOpts.PodUID, TokenFile: xdsOpts.TokenFile,
+			Interval: *reportInterval, Log: log.WithName("report")})
+		if err != nil {
+			return err
+		}
+	}
 	ctx, stop := signalContext()
 	defer stop()
 	if *healthListen != "" {
@@ -184,7 +202,7 @@ func runSidecar(args []string) error {
 		// documented defaults govern meanwhile.
 		xdsOpts.Apply = s.SetConfig
 		xdsOpts.Log = log.WithName("xds")
-		if err := startXDS(ctx, xdsOpts, *caFile, *serverName, log); err != nil {
+		if err := startXDS(ctx, xdsOpts, *caFile, *serverName, reporter, log); err != nil {
 			return err
 		}
 	case *configPath == "":
@@ -211,6 +229,9 @@ func runSidecar(args []string) error {
 	}
 	if *metricsListen != "" {
 		handler := s.Handler()
+		if reporter != nil {
+			handler = withMetrics(handler, s.Collector(), reporter.Collector())
+		}
 		if *pprofOn {
 			mux := http.NewServeMux()
 			mux.Handle("/", handler)
@@ -232,10 +253,21 @@ func runSidecar(args []string) error {
 	return nil
 }
 
-// startXDS runs the xDS client in the background. Its trust comes from the
+// withMetrics serves /metrics from collectors, and everything else from h.
+func withMetrics(h http.Handler, collectors ...prometheus.Collector) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors...)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/", h)
+	return mux
+}
+
+// startXDS runs the xDS client, and the reporter unless it is nil, in the
+// background, on one connection to the operator. Its trust comes from the
 // CA bundle file, which may not be mounted yet when the pod starts (the
 // operator publishes it into the namespace): it is retried until it is.
-func startXDS(ctx context.Context, opts xdsclient.Options, caFile, serverName string, log logr.Logger) error {
+func startXDS(ctx context.Context, opts xdsclient.Options, caFile, serverName string, reporter *report.Reporter, log logr.Logger) error {
 	if serverName == "" {
 		host, _, err := net.SplitHostPort(opts.Address)
 		if err != nil {
@@ -265,14 +297,32 @@ func startXDS(ctx context.Context, opts xdsclient.Options, caFile, serverName st
 			}
 			wait = min(2*wait, 5*time.Second)
 		}
+		// One TLS connection per sidecar carries its xDS stream and its
+		// reports; it connects lazily and reconnects by itself.
+		conn, err := xdsclient.Dial(opts.Address, opts.Credentials)
+		if err != nil {
+			log.Error(err, "xDS client")
+			return
+		}
+		defer conn.Close()
+		opts.Conn = conn
 		client, err := xdsclient.New(opts)
 		if err != nil {
 			log.Error(err, "xDS client")
 			return
 		}
+		var wg sync.WaitGroup
+		if reporter != nil {
+			wg.Go(func() {
+				if err := reporter.Run(ctx, conn); err != nil {
+					log.Error(err, "reports stopped")
+				}
+			})
+		}
 		if err := client.Run(ctx); err != nil {
 			log.Error(err, "xDS client stopped")
 		}
+		wg.Wait()
 	}()
 	return nil
 }

@@ -54,6 +54,11 @@ type Options struct {
 	TokenFile string
 	// Credentials secure the connection (TLS with the operator's CA).
 	Credentials credentials.TransportCredentials
+	// Conn, when set, is the connection to the operator (see Dial), which
+	// Run uses instead of dialing Address with Credentials, and does not
+	// close: the sidecar shares one connection between its xDS stream and
+	// its reports.
+	Conn grpc.ClientConnInterface
 	// Apply installs a complete configuration, atomically, or refuses it
 	// with the reason.
 	Apply func(meshconfig.PodConfig) error
@@ -108,7 +113,7 @@ func New(opts Options) (*Client, error) {
 		return nil, errors.New("-pod-namespace and -pod-name are required with -operator (from the downward API)")
 	case opts.TokenFile == "":
 		return nil, errors.New("-identity-token-file is required with -operator: the pod's projected ServiceAccount token")
-	case opts.Credentials == nil:
+	case opts.Credentials == nil && opts.Conn == nil:
 		return nil, errors.New("no transport credentials: -ca-file is required with -operator")
 	case opts.Apply == nil:
 		return nil, errors.New("no apply function")
@@ -137,15 +142,29 @@ func (c *Client) Stats() Stats {
 	return c.stats
 }
 
-// Run connects and reconnects until ctx ends.
-func (c *Client) Run(ctx context.Context) error {
-	conn, err := grpc.NewClient(c.opts.Address,
-		grpc.WithTransportCredentials(c.opts.Credentials),
+// Dial returns a connection to the operator's address. It connects lazily
+// and reconnects by itself; streams on it fail while it is down.
+func Dial(address string, creds credentials.TransportCredentials) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(address,
+		grpc.WithTransportCredentials(creds),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}))
 	if err != nil {
-		return fmt.Errorf("xDS client for %s: %w", c.opts.Address, err)
+		return nil, fmt.Errorf("connection to the operator at %s: %w", address, err)
 	}
-	defer conn.Close()
+	return conn, nil
+}
+
+// Run connects and reconnects until ctx ends.
+func (c *Client) Run(ctx context.Context) error {
+	conn := c.opts.Conn
+	if conn == nil {
+		own, err := Dial(c.opts.Address, c.opts.Credentials)
+		if err != nil {
+			return fmt.Errorf("xDS client: %w", err)
+		}
+		defer own.Close()
+		conn = own
+	}
 	ads := discoveryv3.NewAggregatedDiscoveryServiceClient(conn)
 	backoff := c.opts.InitialBackoff
 	for ctx.Err() == nil {
