@@ -205,3 +205,5 @@ func value(m prometheus.Metric) float64 {
 	}
 	return out.GetGauge().GetValue()
 }
+
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) }

@@ -360,3 +360,52 @@ func equalSets(got, want []string) bool {
 	slices.Sort(want)
 	return slices.Equal(got, want)
 }
+
+func TestTheStoreDedupesOnItsOwn(t *testing.T) {
+	// Two streams of one pod (an old one not yet closed, and its
+	// reconnection) may both pass the service's shortcut check with the
+	// same report: the store decides under its lock.
+	svc, _ := newTestService(t, newClock(), nil)
+	checked, refused := decodeReport(identity(0), billingAt(t, 0, "a", 1, 10, 100))
+	if refused != nil {
+		t.Fatal(refused)
+	}
+	for i, want := range []bool{false, true, true} {
+		duplicate, refused := svc.Store().add(checked)
+		if refused != nil || duplicate != want {
+			t.Fatalf("add #%d: duplicate %v (%v), want %v", i+1, duplicate, refused, want)
+		}
+	}
+	if sum, _ := svc.Store().Subscription("shop", "billing"); sum.Delivered != 10 || sum.EndToEnd.Count != 1 {
+		t.Fatalf("delivered %d, values %d; want 10, 1", sum.Delivered, sum.EndToEnd.Count)
+	}
+}
+
+func TestASteadyPodHoldsOneWindowOfSlicesAndGivesEveryByteBack(t *testing.T) {
+	clk := newClock()
+	svc, _ := newTestService(t, clk, nil)
+	store := svc.Store()
+	rng := newRand(1)
+	var peak int64
+	for seq := uint64(1); seq <= 30; seq++ {
+		r := report("uid-0", "a", seq, []*xdsv1.SubscriptionReport{
+			subReport(t, "billing", seq*100, lognormal(rng, 200, 2000, 1), lognormal(rng, 200, 200, 1), reason("overflow", seq)),
+		}, topicRep("orders", seq, seq, reason("rate", seq)))
+		mustAccept(t, svc, 0, r)
+		// Reports every interval fill the window with 6 slices: each report
+		// drops the one that left, sweep or no sweep.
+		if got, want := len(store.namespaces["shop"].subscriptions["billing"].pods["uid-0"].slices), min(int(seq), 6); got != want {
+			t.Fatalf("after report %d: %d slices, want %d", seq, got, want)
+		}
+		peak = max(peak, store.bytes.Load())
+		clk.Advance(10 * time.Second)
+	}
+	if sum, _ := store.Subscription("shop", "billing"); sum.Delivered != 500 || sum.EndToEnd.Count != 1000 {
+		t.Fatalf("delivered %d, values %d; want 5×100, 5×200 (the report at the window's edge is out)", sum.Delivered, sum.EndToEnd.Count)
+	}
+	clk.Advance(time.Minute)
+	store.sweep()
+	if b := store.bytes.Load(); b != 0 {
+		t.Fatalf("%d bytes still counted with nothing held (peak %d)", b, peak)
+	}
+}
