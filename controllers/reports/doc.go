@@ -30,17 +30,20 @@
 // # Memory
 //
 // The 2-digit geometry of 0..60,000,000 µs has 2,533 buckets, so a stored
-// histogram holds at most 2,533 populated buckets of 4 bytes of index and
-// 1, 2, 4 or 8 bytes of count (the width of its largest count), plus 216
-// bytes of fixed overhead: 30,612 bytes at worst (8-byte counts, every
-// bucket populated), 12,881 with 1-byte counts. A Subscription slice has
-// two (end-to-end, dwell): at worst about 61 KiB plus its dropped reasons
-// (at most MaxReasons of MaxReasonLength bytes). A slice of 1,000 values
-// of a lognormal-ish distribution takes about 1 KiB (BenchmarkReport and
-// TestBytesPerSlice report it). What bounds the total: Options.MaxSeries
-// series; at most maxSlices slices per (policy, pod), since reports that
-// come faster than the interval are merged into the newest slice; the
-// policies of a report, which must all be in the pod's configuration; and
+// histogram holds at most 2,533 populated buckets, each 4 bytes of index
+// and 1, 2, 4 or 8 bytes of count (the width its largest count needs),
+// plus 216 bytes of fixed overhead: 30,612 bytes at worst (every bucket,
+// 8-byte counts), 12,881 with 1-byte counts. A Subscription slice holds
+// two (end-to-end, dwell), its dropped reasons (at most MaxReasons of
+// MaxReasonLength bytes) and 72 bytes of its own: 66,160 bytes at worst.
+// Typical is far less, but not tiny: 1,000 values of a lognormal-ish
+// distribution spread over two decades populate about 530 buckets (at 2
+// digits, most values still get a bucket of their own), about 2.9 KB per
+// histogram and 5.8 KB per slice, measured 6.2 KB on the heap
+// (TestBytesPerSlice). What bounds the total: Options.MaxSeries series;
+// at most maxSlices slices per (policy, pod), since reports that come
+// faster than the interval are merged into the newest slice; the policies
+// of a report, which must all be in the pod's configuration; and
 // Options.MaxBytes, the estimate past which reports are refused.
 //
 // # Lock order

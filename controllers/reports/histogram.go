@@ -122,19 +122,6 @@ type Latency struct {
 
 var summaryPercentiles = []float64{50, 90, 99, 99.9, 99.99}
 
-// latencyOf summarizes h (nil: no value).
-func latencyOf(h *hdr.PackedHistogram) Latency {
-	if h == nil || h.TotalCount() == 0 {
-		return Latency{}
-	}
-	v := h.ValueAtPercentilesSlice(summaryPercentiles)
-	return Latency{
-		P50: micros(v[0]), P90: micros(v[1]), P99: micros(v[2]), P999: micros(v[3]), P9999: micros(v[4]),
-		Max:   micros(h.Max()),
-		Count: h.TotalCount(),
-	}
-}
-
 // mergeInto adds src to *dst, creating *dst on first use. Every stored
 // histogram has the same geometry, so nothing is ever dropped.
 func mergeInto(dst **hdr.PackedHistogram, src *hdr.PackedHistogram) {
@@ -146,16 +133,6 @@ func mergeInto(dst **hdr.PackedHistogram, src *hdr.PackedHistogram) {
 		return
 	}
 	(*dst).Merge(src)
-}
-
-// absorbInto is mergeInto for a src that is not used afterwards: the first
-// one becomes *dst instead of being copied.
-func absorbInto(dst **hdr.PackedHistogram, src *hdr.PackedHistogram) {
-	if *dst == nil && src != nil {
-		*dst = src
-		return
-	}
-	mergeInto(dst, src)
 }
 
 func histogramBytes(h *hdr.PackedHistogram) int64 {

@@ -138,7 +138,7 @@ func TestMergedPercentilesAreTheTruth(t *testing.T) {
 			if !ok {
 				t.Fatal("no summary")
 			}
-			if want := latencyOf(all2); sum.EndToEnd != want {
+			if want := packedLatency(all2); sum.EndToEnd != want {
 				t.Fatalf("aggregate %+v\nwant      %+v (one 2-digit histogram of every value)", sum.EndToEnd, want)
 			}
 			if sum.Dwell.Count != pods*reports*perReport/2 {
@@ -146,7 +146,7 @@ func TestMergedPercentilesAreTheTruth(t *testing.T) {
 			}
 			for _, p := range sum.Pods {
 				i := int(p.PodUID[len("uid-")] - '0')
-				if want := latencyOf(pod2[i]); p.EndToEnd != want {
+				if want := packedLatency(pod2[i]); p.EndToEnd != want {
 					t.Fatalf("%s: %+v, want %+v", p.Pod, p.EndToEnd, want)
 				}
 			}
@@ -191,5 +191,19 @@ func TestToStoredKeepsEveryCount(t *testing.T) {
 		if fmt.Sprint(gotBuckets) != fmt.Sprint(wantBuckets) || stored.TotalCount() != int64(len(values)) {
 			t.Errorf("%s: re-recorded buckets differ from recording the values at 2 digits", dist.name)
 		}
+	}
+}
+
+// packedLatency is the reference summary: HdrHistogram's own percentiles
+// of one packed histogram.
+func packedLatency(h *hdr.PackedHistogram) Latency {
+	if h.TotalCount() == 0 {
+		return Latency{}
+	}
+	v := h.ValueAtPercentilesSlice(summaryPercentiles)
+	return Latency{
+		P50: micros(v[0]), P90: micros(v[1]), P99: micros(v[2]), P999: micros(v[3]), P9999: micros(v[4]),
+		Max:   micros(h.Max()),
+		Count: h.TotalCount(),
 	}
 }

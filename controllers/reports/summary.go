@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"slices"
 	"time"
-
-	hdr "github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // SubscriptionSummary is what the pods reported of one Subscription over
@@ -68,8 +66,9 @@ func (s *Store) windowStart(now time.Time) time.Time {
 }
 
 // Subscription summarizes a Subscription over the window; false when no
-// pod reported it in the window. It merges the window's histograms: a few
-// microseconds per slice (BenchmarkSubscriptionSummary).
+// pod reported it in the window. It adds up the window's histograms: a few
+// microseconds per slice (BenchmarkSubscriptionSummary), under the
+// namespace's read lock.
 func (s *Store) Subscription(namespace, name string) (SubscriptionSummary, bool) {
 	now := s.opts.Now()
 	cutoff := now.Add(-s.opts.Window)
@@ -83,10 +82,16 @@ func (s *Store) Subscription(namespace, name string) (SubscriptionSummary, bool)
 		return SubscriptionSummary{}, false
 	}
 	out := SubscriptionSummary{WindowStart: s.windowStart(now), Window: s.opts.Window, Pods: make([]PodSummary, 0, len(w.pods))}
-	var allEndToEnd, allDwell *hdr.PackedHistogram
+	var allEndToEnd, allDwell, endToEnd, dwell accumulator
+	defer func() {
+		for _, a := range []*accumulator{&allEndToEnd, &allDwell, &endToEnd, &dwell} {
+			a.release()
+		}
+	}()
 	dropped := reasonSum{}
 	for _, p := range w.pods {
-		var endToEnd, dwell *hdr.PackedHistogram
+		endToEnd.reset()
+		dwell.reset()
 		var delivered int64
 		podDropped := reasonSum{}
 		n := 0
@@ -95,8 +100,10 @@ func (s *Store) Subscription(namespace, name string) (SubscriptionSummary, bool)
 				continue // sweep has not come by yet
 			}
 			n++
-			mergeInto(&endToEnd, sl.endToEnd)
-			mergeInto(&dwell, sl.dwell)
+			endToEnd.add(sl.endToEnd)
+			dwell.add(sl.dwell)
+			allEndToEnd.add(sl.endToEnd)
+			allDwell.add(sl.dwell)
 			delivered = saturatingAdd(delivered, sl.delivered)
 			podDropped.add(sl.dropped)
 		}
@@ -105,13 +112,10 @@ func (s *Store) Subscription(namespace, name string) (SubscriptionSummary, bool)
 		}
 		out.Pods = append(out.Pods, PodSummary{
 			Pod: p.pod, PodUID: p.podUID,
-			EndToEnd: latencyOf(endToEnd), Dwell: latencyOf(dwell),
+			EndToEnd: endToEnd.latency(), Dwell: dwell.latency(),
 			Delivered: delivered, Dropped: podDropped.sorted(),
 			Kill: p.kill, LastReport: p.lastReport, Stale: p.isStale(now, s.opts.Interval),
 		})
-		// The pod's merges are summarized: the aggregate may take them.
-		absorbInto(&allEndToEnd, endToEnd)
-		absorbInto(&allDwell, dwell)
 		out.Delivered = saturatingAdd(out.Delivered, delivered)
 		for reason, c := range podDropped {
 			dropped[reason] = saturatingAdd(dropped[reason], c)
@@ -121,7 +125,7 @@ func (s *Store) Subscription(namespace, name string) (SubscriptionSummary, bool)
 	if len(out.Pods) == 0 {
 		return SubscriptionSummary{}, false
 	}
-	out.EndToEnd, out.Dwell = latencyOf(allEndToEnd), latencyOf(allDwell)
+	out.EndToEnd, out.Dwell = allEndToEnd.latency(), allDwell.latency()
 	out.Dropped = dropped.sorted()
 	slices.SortFunc(out.Pods, comparePods)
 	for _, p := range out.Pods {
