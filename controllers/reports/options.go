@@ -31,6 +31,10 @@ const (
 	MaxKillReasonLength = 1024
 	// MaxBootIDLength is the longest boot ID.
 	MaxBootIDLength = 128
+	// MaxSeriesPerPod is the most series one pod may hold in the window: a
+	// sidecar restarting more often than that is refused rather than let
+	// take the room of every other pod (Options.MaxSeries).
+	MaxSeriesPerPod = 8
 )
 
 // Kill causes a sidecar reports (KillState.Cause).

@@ -38,8 +38,10 @@ type namespace struct {
 	mu sync.RWMutex
 	// dead is set when the namespace left Store.namespaces: whoever locked
 	// it after looking it up must look it up again.
-	dead          bool
-	series        map[seriesKey]*series
+	dead   bool
+	series map[seriesKey]*series
+	// podSeries counts the series of each pod UID.
+	podSeries     map[string]int
 	subscriptions map[string]*policyWindow[*subscriptionSlice]
 	topics        map[string]*policyWindow[*topicSlice]
 }
@@ -98,6 +100,7 @@ func (s *Store) lockNamespace(name string) *namespace {
 		if !ok {
 			ns = &namespace{
 				series:        map[seriesKey]*series{},
+				podSeries:     map[string]int{},
 				subscriptions: map[string]*policyWindow[*subscriptionSlice]{},
 				topics:        map[string]*policyWindow[*topicSlice]{},
 			}
@@ -166,12 +169,16 @@ func (s *Store) add(r *checkedReport) (duplicate bool, refused *refusal) {
 	}
 	var grown int64
 	if !known {
+		if ns.podSeries[r.podUID] >= MaxSeriesPerPod {
+			return false, refuse(codes.ResourceExhausted, refusedSeriesCap, "pod %s/%s has %d report series (sidecar processes) in the window, the most one pod may have; retry later", r.namespace, r.pod, MaxSeriesPerPod)
+		}
 		if n := s.series.Add(1); n > int64(s.opts.MaxSeries) {
 			s.series.Add(-1)
 			return false, refuse(codes.ResourceExhausted, refusedSeriesCap, "the operator holds %d report series, its cap; retry later", s.opts.MaxSeries)
 		}
 		ser = &series{subscriptions: map[string]subscriptionTotals{}, topics: map[string]topicTotals{}, bytes: seriesBytes}
 		ns.series[key] = ser
+		ns.podSeries[r.podUID]++
 		grown += seriesBytes
 	}
 	baseline := !known && r.sequence > 1

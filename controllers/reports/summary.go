@@ -23,8 +23,9 @@ type SubscriptionSummary struct {
 	// Pods are the pods that reported in the window: stale ones first,
 	// then by end-to-end p99 descending (then dwell p99), then name.
 	Pods []PodSummary
-	// StalePods counts the pods that missed 2 intervals of reports.
-	StalePods int
+	// ReportingPods is len(Pods); StalePods counts those of them that
+	// missed 2 intervals of reports.
+	ReportingPods, StalePods int
 	// KilledManual, KilledAuto and KilledShed count the pods, stale ones
 	// left out, whose latest report had delivery stopped, by cause.
 	KilledManual, KilledAuto, KilledShed int
@@ -128,6 +129,7 @@ func (s *Store) Subscription(namespace, name string) (SubscriptionSummary, bool)
 	out.EndToEnd, out.Dwell = allEndToEnd.latency(), allDwell.latency()
 	out.Dropped = dropped.sorted()
 	slices.SortFunc(out.Pods, comparePods)
+	out.ReportingPods = len(out.Pods)
 	for _, p := range out.Pods {
 		if p.Stale {
 			out.StalePods++

@@ -14,7 +14,7 @@ func (s *Store) NeedLeaderElection() bool { return true }
 func (s *Store) Start(ctx context.Context) error {
 	now := s.opts.Now()
 	s.started.Store(&now)
-	ticker := time.NewTicker(s.opts.Interval / 2)
+	ticker := time.NewTicker(max(s.opts.Interval/2, time.Millisecond))
 	defer ticker.Stop()
 	for {
 		select {
@@ -75,6 +75,9 @@ func (s *Store) sweep() {
 		for key, ser := range ns.series {
 			if !ser.lastReport.After(cutoff) {
 				delete(ns.series, key)
+				if ns.podSeries[key.podUID]--; ns.podSeries[key.podUID] <= 0 {
+					delete(ns.podSeries, key.podUID)
+				}
 				freed += ser.bytes
 				s.series.Add(-1)
 			}

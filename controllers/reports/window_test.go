@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
 )
@@ -125,7 +126,7 @@ func TestAPodTurnsStaleAfterTwoIntervals(t *testing.T) {
 
 	clk.Advance(time.Nanosecond)
 	sum, _ = store.Subscription("shop", "billing")
-	if sum.StalePods != 1 || !sum.Pods[0].Stale || sum.Pods[0].Pod != "pod-0" || sum.Pods[1].Stale {
+	if sum.StalePods != 1 || sum.ReportingPods != 2 || !sum.Pods[0].Stale || sum.Pods[0].Pod != "pod-0" || sum.Pods[1].Stale {
 		t.Fatalf("past 2 intervals: pods %+v", sum.Pods)
 	}
 	// A stale pod's kill state is not counted: it may be gone.
@@ -269,6 +270,22 @@ func TestCapsRefuseWithResourceExhausted(t *testing.T) {
 		svc.Store().sweep()
 		mustAccept(t, svc, 0, billingAt(t, 0, "b", 1, 1, 1))
 	})
+	t.Run("series of one pod", func(t *testing.T) {
+		clk := newClock()
+		svc, _ := newTestService(t, clk, nil)
+		for boot := range MaxSeriesPerPod {
+			mustAccept(t, svc, 0, billingAt(t, 0, string(rune('a'+boot)), 1, 1, 1))
+		}
+		refused := svc.accept(identity(0), billingAt(t, 0, "z", 1, 1, 1))
+		if status.Code(refused) != codes.ResourceExhausted {
+			t.Fatalf("series %d of one pod: %v, want ResourceExhausted", MaxSeriesPerPod+1, refused)
+		}
+		// Other pods are not held back by it.
+		mustAccept(t, svc, 1, billingAt(t, 1, "z", 1, 1, 1))
+		clk.Advance(time.Minute)
+		svc.Store().sweep()
+		mustAccept(t, svc, 0, billingAt(t, 0, "z", 1, 1, 1))
+	})
 	t.Run("memory", func(t *testing.T) {
 		svc, _ := newTestService(t, newClock(), func(o *Options) { o.MaxBytes = 1 })
 		mustAccept(t, svc, 0, billingAt(t, 0, "a", 1, 1, 1))
@@ -312,6 +329,12 @@ func TestAReportNotifiesItsPolicies(t *testing.T) {
 		t.Fatalf("a duplicate notified %v", got)
 	}
 }
+
+// The Store runs in the manager, on the leader alone.
+var (
+	_ manager.Runnable               = (*Store)(nil)
+	_ manager.LeaderElectionRunnable = (*Store)(nil)
+)
 
 func TestStartSweepsUntilStopped(t *testing.T) {
 	clk := newClock()
