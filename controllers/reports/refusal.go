@@ -9,16 +9,17 @@ import (
 
 // Reasons a report or stream is refused: the label of the refused metric.
 const (
-	refusedNotServing = "not_serving"
-	refusedNoIdentity = "no_identity"
-	refusedPodUID     = "pod_uid"
-	refusedSchema     = "schema_version"
-	refusedMalformed  = "malformed"
-	refusedUnknownPod = "unknown_pod"
-	refusedPolicy     = "policy"
-	refusedHistogram  = "histogram"
-	refusedSeriesCap  = "series_cap"
-	refusedMemoryCap  = "memory_cap"
+	refusedNotServing   = "not_serving"
+	refusedNoIdentity   = "no_identity"
+	refusedPodUID       = "pod_uid"
+	refusedSchema       = "schema_version"
+	refusedMalformed    = "malformed"
+	refusedUnknownPod   = "unknown_pod"
+	refusedPolicy       = "policy"
+	refusedHistogram    = "histogram"
+	refusedSeriesCap    = "series_cap"
+	refusedPodSeriesCap = "pod_series_cap"
+	refusedMemoryCap    = "memory_cap"
 )
 
 // refusal is why a report was refused: a gRPC status (the stream ends with

@@ -170,7 +170,7 @@ func (s *Store) add(r *checkedReport) (duplicate bool, refused *refusal) {
 	var grown int64
 	if !known {
 		if ns.podSeries[r.podUID] >= MaxSeriesPerPod {
-			return false, refuse(codes.ResourceExhausted, refusedSeriesCap, "pod %s/%s has %d report series (sidecar processes) in the window, the most one pod may have; retry later", r.namespace, r.pod, MaxSeriesPerPod)
+			return false, refuse(codes.ResourceExhausted, refusedPodSeriesCap, "pod %s/%s has %d report series (sidecar processes) in the window, the most one pod may have; retry later", r.namespace, r.pod, MaxSeriesPerPod)
 		}
 		if n := s.series.Add(1); n > int64(s.opts.MaxSeries) {
 			s.series.Add(-1)
@@ -181,8 +181,20 @@ func (s *Store) add(r *checkedReport) (duplicate bool, refused *refusal) {
 		ns.podSeries[r.podUID]++
 		grown += seriesBytes
 	}
+	// Only a series seen from its start knows what its totals grew by.
 	baseline := !known && r.sequence > 1
+	grown += s.addSubscriptions(ns, ser, r, baseline, now, cutoff)
+	grown += s.addTopics(ns, ser, r, baseline, now, cutoff)
+	ser.lastSequence, ser.lastReport = r.sequence, now
+	s.bytes.Add(grown)
+	s.metrics.series.Set(float64(s.series.Load()))
+	s.metrics.bytes.Set(float64(s.bytes.Load()))
+	return false, nil
+}
 
+// addSubscriptions stores the Subscriptions of r, a report of ser, and
+// returns the bytes it grew the store by.
+func (s *Store) addSubscriptions(ns *namespace, ser *series, r *checkedReport, baseline bool, now, cutoff time.Time) (grown int64) {
 	for i := range r.subscriptions {
 		rep := &r.subscriptions[i]
 		prev, had := ser.subscriptions[rep.name]
@@ -208,6 +220,12 @@ func (s *Store) add(r *checkedReport) (duplicate bool, refused *refusal) {
 		grown += p.add(slice, cutoff, s.maxSlices)
 		p.lastReport, p.kill, p.stale = now, rep.kill, false
 	}
+	return grown
+}
+
+// addTopics stores the Topics of r, a report of ser, and returns the
+// bytes it grew the store by.
+func (s *Store) addTopics(ns *namespace, ser *series, r *checkedReport, baseline bool, now, cutoff time.Time) (grown int64) {
 	for i := range r.topics {
 		rep := &r.topics[i]
 		prev, had := ser.topics[rep.name]
@@ -234,9 +252,5 @@ func (s *Store) add(r *checkedReport) (duplicate bool, refused *refusal) {
 		grown += p.add(slice, cutoff, s.maxSlices)
 		p.lastReport, p.stale = now, false
 	}
-	ser.lastSequence, ser.lastReport = r.sequence, now
-	s.bytes.Add(grown)
-	s.metrics.series.Set(float64(s.series.Load()))
-	s.metrics.bytes.Set(float64(s.bytes.Load()))
-	return false, nil
+	return grown
 }
