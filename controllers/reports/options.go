@@ -1,0 +1,120 @@
+package reports
+
+import (
+	"errors"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ReportSchemaVersion is the version of the Report schema this operator
+// reads; a report of another version is refused.
+const ReportSchemaVersion uint32 = 1
+
+// Defaults of Options.
+const (
+	DefaultWindow    = time.Minute
+	DefaultInterval  = 10 * time.Second
+	DefaultMaxSeries = 100_000
+	DefaultMaxBytes  = 1 << 30
+)
+
+// Limits on what one report may carry: they bound what a sidecar can make
+// the operator hold.
+const (
+	// MaxReasons is the most reasons one counter may list.
+	MaxReasons = 32
+	// MaxReasonLength is the longest reason of a counter, in bytes.
+	MaxReasonLength = 128
+	// MaxKillReasonLength is the longest human reason of a kill state.
+	MaxKillReasonLength = 1024
+	// MaxBootIDLength is the longest boot ID.
+	MaxBootIDLength = 128
+	// MaxSeriesPerPod is the most series one pod may hold in the window: a
+	// sidecar restarting more often than that is refused rather than let
+	// take the room of every other pod (Options.MaxSeries).
+	MaxSeriesPerPod = 8
+)
+
+// Kill causes a sidecar reports (KillState.Cause).
+const (
+	KillCauseManual = "Manual"
+	KillCauseAuto   = "Auto"
+	KillCauseShed   = "Shed"
+)
+
+// Kinds that OnChange names.
+const (
+	KindSubscription = "Subscription"
+	KindTopic        = "Topic"
+)
+
+// PolicyNamesFunc returns the names of the Topics and Subscriptions of a
+// pod's configuration, or false for a pod that has none (not published).
+type PolicyNamesFunc func(namespace, pod string) (topics, subscriptions map[string]bool, ok bool)
+
+// Options configure New.
+type Options struct {
+	// Serving is true while this replica is the leader and has computed
+	// every pod; streams are refused with UNAVAILABLE otherwise. Required.
+	Serving func() bool
+	// PolicyNames is each pod's configuration (PublisherPolicyNames wires
+	// it from the xDS Publisher). Required.
+	PolicyNames PolicyNamesFunc
+	// Window is how long slices are kept (default 1 min).
+	Window time.Duration
+	// Interval is the sidecars' report interval (default 10 s): a pod is
+	// stale after 2 intervals without a report, and staleness and eviction
+	// are evaluated every Interval/2.
+	Interval time.Duration
+	// MaxSeries caps the series (pod UID, boot ID) held; a new one past it
+	// is refused with RESOURCE_EXHAUSTED (default 100,000).
+	MaxSeries int
+	// MaxBytes caps the estimated memory of what is held; reports are
+	// refused with RESOURCE_EXHAUSTED while the estimate is past it
+	// (default 1 GiB).
+	MaxBytes int64
+	// Now is the clock; tests inject one (default time.Now).
+	Now func() time.Time
+	Log logr.Logger
+	// Registerer takes the metrics; nil registers none.
+	Registerer prometheus.Registerer
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Serving == nil {
+		return o, errors.New("reports: Options.Serving is required")
+	}
+	if o.PolicyNames == nil {
+		return o, errors.New("reports: Options.PolicyNames is required")
+	}
+	if o.Window <= 0 {
+		o.Window = DefaultWindow
+	}
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.Window < o.Interval {
+		return o, errors.New("reports: Options.Window must be at least Options.Interval")
+	}
+	if o.MaxSeries <= 0 {
+		o.MaxSeries = DefaultMaxSeries
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o, nil
+}
+
+// maxSlices is how many slices one (policy, pod) keeps: twice what a
+// sidecar reporting every interval fills the window with, plus two. A
+// sidecar reporting faster has its reports merged into the newest slice,
+// so a fast or misbehaving sidecar cannot grow the window.
+func (o Options) maxSlices() int {
+	n := int((o.Window + o.Interval - 1) / o.Interval)
+	return 2*n + 2
+}
