@@ -14,6 +14,9 @@ import (
 	"strings"
 	"time"
 
+	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
+
+	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -30,6 +33,7 @@ import (
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/controllers"
 	"github.com/weighstation/weighstation/controllers/pki"
+	"github.com/weighstation/weighstation/controllers/reports"
 	"github.com/weighstation/weighstation/controllers/xds"
 	"github.com/weighstation/weighstation/meshconfig"
 )
@@ -103,6 +107,10 @@ func runOperator(args []string) error {
 	caSecret := fs.String("ca-secret", pki.DefaultSecretName, "name of the Secret, in -namespace, that holds the operator's CA")
 	podName := fs.String("pod-name", os.Getenv("POD_NAME"), "the operator's own Pod (default $POD_NAME): the leader labels it "+controllers.LeaderLabel+" for the xDS Service; empty: no label")
 	bundleResync := fs.Duration("ca-bundle-resync", 10*time.Second, "how often the CA bundle ConfigMap is checked in every namespace with sidecar pods (a new namespace's first pod waits at most this long for it)")
+	reportWindow := fs.Duration("report-window", reports.DefaultWindow, "the sliding window over which the sidecars' reports are merged into status (latency, drops, pods)")
+	reportInterval := fs.Duration("report-interval", reports.DefaultInterval, "the sidecars' -report-interval: a pod that misses two is marked stale")
+	reportPods := fs.Int("report-pods", controllers.DefaultReportPods, fmt.Sprintf("how many pods, the worst by p99, a Subscription's status.pods lists (at most %d)", v1alpha1.MaxReportedPods))
+	reportWrite := fs.Duration("report-write-interval", controllers.DefaultReportWriteInterval, "the least time between two report writes of one object's status (each write is also a material change)")
 	defaults := meshconfig.DefaultPolicy
 	fs.Int64Var(&defaults.MaxMessageBytes, "default-max-message-bytes", defaults.MaxMessageBytes, "largest message on subjects no Topic governs")
 	fs.Int64Var(&defaults.PublishRate.MessagesPerSecond, "default-messages-per-second", defaults.PublishRate.MessagesPerSecond, "per-pod publish rate on subjects no Topic governs")
@@ -117,6 +125,9 @@ func runOperator(args []string) error {
 	if defaults.PublishRate.BytesBurst < defaults.MaxMessageBytes {
 		return fmt.Errorf("-default-bytes-burst (%d) must be at least -default-max-message-bytes (%d), or the largest messages are refused forever",
 			defaults.PublishRate.BytesBurst, defaults.MaxMessageBytes)
+	}
+	if err := checkReportFlags(*reportWindow, *reportInterval, *reportPods, *reportWrite); err != nil {
+		return err
 	}
 	if *namespace == "" {
 		return errors.New("-namespace is required outside a cluster (default: $POD_NAMESPACE): the operator keeps its CA Secret there, and its leader election Lease unless -leader-election-namespace names another")
@@ -175,7 +186,17 @@ func runOperator(args []string) error {
 	}
 	tracker := xds.NewTracker()
 	publisher := xds.NewPublisher(log.WithName("xds"), tracker)
-	if err := controllers.SetupReconcilers(mgr, controllers.Setup{Sink: publisher, Defaults: defaults, OnSynced: publisher.MarkSynced, Tracker: tracker, Served: publisher.ChangedAt}); err != nil {
+	reportService, err := reports.New(reports.Options{
+		Serving: publisher.Synced, PolicyNames: reports.PublisherPolicyNames(publisher),
+		Window: *reportWindow, Interval: *reportInterval, Registerer: metrics.Registry, Log: log.WithName("reports"),
+	})
+	if err != nil {
+		return err
+	}
+	if err := controllers.SetupReconcilers(mgr, controllers.Setup{
+		Sink: publisher, Defaults: defaults, OnSynced: publisher.MarkSynced, Tracker: tracker, Served: publisher.ChangedAt,
+		Reports: reportService.Store(), ReportWriteInterval: *reportWrite, ReportPods: *reportPods,
+	}); err != nil {
 		return err
 	}
 	xdsServer := xds.NewServer(publisher, tracker, xds.Options{
@@ -184,8 +205,11 @@ func runOperator(args []string) error {
 		Authenticator: xds.TokenReviewer{Client: mgr.GetClient(), Pods: mgr.GetCache(), Audience: *xdsAudience},
 		Registerer:    metrics.Registry,
 		Log:           log.WithName("xds"),
+		// The sidecars' reports arrive on their xDS connection, behind the
+		// same authentication.
+		Services: map[string]func(grpc.ServiceRegistrar){xdsv1.Reports_Stream_FullMethodName: reportService.Register},
 	})
-	runnables := []manager.Runnable{authority, xdsServer, &controllers.BundlePublisher{
+	runnables := []manager.Runnable{authority, xdsServer, reportService.Store(), &controllers.BundlePublisher{
 		Client: mgr.GetClient(), Bundle: authority.Bundle, Changed: bundleChanged, Interval: *bundleResync, Log: log.WithName("ca-bundle"),
 	}}
 	if *podName != "" {
@@ -236,6 +260,21 @@ func checkLeaseTimings(lease, renew, retry time.Duration) error {
 		return fmt.Errorf("-leader-elect-renew-deadline (%s) must be shorter than -leader-elect-lease-duration (%s): a leader gives up before its Lease expires", renew, lease)
 	case float64(renew) <= leaderelection.JitterFactor*float64(retry):
 		return fmt.Errorf("-leader-elect-renew-deadline (%s) must be longer than %.1f times -leader-elect-retry-period (%s), so that a leader retries renewing", renew, leaderelection.JitterFactor, retry)
+	}
+	return nil
+}
+
+// checkReportFlags refuses report flags that cannot work together.
+func checkReportFlags(window, interval time.Duration, pods int, write time.Duration) error {
+	switch {
+	case interval <= 0:
+		return fmt.Errorf("-report-interval must be positive (the sidecars' -report-interval, e.g. 10s), got %s", interval)
+	case window < 2*interval:
+		return fmt.Errorf("-report-window (%s) must be at least twice -report-interval (%s): a pod is stale after two missed reports, and must still be in the window to be reported so", window, interval)
+	case pods < 1 || pods > v1alpha1.MaxReportedPods:
+		return fmt.Errorf("-report-pods must be between 1 and %d (the CRD's bound on status.pods), got %d", v1alpha1.MaxReportedPods, pods)
+	case write <= 0:
+		return fmt.Errorf("-report-write-interval must be positive (e.g. 10s), got %s", write)
 	}
 	return nil
 }

@@ -12,13 +12,15 @@ import (
 )
 
 // What makes a new report status worth a write. Latency moves with every
-// report and counts grow with traffic, so writing whatever differs would
-// write every object at every report: the etcd load that keeps other
-// projects' dynamic data out of status. A change is material when it says
-// something new: a percentile that moved by more than one histogram
-// bucket, a drop or refusal count that changed, a pod that joined, left,
-// went stale or was killed, or Degraded's verdict. Delivered counts, the
-// number of values measured and the window's start alone are not.
+// report, so writing whatever differs would write every object at every
+// report: the etcd load that keeps other projects' dynamic data out of
+// status. A change is material when it says something new: a percentile
+// that moved by more than one histogram bucket, a count over the window
+// that changed (delivered, measured, dropped, refused, published), a pod
+// that joined, left, went stale or was killed, or Degraded's verdict. The
+// window's start and the last report times alone are not. A steady flow
+// keeps its window counts exactly (reports.Store counts each pod's last
+// window of reports), so it writes nothing.
 
 // sameBucket reports whether two latencies are within one bucket of the
 // operator's histograms.
@@ -37,6 +39,9 @@ func materialSubscriptionChange(cur, next *v1alpha1.SubscriptionStatus, same sam
 	}
 	if cur.Aggregate != nil {
 		a, b := cur.Aggregate, next.Aggregate
+		if a.Count != b.Count || a.Delivered != b.Delivered {
+			return fmt.Sprintf("%d measured, %d delivered -> %d, %d", a.Count, a.Delivered, b.Count, b.Delivered)
+		}
 		if a.Pods != b.Pods || a.StalePods != b.StalePods {
 			return fmt.Sprintf("pods %d (%d stale) -> %d (%d stale)", a.Pods, a.StalePods, b.Pods, b.StalePods)
 		}
@@ -60,6 +65,8 @@ func materialSubscriptionChange(cur, next *v1alpha1.SubscriptionStatus, same sam
 			return fmt.Sprintf("pod %s listed instead of %s", b.Name, a.Name)
 		case a.Stale != b.Stale:
 			return fmt.Sprintf("pod %s stale: %t", b.Name, b.Stale)
+		case a.Delivered != b.Delivered:
+			return fmt.Sprintf("pod %s delivered %d -> %d", b.Name, a.Delivered, b.Delivered)
 		case !killEqual(a.Killed, b.Killed):
 			return fmt.Sprintf("pod %s kill state changed", b.Name)
 		case !slices.Equal(a.Dropped, b.Dropped):
@@ -79,8 +86,7 @@ func materialSubscriptionChange(cur, next *v1alpha1.SubscriptionStatus, same sam
 }
 
 // materialTopicChange is materialSubscriptionChange for a Topic's publish
-// counts: refusals and the reporting pods; attempts and forwarded grow
-// with traffic.
+// counts over the window.
 func materialTopicChange(cur, next *v1alpha1.TopicStatus) string {
 	a, b := cur.Publish, next.Publish
 	switch {
@@ -88,6 +94,8 @@ func materialTopicChange(cur, next *v1alpha1.TopicStatus) string {
 		return "reports began or ended"
 	case a == nil:
 		return ""
+	case a.Attempts != b.Attempts || a.Forwarded != b.Forwarded:
+		return fmt.Sprintf("%d attempts, %d forwarded -> %d, %d", a.Attempts, a.Forwarded, b.Attempts, b.Forwarded)
 	case a.Pods != b.Pods:
 		return fmt.Sprintf("pods %d -> %d", a.Pods, b.Pods)
 	case !slices.Equal(a.Refused, b.Refused):

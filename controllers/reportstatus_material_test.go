@@ -47,7 +47,9 @@ func TestMaterialChanges(t *testing.T) {
 		{"nothing", func(*v1alpha1.SubscriptionStatus) {}, ""},
 		{"more delivered and measured", func(s *v1alpha1.SubscriptionStatus) {
 			s.Aggregate.Delivered, s.Aggregate.Count, s.Pods[0].Delivered = 9000, 9000, 4500
-		}, ""},
+		}, "-> 9000, 9000"},
+		{"a pod delivered more", func(s *v1alpha1.SubscriptionStatus) { s.Pods[1].Delivered = 501 }, "pod b delivered 500 -> 501"},
+		{"a report came", func(s *v1alpha1.SubscriptionStatus) { s.Pods[0].LastReportTime = &metav1.Time{Time: time.Now()} }, ""},
 		{"the window moved", func(s *v1alpha1.SubscriptionStatus) { s.Aggregate.WindowStart = metav1.Now() }, ""},
 		{"p99 within one bucket", func(s *v1alpha1.SubscriptionStatus) { s.Aggregate.P99.Duration += 5 * time.Microsecond }, ""},
 		{"p99 beyond one bucket", func(s *v1alpha1.SubscriptionStatus) { s.Aggregate.P99.Duration += 50 * time.Microsecond }, "end-to-end p99"},

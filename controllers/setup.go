@@ -13,6 +13,7 @@ import (
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/controllers/desired"
+	"github.com/weighstation/weighstation/controllers/reports"
 	"github.com/weighstation/weighstation/controllers/xds"
 	"github.com/weighstation/weighstation/meshconfig"
 )
@@ -39,6 +40,15 @@ type Setup struct {
 	// PropagationBatch is how long propagation gathers changes of one
 	// object before reading them (DefaultPropagationBatch when zero).
 	PropagationBatch time.Duration
+	// Reports, if set, holds the sidecars' reports, and the report status
+	// writer puts them into status.
+	Reports *reports.Store
+	// ReportWriteInterval is the least time between two report writes of
+	// one object (DefaultReportWriteInterval when zero).
+	ReportWriteInterval time.Duration
+	// ReportPods is how many pods a Subscription's status.pods lists
+	// (DefaultReportPods when zero).
+	ReportPods int
 }
 
 // SetupReconcilers registers every reconciler of the operator with mgr.
@@ -62,6 +72,12 @@ func SetupReconcilers(mgr ctrl.Manager, setup Setup) error {
 			Served: setup.Served, WriteInterval: setup.PropagationWriteInterval, Batch: setup.PropagationBatch}
 		if err := propagation.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the propagation reconciler: %w", err)
+		}
+	}
+	if setup.Reports != nil {
+		writer := &ReportStatusReconciler{Client: mgr.GetClient(), Reports: setup.Reports, WriteInterval: setup.ReportWriteInterval, Pods: setup.ReportPods}
+		if err := writer.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the report status writer: %w", err)
 		}
 	}
 	if setup.OnSynced != nil {

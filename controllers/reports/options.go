@@ -4,13 +4,15 @@ import (
 	"errors"
 	"time"
 
+	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
+
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // ReportSchemaVersion is the version of the Report schema this operator
-// reads; a report of another version is refused.
-const ReportSchemaVersion uint32 = 1
+// reads (xdsv1.ReportSchemaVersion).
+const ReportSchemaVersion = xdsv1.ReportSchemaVersion
 
 // Defaults of Options.
 const (

@@ -96,9 +96,10 @@ func (s *Store) Subscription(namespace, name string) (SubscriptionSummary, bool)
 		var delivered int64
 		podDropped := reasonSum{}
 		n := 0
+		from := podCutoff(s, p.slices, cutoff)
 		for _, sl := range p.slices {
-			if !sl.at.After(cutoff) {
-				continue // sweep has not come by yet
+			if !sl.at.After(from) {
+				continue // before the pod's window, or sweep has not come by yet
 			}
 			n++
 			endToEnd.add(sl.endToEnd)
@@ -150,6 +151,26 @@ func (s *Store) Subscription(namespace, name string) (SubscriptionSummary, bool)
 	return out, true
 }
 
+// podCutoff is the start of one pod's window: the window's length before
+// its newest report, less half an interval, unless the store's cutoff
+// (now − window) is later. Anchored at now alone, a report arriving a
+// little early or late would make the window hold one report more or
+// less than the time before, and a steady flow would seem to change by a
+// whole interval's worth at every report, which status would write.
+// Anchored at the newest report, a steady flow holds the same number of
+// reports at every summary, and a sidecar reporting faster than the
+// interval still has its whole window counted.
+func podCutoff[S windowSlice[S]](s *Store, slices []S, cutoff time.Time) time.Time {
+	if len(slices) == 0 {
+		return cutoff
+	}
+	from := slices[len(slices)-1].acceptedAt().Add(-s.opts.Window + s.opts.Interval/2)
+	if from.After(cutoff) {
+		return from
+	}
+	return cutoff
+}
+
 // comparePods orders stale pods first, then the slowest.
 func comparePods(a, b PodSummary) int {
 	if a.Stale != b.Stale {
@@ -184,8 +205,9 @@ func (s *Store) Topic(namespace, name string) (TopicSummary, bool) {
 	refused := reasonSum{}
 	for _, p := range w.pods {
 		n := 0
+		from := podCutoff(s, p.slices, cutoff)
 		for _, sl := range p.slices {
-			if !sl.at.After(cutoff) {
+			if !sl.at.After(from) {
 				continue
 			}
 			n++

@@ -432,3 +432,42 @@ func TestASteadyPodHoldsOneWindowOfSlicesAndGivesEveryByteBack(t *testing.T) {
 		t.Fatalf("%d bytes still counted with nothing held (peak %d)", b, peak)
 	}
 }
+
+// TestASteadyFlowSummarizesTheSameAtEveryReport: a pod reporting the same
+// traffic every interval, each report up to just under a quarter interval early or
+// late, has the same window totals after every report once the window is
+// full: what status compares to decide whether to write.
+func TestASteadyFlowSummarizesTheSameAtEveryReport(t *testing.T) {
+	clk := newClock()
+	svc, _ := newTestService(t, clk, nil) // window 1 min, interval 10 s
+	store := svc.Store()
+	// Seven jitters against a window of six reports: a report and the one
+	// a window before it are rarely equally late.
+	jitter := []time.Duration{0, 2400 * time.Millisecond, -2400 * time.Millisecond, 1 * time.Second, -2 * time.Second, 2400 * time.Millisecond, -1500 * time.Millisecond}
+	var prev time.Duration
+	var delivered int64
+	for seq := uint64(1); seq <= 30; seq++ {
+		j := jitter[int(seq)%len(jitter)]
+		clk.Advance(10*time.Second + j - prev)
+		prev = j
+		mustAccept(t, svc, 0, billingAt(t, 0, "a", seq, 100*seq, 500))
+		store.sweep()
+		sum, ok := store.Subscription("shop", "billing")
+		if !ok {
+			t.Fatalf("report %d: no summary", seq)
+		}
+		if seq <= 6 {
+			delivered = sum.Delivered
+			continue
+		}
+		// The first report's totals are its delta (a series starts at
+		// zero), so from the seventh on, six reports of 100 each.
+		if sum.Delivered != 600 || sum.EndToEnd.Count != 6 {
+			t.Fatalf("report %d (jitter %s): delivered %d, values %d; want 600 and 6 at every report (before: %d)", seq, j, sum.Delivered, sum.EndToEnd.Count, delivered)
+		}
+		topic, _ := store.Topic("shop", "orders")
+		if topic.Attempts != 1200 {
+			t.Fatalf("report %d: topic attempts %d, want 1200", seq, topic.Attempts)
+		}
+	}
+}

@@ -5,15 +5,16 @@ import (
 	"fmt"
 	"time"
 
+	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
+
 	"github.com/go-logr/logr"
 
 	"github.com/weighstation/weighstation/sidecar/xdsclient"
 )
 
 // SchemaVersion is the version of the Report schema this package writes
-// (report.proto's ReportSchemaVersion); the operator refuses one it does
-// not know.
-const SchemaVersion uint32 = 1
+// (xdsv1.ReportSchemaVersion).
+const SchemaVersion = xdsv1.ReportSchemaVersion
 
 // IntervalFlag is the sidecar command's flag for Options.Interval, which
 // CheckInterval's errors name.

@@ -25,21 +25,36 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
 	"github.com/weighstation/weighstation/controllers"
+	"github.com/weighstation/weighstation/controllers/reports"
 	"github.com/weighstation/weighstation/controllers/xds"
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar"
+	"github.com/weighstation/weighstation/sidecar/report"
 	"github.com/weighstation/weighstation/sidecar/upstream"
 	"github.com/weighstation/weighstation/sidecar/xdsclient"
+	"google.golang.org/grpc"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
 // operator is the operator's manager and xDS server in this process.
 type operator struct {
-	pub    *xds.Publisher
-	cancel context.CancelFunc
-	done   chan error
+	pub     *xds.Publisher
+	reports *reports.Store
+	cancel  context.CancelFunc
+	done    chan error
 }
+
+// The report timings of these tests: sidecars report every second (the
+// least they may), a pod is stale after two missed reports, and the
+// window holds ten seconds, so that a test sees a burst in status and
+// then sees it leave.
+const (
+	reportInterval = time.Second
+	reportWindow   = 10 * time.Second
+)
 
 // startOperator runs the operator as its ServiceAccount, with the generated
 // RBAC alone: the reconcilers, the propagation's Events and the xDS
@@ -59,19 +74,32 @@ func startOperator(t *testing.T, xdsAddr string) *operator {
 	}
 	tracker := xds.NewTracker()
 	pub := xds.NewPublisher(mgr.GetLogger().WithName("xds"), tracker)
-	if err := controllers.SetupReconcilers(mgr, controllers.Setup{Sink: pub, Defaults: meshconfig.DefaultPolicy, OnSynced: pub.MarkSynced, Tracker: tracker, Served: pub.ChangedAt}); err != nil {
+	reportService, err := reports.New(reports.Options{
+		Serving: pub.Synced, PolicyNames: reports.PublisherPolicyNames(pub),
+		Window: reportWindow, Interval: reportInterval, Log: mgr.GetLogger().WithName("reports"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := controllers.SetupReconcilers(mgr, controllers.Setup{
+		Sink: pub, Defaults: meshconfig.DefaultPolicy, OnSynced: pub.MarkSynced, Tracker: tracker, Served: pub.ChangedAt,
+		Reports: reportService.Store(), ReportWriteInterval: 100 * time.Millisecond,
+	}); err != nil {
 		t.Fatal(err)
 	}
 	srv := xds.NewServer(pub, tracker, xds.Options{
 		Listen:        xdsAddr,
 		Authenticator: xds.TokenReviewer{Client: mgr.GetClient(), Pods: mgr.GetCache(), Audience: audience},
 		Log:           mgr.GetLogger().WithName("xds"),
+		Services:      map[string]func(grpc.ServiceRegistrar){xdsv1.Reports_Stream_FullMethodName: reportService.Register},
 	})
-	if err := mgr.Add(srv); err != nil {
-		t.Fatal(err)
+	for _, r := range []manager.Runnable{srv, reportService.Store()} {
+		if err := mgr.Add(r); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	op := &operator{pub: pub, cancel: cancel, done: make(chan error, 1)}
+	op := &operator{pub: pub, reports: reportService.Store(), cancel: cancel, done: make(chan error, 1)}
 	go func() { op.done <- mgr.Start(ctx) }()
 	t.Cleanup(op.stop)
 	return op
@@ -98,6 +126,10 @@ type pod struct {
 	name, uid string
 	side      *sidecar.Server
 	client    *xdsclient.Client
+	reporter  *report.Reporter
+	// stopReports stops the pod's reports alone, as a sidecar whose
+	// reports no longer arrive.
+	stopReports func()
 	// refuse, when set, is asked before each configuration is applied and
 	// refuses it with its error: a sidecar that cannot apply what it got.
 	refuse atomic.Pointer[func(meshconfig.PodConfig) error]
@@ -164,9 +196,23 @@ func startPod(t *testing.T, ns, name string, labels map[string]string, brokerURL
 		}
 		return side.SetConfig(cfg)
 	}
+	// One connection to the operator carries the xDS stream and the
+	// reports, as in the sidecar command.
+	conn, err := xdsclient.Dial(xdsAddr, insecure.NewCredentials())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
 	c, err := xdsclient.New(xdsclient.Options{
-		Address: xdsAddr, Namespace: ns, Pod: name, PodUID: string(p.UID), TokenFile: tokenFile,
+		Address: xdsAddr, Conn: conn, Namespace: ns, Pod: name, PodUID: string(p.UID), TokenFile: tokenFile,
 		Credentials: insecure.NewCredentials(), Apply: apply,
+		InitialBackoff: 20 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, Log: logr.Discard(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reporter, err := report.New(report.Options{
+		Source: side, PodUID: string(p.UID), TokenFile: tokenFile, Interval: reportInterval,
 		InitialBackoff: 20 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, Log: logr.Discard(),
 	})
 	if err != nil {
@@ -175,8 +221,12 @@ func startPod(t *testing.T, ns, name string, labels map[string]string, brokerURL
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() { defer close(stopped); _ = c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-stopped })
-	pd.client = c
+	reportCtx, stopReports := context.WithCancel(ctx)
+	reported := make(chan struct{})
+	go func() { defer close(reported); _ = reporter.Run(reportCtx, conn) }()
+	t.Cleanup(func() { cancel(); <-stopped; <-reported })
+	pd.client, pd.reporter = c, reporter
+	pd.stopReports = func() { stopReports(); <-reported }
 	return pd
 }
 

@@ -1,0 +1,254 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/controllers/reports"
+)
+
+// Defaults of the report status writer.
+const (
+	// DefaultReportWriteInterval is the least time between two report
+	// writes of one object.
+	DefaultReportWriteInterval = 10 * time.Second
+	// DefaultReportPods is how many pods status.pods lists.
+	DefaultReportPods = 10
+	// reportBatch gathers the reports of one object's pods, which arrive
+	// spread over each interval, into one pass.
+	reportBatch = time.Second
+)
+
+// ReportStatusReconciler writes, under its own field manager
+// (v1alpha1.FieldManagerReports), what the sidecars reported: a
+// Subscription's aggregate latency, drops, worst pods, effective kill
+// state and Degraded; a Topic's publish counts. It writes an object at
+// most once per WriteInterval, and only on a material change (see
+// reportstatus_material.go).
+type ReportStatusReconciler struct {
+	client.Client
+	Reports       *reports.Store
+	WriteInterval time.Duration
+	// Pods is how many pods status.pods lists (at most
+	// v1alpha1.MaxReportedPods).
+	Pods int
+
+	mu        sync.Mutex
+	lastWrite map[types.NamespacedName]time.Time // by keyOf
+}
+
+// Reconcile writes one Topic's or Subscription's report status. As for
+// propagation, the request names either kind, and both are looked up.
+func (r *ReportStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var after time.Duration
+	var sub v1alpha1.Subscription
+	switch err := r.Get(ctx, req.NamespacedName, &sub); {
+	case err == nil:
+		d, err := r.subscription(ctx, &sub)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		after = d
+	case client.IgnoreNotFound(err) != nil:
+		return ctrl.Result{}, err
+	default:
+		r.forget(keyOf("subscription", req.Namespace, req.Name))
+	}
+	var topic v1alpha1.Topic
+	switch err := r.Get(ctx, req.NamespacedName, &topic); {
+	case err == nil:
+		d, err := r.topic(ctx, &topic)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if d > 0 && (after == 0 || d < after) {
+			after = d
+		}
+	case client.IgnoreNotFound(err) != nil:
+		return ctrl.Result{}, err
+	default:
+		r.forget(keyOf("topic", req.Namespace, req.Name))
+	}
+	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+func (r *ReportStatusReconciler) subscription(ctx context.Context, sub *v1alpha1.Subscription) (time.Duration, error) {
+	next := *sub.Status.DeepCopy()
+	summary, ok := r.Reports.Subscription(sub.Namespace, sub.Name)
+	r.fillSubscription(&next, summary, ok)
+	status, reason, msg := degraded(&next)
+	setCondition(&next.Conditions, sub.Generation, v1alpha1.ConditionDegraded, status, reason, msg)
+	why := materialSubscriptionChange(&sub.Status, &next, func(a, b time.Duration) bool { return !reports.MovedMoreThanOneBucket(a, b) })
+	if why == "" {
+		return 0, nil
+	}
+	return r.write(ctx, sub, v1alpha1.GroupVersion.WithKind("Subscription"), keyOf("subscription", sub.Namespace, sub.Name), why, &sub.Status, &next)
+}
+
+// fillSubscription sets the report fields of st from summary (ok: some pod
+// reported in the window).
+func (r *ReportStatusReconciler) fillSubscription(st *v1alpha1.SubscriptionStatus, s reports.SubscriptionSummary, ok bool) {
+	st.Aggregate, st.Pods, st.Dropped, st.Killed = nil, nil, 0, ""
+	if !ok {
+		return
+	}
+	agg := &v1alpha1.AggregateStatus{
+		Dwell:       latencySummary(s.Dwell),
+		Delivered:   s.Delivered,
+		Dropped:     reasonCounts(s.Dropped),
+		Pods:        int32(s.ReportingPods),
+		StalePods:   int32(s.StalePods),
+		WindowStart: metav1.NewTime(s.WindowStart),
+		Window:      metav1.Duration{Duration: s.Window},
+	}
+	if e2e := latencySummary(s.EndToEnd); e2e != nil {
+		agg.LatencySummary = *e2e
+	}
+	st.Aggregate = agg
+	for _, d := range s.Dropped {
+		st.Dropped += d.Count
+	}
+	pods := r.Pods
+	if pods <= 0 {
+		pods = DefaultReportPods
+	}
+	for _, p := range s.Pods[:min(len(s.Pods), pods, v1alpha1.MaxReportedPods)] {
+		ps := v1alpha1.SubscriptionPodStatus{
+			Name:           p.Pod,
+			Delivered:      p.Delivered,
+			Dropped:        reasonCounts(p.Dropped),
+			Latency:        latencySummary(p.EndToEnd),
+			Dwell:          latencySummary(p.Dwell),
+			LastReportTime: &metav1.Time{Time: p.LastReport},
+			Stale:          p.Stale,
+		}
+		if p.Kill.Killed {
+			ps.Killed = &v1alpha1.PodKill{Reason: v1alpha1.KillReason(p.Kill.Cause), Since: metav1.NewTime(p.Kill.Since)}
+		}
+		st.Pods = append(st.Pods, ps)
+	}
+	st.Killed = killedSummary(s)
+}
+
+// killedSummary renders the effective kill state: "Manual" when every
+// reporting pod has the switch engaged, otherwise the cause and how many
+// of the reporting pods (stale ones left out), as "Auto 2/5 pods".
+func killedSummary(s reports.SubscriptionSummary) string {
+	reporting := s.ReportingPods - s.StalePods
+	switch {
+	case reporting <= 0:
+		return ""
+	case s.KilledManual == reporting:
+		return string(v1alpha1.KillManual)
+	case s.KilledManual > 0:
+		return fmt.Sprintf("%s %d/%d pods", v1alpha1.KillManual, s.KilledManual, reporting)
+	case s.KilledAuto > 0:
+		return fmt.Sprintf("%s %d/%d pods", v1alpha1.KillAuto, s.KilledAuto, reporting)
+	case s.KilledShed > 0:
+		return fmt.Sprintf("%s %d/%d pods", v1alpha1.KillShed, s.KilledShed, reporting)
+	}
+	return ""
+}
+
+func (r *ReportStatusReconciler) topic(ctx context.Context, topic *v1alpha1.Topic) (time.Duration, error) {
+	next := *topic.Status.DeepCopy()
+	next.Publish = nil
+	if s, ok := r.Reports.Topic(topic.Namespace, topic.Name); ok {
+		next.Publish = &v1alpha1.PublishStatus{
+			Attempts:    s.Attempts,
+			Forwarded:   s.Forwarded,
+			Refused:     reasonCounts(s.Refused),
+			Pods:        int32(s.Pods),
+			WindowStart: metav1.NewTime(s.WindowStart),
+			Window:      metav1.Duration{Duration: s.Window},
+		}
+	}
+	why := materialTopicChange(&topic.Status, &next)
+	if why == "" {
+		return 0, nil
+	}
+	return r.write(ctx, topic, v1alpha1.GroupVersion.WithKind("Topic"), keyOf("topic", topic.Namespace, topic.Name), why, &topic.Status, &next)
+}
+
+// write applies the report part of the status, at most once per
+// WriteInterval per object; it returns when to come back for a write it
+// deferred.
+func (r *ReportStatusReconciler) write(ctx context.Context, obj client.Object, gvk schemaGVK, key types.NamespacedName, why string, current, next any) (time.Duration, error) {
+	interval := r.WriteInterval
+	if interval <= 0 {
+		interval = DefaultReportWriteInterval
+	}
+	r.mu.Lock()
+	if r.lastWrite == nil {
+		r.lastWrite = map[types.NamespacedName]time.Time{}
+	}
+	if wait := interval - time.Since(r.lastWrite[key]); wait > 0 {
+		r.mu.Unlock()
+		return wait, nil
+	}
+	r.lastWrite[key] = time.Now()
+	r.mu.Unlock()
+	if err := reportStatus.apply(ctx, r.Client, obj, gvk, current, next); err != nil {
+		return 0, err
+	}
+	logf.FromContext(ctx).V(1).Info("report status written", "object", key, "why", why)
+	return 0, nil
+}
+
+func (r *ReportStatusReconciler) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.lastWrite, key)
+}
+
+// SetupWithManager registers the reconciler, fed by the report store's
+// changes; its writes follow reports, not spec changes.
+func (r *ReportStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	changed := make(chan event.GenericEvent)
+	changes := &changeSet{wake: make(chan struct{}, 1), names: map[types.NamespacedName]bool{}}
+	r.Reports.OnChange(func(_, namespace, name string) {
+		changes.addName(types.NamespacedName{Namespace: namespace, Name: name})
+	})
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		changes.feed(ctx, changed)
+		return nil
+	})); err != nil {
+		return fmt.Errorf("adding the report feed: %w", err)
+	}
+	self := func(_ context.Context, obj client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}}}
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("reports").
+		WatchesRawSource(source.Channel(changed, enqueueAfter(reportBatch, self))).
+		Complete(r)
+}
+
+func latencySummary(l reports.Latency) *v1alpha1.LatencySummary {
+	if l.Count == 0 {
+		return nil
+	}
+	d := func(x time.Duration) metav1.Duration { return metav1.Duration{Duration: x} }
+	return &v1alpha1.LatencySummary{P50: d(l.P50), P90: d(l.P90), P99: d(l.P99), P999: d(l.P999), P9999: d(l.P9999), Max: d(l.Max), Count: l.Count}
+}
+
+func reasonCounts(in []reports.ReasonCount) []v1alpha1.ReasonCount {
+	var out []v1alpha1.ReasonCount
+	for _, c := range in {
+		out = append(out, v1alpha1.ReasonCount{Reason: c.Reason, Count: c.Count})
+	}
+	return out
+}
