@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -87,6 +88,16 @@ func podsOfSubscription(c client.Reader) handler.EventHandler {
 			}
 		}
 	}
+	return objectsHandler(enqueue)
+}
+
+// enqueueFunc queues the requests for the objects of one event.
+type enqueueFunc func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object)
+
+// objectsHandler is an event handler that gives enqueue the object of
+// each event, and on an update both the old and the new one (a change can
+// affect what the old one selected as well as what the new one does).
+func objectsHandler(enqueue enqueueFunc) handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			enqueue(ctx, q, e.Object)
@@ -101,4 +112,59 @@ func podsOfSubscription(c client.Reader) handler.EventHandler {
 			enqueue(ctx, q, e.Object)
 		},
 	}
+}
+
+// enqueueAfter is handler.EnqueueRequestsFromMapFunc that queues each
+// request after delay: the workqueue keeps one pending entry per request,
+// at its earliest time, so what changes within delay of the first change
+// is read by one reconcile.
+func enqueueAfter(delay time.Duration, mapFn handler.MapFunc) handler.EventHandler {
+	return objectsHandler(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
+		for _, obj := range objs {
+			for _, req := range mapFn(ctx, obj) {
+				q.AddAfter(req, delay)
+			}
+		}
+	})
+}
+
+// eitherKind reconciles the Subscription and the Topic that a request may
+// name (names are unique per kind only, so both are looked up), calling
+// forget for a kind that is gone, and returns the sooner of their
+// requeues.
+func eitherKind(ctx context.Context, c client.Reader, req reconcile.Request,
+	onSubscription func(*v1alpha1.Subscription) (time.Duration, error),
+	onTopic func(*v1alpha1.Topic) (time.Duration, error),
+	forget func(kind string),
+) (reconcile.Result, error) {
+	var after time.Duration
+	var sub v1alpha1.Subscription
+	switch err := c.Get(ctx, req.NamespacedName, &sub); {
+	case err == nil:
+		d, err := onSubscription(&sub)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		after = d
+	case client.IgnoreNotFound(err) != nil:
+		return reconcile.Result{}, err
+	default:
+		forget("subscription")
+	}
+	var topic v1alpha1.Topic
+	switch err := c.Get(ctx, req.NamespacedName, &topic); {
+	case err == nil:
+		d, err := onTopic(&topic)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if d > 0 && (after == 0 || d < after) {
+			after = d
+		}
+	case client.IgnoreNotFound(err) != nil:
+		return reconcile.Result{}, err
+	default:
+		forget("topic")
+	}
+	return reconcile.Result{RequeueAfter: after}, nil
 }

@@ -13,11 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -140,36 +138,10 @@ func (r *PropagationReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, err
 	}
 	counted := slices.DeleteFunc(pods, func(p metav1.PartialObjectMetadata) bool { return !countedPod(&p) })
-	var after time.Duration
-	var sub v1alpha1.Subscription
-	switch err := r.Get(ctx, req.NamespacedName, &sub); {
-	case err == nil:
-		d, err := r.subscription(ctx, &sub, counted)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		after = d
-	case client.IgnoreNotFound(err) != nil:
-		return ctrl.Result{}, err
-	default:
-		r.forget(keyOf("subscription", req.Namespace, req.Name))
-	}
-	var topic v1alpha1.Topic
-	switch err := r.Get(ctx, req.NamespacedName, &topic); {
-	case err == nil:
-		d, err := r.topic(ctx, &topic, counted)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if d > 0 && (after == 0 || d < after) {
-			after = d
-		}
-	case client.IgnoreNotFound(err) != nil:
-		return ctrl.Result{}, err
-	default:
-		r.forget(keyOf("topic", req.Namespace, req.Name))
-	}
-	return ctrl.Result{RequeueAfter: after}, nil
+	return eitherKind(ctx, r, req,
+		func(sub *v1alpha1.Subscription) (time.Duration, error) { return r.subscription(ctx, sub, counted) },
+		func(topic *v1alpha1.Topic) (time.Duration, error) { return r.topic(ctx, topic, counted) },
+		func(kind string) { r.forget(keyOf(kind, req.Namespace, req.Name)) })
 }
 
 func (r *PropagationReconciler) subscription(ctx context.Context, sub *v1alpha1.Subscription, pods []metav1.PartialObjectMetadata) (time.Duration, error) {
@@ -554,34 +526,6 @@ func (r *PropagationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(podMeta()), enqueueAfter(batch, r.selectedBy))).
 		WatchesRawSource(source.Channel(acks, enqueueAfter(batch, self))).
 		Complete(r)
-}
-
-// enqueueAfter is handler.EnqueueRequestsFromMapFunc that queues each
-// request after delay: the workqueue keeps one pending entry per request,
-// at its earliest time, so what changes within delay of the first change
-// is read by one reconcile.
-func enqueueAfter(delay time.Duration, mapFn handler.MapFunc) handler.EventHandler {
-	enqueue := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
-		for _, obj := range objs {
-			for _, req := range mapFn(ctx, obj) {
-				q.AddAfter(req, delay)
-			}
-		}
-	}
-	return handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, q, e.Object)
-		},
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, q, e.ObjectOld, e.ObjectNew)
-		},
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, q, e.Object)
-		},
-		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, q, e.Object)
-		},
-	}
 }
 
 // changeSet gathers the objects whose acknowledgements changed.

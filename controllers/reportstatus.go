@@ -53,36 +53,10 @@ type ReportStatusReconciler struct {
 // Reconcile writes one Topic's or Subscription's report status. As for
 // propagation, the request names either kind, and both are looked up.
 func (r *ReportStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var after time.Duration
-	var sub v1alpha1.Subscription
-	switch err := r.Get(ctx, req.NamespacedName, &sub); {
-	case err == nil:
-		d, err := r.subscription(ctx, &sub)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		after = d
-	case client.IgnoreNotFound(err) != nil:
-		return ctrl.Result{}, err
-	default:
-		r.forget(keyOf("subscription", req.Namespace, req.Name))
-	}
-	var topic v1alpha1.Topic
-	switch err := r.Get(ctx, req.NamespacedName, &topic); {
-	case err == nil:
-		d, err := r.topic(ctx, &topic)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if d > 0 && (after == 0 || d < after) {
-			after = d
-		}
-	case client.IgnoreNotFound(err) != nil:
-		return ctrl.Result{}, err
-	default:
-		r.forget(keyOf("topic", req.Namespace, req.Name))
-	}
-	return ctrl.Result{RequeueAfter: after}, nil
+	return eitherKind(ctx, r, req,
+		func(sub *v1alpha1.Subscription) (time.Duration, error) { return r.subscription(ctx, sub) },
+		func(topic *v1alpha1.Topic) (time.Duration, error) { return r.topic(ctx, topic) },
+		func(kind string) { r.forget(keyOf(kind, req.Namespace, req.Name)) })
 }
 
 func (r *ReportStatusReconciler) subscription(ctx context.Context, sub *v1alpha1.Subscription) (time.Duration, error) {
