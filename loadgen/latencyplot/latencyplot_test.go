@@ -9,6 +9,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/weighstation/weighstation/loadgen/latencyplot"
+	"github.com/weighstation/weighstation/loadgen/latencyplot/plottest"
 )
 
 // uniform is a histogram of every value from lo to hi microseconds, once.
@@ -33,40 +34,41 @@ func TestPlotHoldsTheSeries(t *testing.T) {
 	}
 	svg := readSVG(t, path)
 	for _, want := range []string{"1 KB at 3,000/s for 30s", "direct", "two sidecars", "0%", "90%", "99%", "99.9%", "99.99%", "99.999%", "max"} {
-		if !svg.hasText(want) {
-			t.Errorf("no text %q in the plot; its texts: %q", want, svg.texts)
+		if !svg.HasText(want) {
+			t.Errorf("no text %q in the plot; its texts: %q", want, svg.Texts)
 		}
 	}
-	points := len(latencyplot.Percentiles) + 1 // and the maximum
-	lines := svg.linesOf(points)
+	// One line per series through every percentile plotted and the maximum.
+	lines := svg.Series()
 	if len(lines) != len(series) {
-		t.Fatalf("%d lines of %d points, want one per series (%d); lengths of all the lines: %v", len(lines), points, len(series), lengths(svg.lines))
+		t.Fatalf("%d lines of %d points, want one per series (%d); lengths of all the lines: %v", len(lines), len(latencyplot.Percentiles)+1, len(series), svg.LineLengths())
 	}
-	if lines[0].stroke == lines[1].stroke {
-		t.Errorf("both series are drawn in %s", lines[0].stroke)
+	if lines[0].Stroke == lines[1].Stroke {
+		t.Errorf("both series are drawn in %s", lines[0].Stroke)
 	}
 	for _, l := range lines {
-		for i := 1; i < len(l.points); i++ {
-			if l.points[i][0] <= l.points[i-1][0] {
-				t.Fatalf("the %s line goes back at point %d: %v", l.stroke, i, l.points)
+		for i := 1; i < len(l.Points); i++ {
+			if l.Points[i][0] <= l.Points[i-1][0] {
+				t.Fatalf("the %s line goes back at point %d: %v", l.Stroke, i, l.Points)
 			}
 		}
 	}
 	// The canvas' y axis points up: higher latency, larger y.
 	faster, slower := lines[0], lines[1]
-	for i := range faster.points {
-		if slower.points[i][1] <= faster.points[i][1] {
-			t.Fatalf("at point %d the slower series is at y %g, not above the faster at %g", i, slower.points[i][1], faster.points[i][1])
+	for i := range faster.Points {
+		if slower.Points[i][1] <= faster.Points[i][1] {
+			t.Fatalf("at point %d the slower series is at y %g, not above the faster at %g", i, slower.Points[i][1], faster.Points[i][1])
 		}
 	}
 }
 
-func lengths(lines []polyline) []int {
-	n := make([]int, len(lines))
-	for i, l := range lines {
-		n[i] = len(l.points)
+func readSVG(t *testing.T, path string) *plottest.Drawing {
+	t.Helper()
+	d, err := plottest.ReadSVG(path)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return n
+	return d
 }
 
 // TestSeriesWithoutSamples: an empty series is named in the legend as such
@@ -78,8 +80,8 @@ func TestSeriesWithoutSamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	svg := readSVG(t, path)
-	if !svg.hasText("relays (no samples)") || len(svg.linesOf(len(latencyplot.Percentiles)+1)) != 1 {
-		t.Fatalf("texts %q, line lengths %v: want the empty series named as such and one line", svg.texts, lengths(svg.lines))
+	if !svg.HasText("relays (no samples)") || len(svg.Series()) != 1 {
+		t.Fatalf("texts %q, line lengths %v: want the empty series named as such and one line", svg.Texts, svg.LineLengths())
 	}
 	err := latencyplot.WriteFile(filepath.Join(dir, "empty.svg"), "empty", []latencyplot.Series{{Name: "direct", Histogram: nil}})
 	if err == nil || !strings.Contains(err.Error(), "no series holds a sample") {
