@@ -28,7 +28,12 @@ func runBench(args []string) error {
 	tokenFile := fs.String("token-file", "", "a file holding the broker's token, when pointed at a broker that requires one")
 	out := fs.String("out", "", "write the distributions in HdrHistogram's plotter format to <out>.corrected.hgrm, .uncorrected.hgrm and .sendlag.hgrm")
 	jsonOut := fs.Bool("json", false, "print a JSON summary (with the full histograms) instead of the report")
+	plotFile := fs.String("plot", "", "draw the corrected and uncorrected percentile distributions into this file, .svg or .png")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	// Checked before the run, so that a typo costs no run.
+	if err := checkPlotFlag(*plotFile, *mode); err != nil {
 		return err
 	}
 	if *tokenFile != "" {
@@ -53,11 +58,18 @@ func runBench(args []string) error {
 			return err
 		}
 	}
+	write, what := res.WriteReport, "the report"
 	if *jsonOut {
-		return res.WriteJSON(os.Stdout)
+		write, what = res.WriteJSON, "the JSON summary"
 	}
-	if err := res.WriteReport(os.Stdout); err != nil {
-		return fmt.Errorf("writing the report: %w", err)
+	if err := write(os.Stdout); err != nil {
+		return fmt.Errorf("writing %s: %w", what, err)
+	}
+	// After the report, so that a plot that fails loses no numbers.
+	if *plotFile != "" {
+		if err := plotBench(*plotFile, res); err != nil {
+			return fmt.Errorf("-plot: %w", err)
+		}
 	}
 	return nil
 }
