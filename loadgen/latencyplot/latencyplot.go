@@ -132,10 +132,8 @@ func build(title string, series []Series) (*plot.Plot, error) {
 	if hi == 0 {
 		return nil, errNoSamples
 	}
-	// Fixed, so that plots of different runs line up; the latency axis
-	// has room above and below, and never spans nothing, which would
-	// divide by zero on a log axis.
+	// Fixed, so that plots of different runs line up.
 	p.X.Min, p.X.Max = 1, maxX
-	p.Y.Min, p.Y.Max = lo/1.25, hi*1.25
+	p.Y.Min, p.Y.Max = latencyRange(lo, hi, len(series))
 	return p, nil
 }
