@@ -4,19 +4,18 @@
 // the five configurations of "Benchmarking Message Queue Latency", in
 // interleaved rounds, with a direct-versus-direct row for the machine's
 // noise. It also finds the highest sustainable rate directly and through
-// one sidecar.
+// one sidecar. With -out it writes each setup's distributions, merged over
+// the rounds, and one plot per configuration with the setups overlaid.
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/nats-io/nats.go"
 
 	"github.com/weighstation/weighstation/hack/benchharness"
@@ -69,7 +68,7 @@ func main() {
 	only := flag.String("only", "", "run only configurations whose name contains this")
 	maxRate := flag.Bool("max-rate", true, "also find the highest sustainable rate, directly and through one sidecar")
 	relay := flag.String("relay", "", "the tcprelay binary: adds a row with two do-nothing TCP relays where the sidecars are, the cost of the extra hops alone (none when empty)")
-	outDir := flag.String("out", "", "directory for the merged distributions in HdrHistogram's plotter format (none when empty)")
+	outDir := flag.String("out", "", "directory for the merged distributions in HdrHistogram's plotter format and one plot per configuration (none when empty)")
 	flag.Parse()
 	if err := benchmark(*bin, *relay, *duration, *rounds, *only, *maxRate, *outDir); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-sidecar:", err)
@@ -130,6 +129,11 @@ func benchmark(bin, relay string, duration time.Duration, rounds int, only strin
 			if err := writeMerged(outDir, c, setups, results); err != nil {
 				return err
 			}
+			path, err := writePlot(outDir, c, setups, results, duration)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("Plot of the corrected distributions: %s\n\n", path)
 		}
 	}
 	if maxRate {
@@ -243,37 +247,6 @@ func report(c config, setups []setup, results [][]run) {
 	b, sa, sb := perMsg("broker"), perMsg("sidecar-a"), perMsg("sidecar-b")
 	fmt.Printf("\nCPU per message in the two-sidecar runs (process accounting, 10 ms ticks): broker %.2f µs, publisher's sidecar %.2f µs (%.2f× the broker), subscriber's sidecar %.2f µs (%.2f× the broker)\n\n",
 		b, sa, sa/max(b, 1e-9), sb, sb/max(b, 1e-9))
-}
-
-func writeMerged(dir string, c config, setups []setup, results [][]run) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	slug := strings.NewReplacer(" ", "", ",", "", "/", "per", "(", "", ")", "").Replace(c.name)
-	for i, s := range setups {
-		for _, corrected := range []bool{true, false} {
-			merged := hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)
-			for _, r := range results[i] {
-				d := r.summary.Uncorrected
-				if corrected {
-					d = r.summary.Corrected
-				}
-				merged.Merge(hdrhistogram.Import(d.Histogram))
-			}
-			kind := map[bool]string{true: "corrected", false: "uncorrected"}[corrected]
-			setupSlug := strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(s.name)
-			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s.%s.%s.hgrm", slug, setupSlug, kind)))
-			if err != nil {
-				return err
-			}
-			_, err = merged.PercentilesPrint(f, 5, 1)
-			f.Close()
-			if err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // sustainable finds the highest rate of 1 KB messages at which, over one
