@@ -106,7 +106,8 @@ func build(title string, series []Series) (*plot.Plot, error) {
 	p.Y.Label.Text = "latency, ms (log scale)"
 	p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, latencyTicks{}
 	p.Add(plotter.NewGrid())
-	// Latency rises to the right, so the top left is where lines are not.
+	// In the band latencyRange leaves above the lines; on the left, where
+	// the lines are lowest.
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Legend.XOffs = vg.Millimeter * 4
 
