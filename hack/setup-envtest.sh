@@ -15,7 +15,10 @@ HELM_VERSION=v4.3.1
 
 repo_root=$(cd "$(dirname "$0")/.." && pwd)
 cache_root=${WEIGHSTATION_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/weighstation}
-k8s_dir=$cache_root/k8s-$K8S_VERSION-etcd-$ETCD_VERSION
+# "-stamped": kube-apiserver and kubectl carry their version (see
+# k8s_version_ldflags); entries built before that report
+# v0.0.0-master+$Format:%H$, so a new key makes a warm cache rebuild once.
+k8s_dir=$cache_root/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-stamped
 helm_dir=$cache_root/helm-$HELM_VERSION
 bin_dir=$repo_root/bin
 mkdir -p "$k8s_dir" "$helm_dir" "$bin_dir/k8s"
@@ -78,8 +81,31 @@ import (
 
 func main() {}'
   (cd "$src" && go mod tidy &&
-    go build -o "$k8s_dir/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver &&
-    go build -o "$k8s_dir/kubectl" k8s.io/kubernetes/cmd/kubectl)
+    ldflags=$(k8s_version_ldflags) &&
+    go build -ldflags "$ldflags" -o "$k8s_dir/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver &&
+    go build -ldflags "$ldflags" -o "$k8s_dir/kubectl" k8s.io/kubernetes/cmd/kubectl)
+}
+
+# What Kubernetes' own build (hack/lib/version.sh) stamps: without it both
+# binaries say v0.0.0-master+$Format:%H$, which `kubectl version` cannot
+# parse and which fails every chart's kubeVersion constraint. The server's
+# version comes from component-base, kubectl's client side from client-go.
+# No git checkout here: the commit is unknown (left empty), the tree state
+# is "archive" (what version.sh says for a source archive), and the build
+# date is the module's publication time, so rebuilds are reproducible.
+# Runs in the module directory (go list needs its go.mod).
+k8s_version_ldflags() {
+  local major minor date flags="" pkg
+  major=${K8S_VERSION#v}
+  major=${major%%.*}
+  minor=${K8S_VERSION#v*.}
+  minor=${minor%%.*}
+  date=$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    flags+=" -X $pkg.gitCommit= -X $pkg.gitTreeState=archive -X $pkg.buildDate=$date"
+  done
+  echo "${flags# }"
 }
 
 build_helm() {
