@@ -74,10 +74,12 @@ fuzz-protocol: ## Fuzz the sidecar's NATS protocol reader (FUZZTIME).
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $${FUZZTIME:-30s} ./sidecar/protocol/
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) ## Regenerate deepcopy code, CRDs, RBAC and protobuf Go code (api/**/*.pb.go); `make test` fails if this changes anything.
+generate: $(CONTROLLER_GEN) $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) ## Regenerate deepcopy code, CRDs, RBAC, the chart's CRD and RBAC templates and protobuf Go code (api/**/*.pb.go); `make test` fails if this changes anything.
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd rbac:roleName=weighstation-operator paths=./api/... paths=./controllers/... \
 	  output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	# The chart's CRDs and RBAC, from config/ (never edited by hand).
+	$(GO) run ./hack/chartgen -config config -out charts/weighstation/templates/generated
 	cd tools && $(GO) mod tidy
 	ln -sf $(notdir $(PROTOC_GEN_GO)) bin/protoc-gen-go
 	ln -sf $(notdir $(PROTOC_GEN_GO_GRPC)) bin/protoc-gen-go-grpc
@@ -104,6 +106,10 @@ $(PROTOC_GEN_GO_GRPC): tools/go.mod tools/go.sum
 	mkdir -p bin
 	cd tools && $(GO) build -mod=readonly -o $@.tmp google.golang.org/grpc/cmd/protoc-gen-go-grpc
 	mv $@.tmp $@
+
+.PHONY: test-chart
+test-chart: envtest ## helm lint, the chart's rendering, and install/upgrade/uninstall with bin/helm into the envtest apiserver.
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) PATH=$(CURDIR)/bin:$$PATH $(GO) test -count=1 ./test/chart/
 
 .PHONY: lint
 lint: ## gofmt and go vet.
