@@ -1,0 +1,115 @@
+{{/* Names. The operator's fixed names (its CA Secret weighstation-ca, the
+bundle ConfigMap weighstation-ca-bundle, its Lease) are not here: its RBAC
+names them, so the chart does not rename them. */}}
+
+{{- define "weighstation.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "weighstation.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "weighstation.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "weighstation.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* Selector labels never change across upgrades (selectors are immutable). */}}
+{{- define "weighstation.operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "weighstation.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{- define "weighstation.operator.labels" -}}
+{{ include "weighstation.labels" . }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{- define "weighstation.broker.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "weighstation.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: broker
+{{- end }}
+
+{{- define "weighstation.broker.labels" -}}
+{{ include "weighstation.labels" . }}
+app.kubernetes.io/component: broker
+{{- end }}
+
+{{- define "weighstation.operator.serviceAccountName" -}}
+{{- default (printf "%s-operator" (include "weighstation.fullname" .)) .Values.operator.serviceAccount.name }}
+{{- end }}
+
+{{- define "weighstation.broker.serviceAccountName" -}}
+{{- default (printf "%s-broker" (include "weighstation.fullname" .)) .Values.broker.serviceAccount.name }}
+{{- end }}
+
+{{/* The xDS Service; the operator puts its DNS names in its certificate. */}}
+{{- define "weighstation.xdsServiceName" -}}
+{{- printf "%s-xds" (include "weighstation.fullname" .) }}
+{{- end }}
+
+{{- define "weighstation.broker.serviceName" -}}
+{{- printf "%s-broker" (include "weighstation.fullname" .) }}
+{{- end }}
+
+{{- define "weighstation.broker.headlessServiceName" -}}
+{{- printf "%s-broker-routes" (include "weighstation.fullname" .) }}
+{{- end }}
+
+{{- define "weighstation.broker.tokenSecretName" -}}
+{{- default (printf "%s-broker-token" (include "weighstation.fullname" .)) .Values.broker.auth.existingSecret }}
+{{- end }}
+
+{{/* The URL the sidecars' -broker flag takes. */}}
+{{- define "weighstation.brokerURL" -}}
+{{- if .Values.broker.enabled }}
+{{- printf "nats://%s.%s.svc:%d" (include "weighstation.broker.serviceName" .) .Release.Namespace (int .Values.broker.clientPort) }}
+{{- else }}
+{{- .Values.externalNATS.url }}
+{{- end }}
+{{- end }}
+
+{{- define "weighstation.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* Every pod: non-root, seccomp RuntimeDefault. */}}
+{{- define "weighstation.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+fsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/* Every container: read-only root, no capabilities, no escalation. */}}
+{{- define "weighstation.containerSecurityContext" -}}
+runAsNonRoot: true
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop:
+    - ALL
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
