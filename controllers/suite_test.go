@@ -31,7 +31,8 @@ var (
 	store      *desired.Store
 	kubeconfig string // a kubeconfig file for the real kubectl
 	// operatorConfig acts as the operator's ServiceAccount, which has the
-	// generated RBAC (config/rbac) and nothing else.
+	// chart's RBAC (generated from config/rbac, rendered by helm template)
+	// and nothing else.
 	operatorConfig *rest.Config
 	scheme         = runtime.NewScheme()
 )
@@ -52,9 +53,12 @@ func runSuite(m *testing.M) int {
 	return envtestsuite.Run(m, scheme, []string{filepath.Join("..", "config", "crd", "bases")}, func(env *envtestsuite.Env) int {
 		k8sClient, kubeconfig = env.Client, env.Kubeconfig
 		// The reconcilers run with the generated RBAC alone, as the
-		// operator's ServiceAccount; the tests' own client is admin.
+		// operator's ServiceAccount; the tests' own client is admin. The
+		// RBAC is the chart's, as `helm install` creates and binds it, so
+		// that this suite tests the chart's RBAC too (the system suite and
+		// main's tests use config/rbac's).
 		var err error
-		operatorConfig, err = envtestsuite.AsOperator(context.Background(), env.Config, operatorNamespace, "weighstation-operator")
+		operatorConfig, err = envtestsuite.AsOperatorFromChart(context.Background(), env.Config, operatorNamespace, "weighstation-operator")
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "the operator's ServiceAccount: %v\n", err)
 			return 1

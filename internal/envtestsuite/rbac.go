@@ -52,8 +52,12 @@ func ServiceAccountUser(namespace, name string) string {
 // that impersonates the ServiceAccount, once the apiserver authorizes every
 // rule for it. It refuses roles with a wildcard group, resource or verb.
 // Calling it again for another namespace or name in the same apiserver
-// adds that account.
+// adds that account. With $WEIGHSTATION_TEST_RBAC=chart it is
+// AsOperatorFromChart instead.
 func AsOperator(ctx context.Context, admin *rest.Config, namespace, name string) (*rest.Config, error) {
+	if os.Getenv(RBACSourceEnv) == "chart" {
+		return AsOperatorFromChart(ctx, admin, namespace, name)
+	}
 	clusterRoles, roles, err := ReadRoles()
 	if err != nil {
 		return nil, err
