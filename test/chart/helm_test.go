@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -125,3 +126,6 @@ func one(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *un
 	t.Fatalf("no %s %s rendered", kind, name)
 	return nil
 }
+
+// fmtErr is fmt.Errorf, for the checks' short messages.
+func fmtErr(format string, args ...any) error { return fmt.Errorf(format, args...) }
