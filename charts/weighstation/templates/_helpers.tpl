@@ -113,3 +113,18 @@ capabilities:
 seccompProfile:
   type: RuntimeDefault
 {{- end }}
+
+{{/* Replicas on different nodes when they can be, so that a node's loss
+takes at most one (what the PodDisruptionBudgets assume). Used when the
+component's affinity value is empty. Call with (dict "ctx" . "component"
+"operator"). */}}
+{{- define "weighstation.defaultAffinity" -}}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include (printf "weighstation.%s.selectorLabels" .component) .ctx | nindent 12 }}
+{{- end }}
