@@ -104,7 +104,7 @@ var DefaultOptions = Options{
 	Listen:               "127.0.0.1:4222",
 	Protocol:             protocol.DefaultLimits,
 	MaxConnections:       256,
-	Queue:                pending.Limits{MaxMessages: 1000, MaxBytes: 8 << 20, Overflow: pending.DropNewest},
+	Queue:                pending.Limits{MaxMessages: meshconfig.DefaultMaxPendingMessages, MaxBytes: meshconfig.DefaultMaxPendingBytes, Overflow: pending.DropNewest},
 	MaxControlBytes:      64 << 10,
 	WriteBatchBytes:      64 << 10,
 	UpstreamFlushTimeout: 2 * time.Second,
@@ -425,7 +425,7 @@ func (s *Server) subscriptionPolicy(pattern string) (limits pending.Limits, esse
 		return s.opts.Queue, true, ""
 	}
 	limits = pending.Limits{MaxMessages: int(sp.Limits.MaxPendingMessages), MaxBytes: sp.Limits.MaxPendingBytes, Overflow: pending.DropNewest}
-	if sp.Limits.Overflow == "DropOldest" {
+	if sp.Limits.Overflow == meshconfig.OverflowDropOldest {
 		limits.Overflow = pending.DropOldest
 	}
 	return limits, sp.Essential, sp.Name
