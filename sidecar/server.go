@@ -167,6 +167,11 @@ type Server struct {
 	repliesAllowed atomic.Uint64
 	stop           chan struct{}
 
+	// draining is set when Shutdown begins: no new connection, and no new
+	// interest under a Subscription; final once its grace period is over:
+	// no new SUB at all, and what is left is dropped as shutdown.
+	draining, final atomic.Bool
+
 	mu     sync.RWMutex
 	routes map[upstream.Key]*route
 	conns  map[*conn]struct{}
@@ -531,6 +536,9 @@ func (s *Server) forget(c *conn) {
 func (s *Server) subscribe(ls *localSub) error {
 	s.interestMu.Lock()
 	defer s.interestMu.Unlock()
+	if s.final.Load() {
+		return upstream.ErrDraining // its queue would only be dropped
+	}
 	ls.killed.Store(s.isKilled(ls.policy))
 	s.mu.Lock()
 	r := s.routes[ls.key]
