@@ -4,9 +4,11 @@ package meshconfig
 // file means what the cluster would make of the same Topics and
 // Subscriptions:
 //
-//   - no default block: the operator's default policy (DefaultPolicy), key
-//     by key, as its flags would give it; "publishRate: {}" there means no
-//     quota;
+//   - no default block: the operator's default policy (DefaultPolicy),
+//     quota included; a default block gets DefaultPolicy's subject, size
+//     and stamp for the keys it leaves out, and, like a Topic, no quota
+//     unless it gives a publishRate (files written before these defaults
+//     gave none and meant none);
 //   - a Topic: maxMessageBytes and stampHeader as the CRD's defaults, and
 //     mayPublish true, as for a Topic without a publishers selector;
 //   - a Subscription: essential, limits and killSwitch.auto's window and
@@ -16,19 +18,19 @@ package meshconfig
 // Values of the wrong type were refused before, so a type assertion that
 // fails here means the key was not given as an object: it is left alone.
 func applyFileDefaults(root map[string]any) {
+	if _, given := root["default"]; !given {
+		if r := RateOrNil(DefaultPolicy.PublishRate); r != nil {
+			root["default"] = map[string]any{"publishRate": map[string]any{
+				"messagesPerSecond": r.MessagesPerSecond, "messagesBurst": r.MessagesBurst,
+				"bytesPerSecond": r.BytesPerSecond, "bytesBurst": r.BytesBurst,
+			}}
+		}
+	}
 	def := objectAt(root, "default")
 	setDefault(def, "subject", ">")
 	setDefault(def, "maxMessageBytes", DefaultPolicy.MaxMessageBytes)
 	setDefault(def, "mayPublish", true)
 	setDefault(def, "stampHeader", DefaultPolicy.StampHeader)
-	if _, ok := def["publishRate"]; !ok {
-		if r := RateOrNil(DefaultPolicy.PublishRate); r != nil {
-			def["publishRate"] = map[string]any{
-				"messagesPerSecond": r.MessagesPerSecond, "messagesBurst": r.MessagesBurst,
-				"bytesPerSecond": r.BytesPerSecond, "bytesBurst": r.BytesBurst,
-			}
-		}
-	}
 	for _, t := range objectsAt(root, "topics") {
 		setDefault(t, "maxMessageBytes", DefaultTopicMaxMessageBytes)
 		setDefault(t, "mayPublish", true)

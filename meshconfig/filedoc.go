@@ -16,7 +16,8 @@ import (
 // checked against the file's vocabulary and reported with its path in the
 // document (topics[0].limits); a key left out, or null, gets the default that
 // the same field has in the cluster (the CRDs' defaults, and DefaultPolicy
-// for a missing default block); and the result is validated with the same
+// for a missing default block: see applyFileDefaults); and the result is
+// validated with the same
 // paths. Every problem found is reported, not only the first. A file without
 // a version gets its content's hash, as the operator versions its own.
 func FromDocument(doc any) (PodConfig, error) {

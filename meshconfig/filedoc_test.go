@@ -25,7 +25,8 @@ func document(t *testing.T, s string) any {
 // TestAnEmptyDocumentIsTheDefaultConfiguration: a file that says nothing
 // means what a sidecar without one enforces, version included.
 func TestAnEmptyDocumentIsTheDefaultConfiguration(t *testing.T) {
-	for _, doc := range []string{`{}`, `{"default": null, "topics": null, "subscriptions": [], "access": {}}`, `{"default": {}}`} {
+	for _, doc := range []string{`{}`, `{"default": null, "topics": null, "subscriptions": [], "access": {}}`,
+		`{"default": {"publishRate": {"messagesPerSecond": 1000, "messagesBurst": 2000, "bytesPerSecond": 8388608, "bytesBurst": 16777216}}}`} {
 		got, err := meshconfig.FromDocument(document(t, doc))
 		if err != nil {
 			t.Fatalf("%s: %v", doc, err)
@@ -78,8 +79,14 @@ func TestFileDefaultsAreTheCRDs(t *testing.T) {
 				t.Errorf("got %+v, want %+v", *cfg.Subscriptions[0].KillSwitch.Auto, want)
 			}
 		}},
-		{"a partial default block keeps the operator's other defaults", `{"default": {"maxMessageBytes": 4096}}`, func(t *testing.T, cfg meshconfig.PodConfig) {
-			want := meshconfig.TopicPolicy{Subject: ">", MaxMessageBytes: 4096, PublishRate: defaultRate, MayPublish: true, StampHeader: true}
+		{"no default block is the operator's default policy, quota included", `{"topics": []}`, func(t *testing.T, cfg meshconfig.PodConfig) {
+			want := meshconfig.TopicPolicy{Subject: ">", MaxMessageBytes: 1 << 20, PublishRate: defaultRate, MayPublish: true, StampHeader: true}
+			if !cfg.Default.Equal(want) {
+				t.Errorf("got %+v, want %+v", cfg.Default, want)
+			}
+		}},
+		{"a default block keeps the operator's size and stamp, and has no quota unless it says", `{"default": {"maxMessageBytes": 4096}}`, func(t *testing.T, cfg meshconfig.PodConfig) {
+			want := meshconfig.TopicPolicy{Subject: ">", MaxMessageBytes: 4096, MayPublish: true, StampHeader: true}
 			if !cfg.Default.Equal(want) {
 				t.Errorf("got %+v, want %+v", cfg.Default, want)
 			}
@@ -148,8 +155,8 @@ func TestFileProblemsNameTheirKeys(t *testing.T) {
 		{"a reserved pattern", `{"subscriptions": [{"name": "a", "subject": "$WEIGHSTATION.>"}]}`, []string{`subscriptions[0].subject "$WEIGHSTATION.>": subjects under $WEIGHSTATION are reserved`}},
 		{"a rate without its burst", `{"topics": [{"name": "a", "subject": "a", "publishRate": {"messagesPerSecond": 10}}]}`,
 			[]string{"topics[0].publishRate.messagesPerSecond and topics[0].publishRate.messagesBurst must be set together"}},
-		{"a byte burst below the largest message", `{"default": {"maxMessageBytes": 33554432}}`,
-			[]string{"default.publishRate.bytesBurst (16777216) must be at least default.maxMessageBytes (33554432)"}},
+		{"a byte burst below the largest message", `{"default": {"maxMessageBytes": 4096, "publishRate": {"bytesPerSecond": 1024, "bytesBurst": 1024}}}`,
+			[]string{"default.publishRate.bytesBurst (1024) must be at least default.maxMessageBytes (4096)"}},
 		{"a Topic over 8 MiB", `{"topics": [{"name": "a", "subject": "a", "maxMessageBytes": 8388609}]}`, []string{"topics[0].maxMessageBytes must be at most 8388608 (8 MiB), got 8388609"}},
 		{"a default for some subjects", `{"default": {"subject": "orders.>"}}`, []string{`default.subject must be ">"`}},
 		{"automatic and essential", `{"subscriptions": [{"name": "r", "subject": "o", "killSwitch": {"auto": {"maxPendingMessages": 10}}}]}`,

@@ -3,8 +3,11 @@ package configfile_test
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar/configfile"
@@ -102,5 +105,56 @@ func TestTheSampleConfigurationLoads(t *testing.T) {
 	}
 	if _, err := policy.Compile(cfg, policy.NewCounters()); err != nil {
 		t.Errorf("the sidecar refuses the sample: %v", err)
+	}
+}
+
+// TestAFullyWrittenFileMeansWhatItDidBefore: a file that gives every key,
+// as the benchmarks' do, decodes to what the plain strict decoding of the
+// first file format gave, version aside. (A key left out now gets the
+// CRDs' default where it got Go's zero value: stampHeader true, say.)
+func TestAFullyWrittenFileMeansWhatItDidBefore(t *testing.T) {
+	files := map[string]string{
+		"bench-sidecar's": `
+version: bench
+default: {subject: ">", maxMessageBytes: 1048576, mayPublish: true, stampHeader: true}
+topics: []
+subscriptions:
+- {name: bench, subject: "bench.>", essential: true, killSwitch: {engaged: false}, limits: {maxPendingMessages: 100000, maxPendingBytes: 33554432, overflow: DropNewest}}
+access: {mode: enforce}
+`,
+		"bench-overload's": `
+default: {subject: ">", maxMessageBytes: 1048576, mayPublish: true, stampHeader: true}
+topics:
+- {name: load, subject: "load.>", maxMessageBytes: 1048576, mayPublish: true, stampHeader: true, publishRate: {messagesPerSecond: 500, messagesBurst: 100}}
+subscriptions:
+- {name: optional, subject: "load.>", essential: false, killSwitch: {engaged: false}, limits: {maxPendingMessages: 100000, maxPendingBytes: 67108864, overflow: DropNewest}}
+- {name: critical, subject: "probe.>", essential: true, killSwitch: {engaged: false}, limits: {maxPendingMessages: 100000, maxPendingBytes: 33554432, overflow: DropNewest}}
+access: {mode: enforce}
+`,
+	}
+	for name, content := range files {
+		t.Run(name, func(t *testing.T) {
+			var before meshconfig.PodConfig
+			if err := yaml.UnmarshalStrict([]byte(content), &before); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), "pod.yaml")
+			if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			now, _, err := configfile.Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if before.Version == "" {
+				before.Version = now.Version // the hash a file without one gets now
+			}
+			if before.Topics == nil {
+				before.Topics = []meshconfig.TopicPolicy{}
+			}
+			if !reflect.DeepEqual(now, before) {
+				t.Errorf("now  %+v\nwas %+v", now, before)
+			}
+		})
 	}
 }
