@@ -67,9 +67,15 @@ func runBroker(args []string) error {
 	fs.StringVar(&o.ClusterName, "cluster-name", o.ClusterName, "cluster name")
 	fs.StringVar(&o.ClusterListen, "cluster-listen", "", "route address, host:port (empty: no clustering)")
 	routes := fs.String("routes", "", "comma-separated route URLs of the other brokers")
+	logFlags := flag.NewFlagSet("broker logging", flag.ContinueOnError)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(logFlags)
+	addGroup(fs, logFlags, "Logging")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("broker")
 	if *nkeysFlag != "" {
 		o.SidecarNkeys = strings.Split(*nkeysFlag, ",")
 	} else {
@@ -87,14 +93,37 @@ func runBroker(args []string) error {
 	if err != nil {
 		return err
 	}
-	s.ConfigureLogger()
-	go s.Start()
-	if !s.ReadyForConnections(30 * time.Second) {
-		return errors.New("the broker did not become ready within 30s")
-	}
+	// nats-server's own logger would exit the process on a fatal error; it
+	// comes here instead, and the command stops with it.
+	fatal := make(chan error, 1)
+	broker.NewLogger(log.WithName("nats"), func(err error) {
+		select {
+		case fatal <- err:
+		default: // the first one stops the broker
+		}
+	}).Configure(s)
 	ctx, stop := signalContext()
 	defer stop()
-	<-ctx.Done()
+	go s.Start()
+	ready := make(chan bool, 1)
+	go func() { ready <- s.ReadyForConnections(30 * time.Second) }()
+	select {
+	case err := <-fatal:
+		s.Shutdown()
+		return fmt.Errorf("the broker could not start: %w", err)
+	case ok := <-ready:
+		if !ok {
+			s.Shutdown()
+			return errors.New("the broker did not become ready within 30s")
+		}
+	}
+	log.Info("serving", "listen", s.ClientURL())
+	select {
+	case <-ctx.Done():
+	case err := <-fatal:
+		s.Shutdown()
+		return fmt.Errorf("the broker stopped: %w", err)
+	}
 	s.Shutdown()
 	s.WaitForShutdown()
 	return nil
@@ -112,11 +141,16 @@ func runSidecar(args []string) error {
 	fs.IntVar(&opts.MaxConnections, "max-connections", opts.MaxConnections, "most application connections")
 	fs.Int64Var(&opts.MemoryBudget, "memory-budget", opts.MemoryBudget, "bytes all pending messages may hold together; past it, non-essential subscriptions are shed first")
 	fs.IntVar(&opts.AppSendBuffer, "app-send-buffer", opts.AppSendBuffer, "kernel send buffer (SO_SNDBUF) of each application connection, in bytes; 0: the kernel's autotuning (megabytes on loopback, where queued messages escape the sidecar's limits, drop counts and latency)")
-	metricsListen := fs.String("metrics-listen", ":9091", "address of /metrics (Prometheus) and /debug/latency; empty disables them")
+	metricsListen := fs.String("metrics-listen", "127.0.0.1:9091", "address of /metrics (Prometheus) and /debug/latency; empty disables them. "+
+		"Loopback by default, for a sidecar run by hand: in a pod, give :9091 (or $(POD_IP):9091) for Prometheus to scrape")
 	pprofOn := fs.Bool("debug-pprof", false, "also serve Go's profiles at /debug/pprof/ on the metrics address (for benchmarking; off in production)")
 	healthListen := fs.String("health-listen", ":8081", "address of the probes, and nothing else: /livez (200 while the process serves) and /readyz "+
 		"(200 once a configuration is in force: the operator's with -operator, the -config file's, or the defaults without either; the broker connection is listed in "+
-		"/readyz?verbose but never makes it fail, since the outage buffer covers it); empty disables them")
+		"/readyz?verbose but never makes it fail, since the outage buffer covers it); empty disables them. Every interface by default: "+
+		"the kubelet probes the pod's IP, and the probes tell nothing but up and ready")
+	drainGrace := fs.Duration("drain-grace", defaultDrainGrace, "on SIGTERM, how long the sidecar keeps delivering what it holds to the applications "+
+		"connected (it accepts no new ones, and the broker stops sending their Subscriptions' messages) before it drops the rest, counted with reason shutdown, "+
+		"and exits; well inside the pod's terminationGracePeriodSeconds (30s by default)")
 	var xdsOpts xdsclient.Options
 	fs.StringVar(&xdsOpts.Address, "operator", "", "the operator's xDS address, host:port (e.g. weighstation-xds.weighstation-system.svc:9443); the pod's configuration comes from there instead of -config")
 	fs.StringVar(&xdsOpts.TokenFile, "identity-token-file", "/var/run/secrets/weighstation.io/xds/token", "with -operator: the pod's projected ServiceAccount token (audience weighstation.io/xds), re-read at every connection")
@@ -141,8 +175,23 @@ func runSidecar(args []string) error {
 	if err := report.CheckInterval(*reportInterval); err != nil {
 		return err
 	}
+	if *drainGrace < 0 {
+		return fmt.Errorf("-drain-grace must not be negative (0 drops at once what the sidecar holds), got %s", *drainGrace)
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("sidecar")
+	// The endpoints' addresses are taken first: a busy port stops the
+	// sidecar here, naming its flag.
+	health, err := bindEndpoint("health-listen", *healthListen)
+	if err != nil {
+		return err
+	}
+	defer health.close()
+	metrics, err := bindEndpoint("metrics-listen", *metricsListen)
+	if err != nil {
+		return err
+	}
+	defer metrics.close()
 	var credentials nats.Option
 	if *nkeySeedFile != "" {
 		opt, err := nats.NkeyOptionFromSeed(*nkeySeedFile)
@@ -185,17 +234,9 @@ func runSidecar(args []string) error {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	if *healthListen != "" {
-		// Up before the configuration is read, so that /livez answers
-		// while /readyz says what is missing.
-		health := &http.Server{Addr: *healthListen, Handler: s.HealthHandler(), ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := health.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error(err, "health endpoint stopped")
-			}
-		}()
-		defer health.Close()
-	}
+	// Up before the configuration is read, so that /livez answers while
+	// /readyz says what is missing.
+	health.serve(s.HealthHandler(), log)
 	switch {
 	case xdsOpts.Address != "":
 		// The operator's configuration: not ready until it arrives; the
@@ -211,7 +252,7 @@ func runSidecar(args []string) error {
 		if err := s.SetConfig(meshconfig.DefaultConfig(meshconfig.DefaultPolicy)); err != nil {
 			return err
 		}
-		log.Info("no -config: the documented defaults are in force")
+		logStandaloneDefaults(log, meshconfig.DefaultPolicy)
 	default:
 		err := configfile.Watch(ctx, *configPath, *reload, func(cfg meshconfig.PodConfig) error {
 			if err := s.SetConfig(cfg); err != nil {
@@ -225,9 +266,9 @@ func runSidecar(args []string) error {
 		}
 	}
 	if err := s.Start(); err != nil {
-		return err
+		return fmt.Errorf("-listen: %w", err)
 	}
-	if *metricsListen != "" {
+	if metrics != nil {
 		handler := s.Handler()
 		if reporter != nil {
 			handler = withMetrics(handler, s.Collector(), reporter.Collector())
@@ -239,17 +280,13 @@ func runSidecar(args []string) error {
 			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 			handler = mux
 		}
-		metrics := &http.Server{Addr: *metricsListen, Handler: handler, ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := metrics.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error(err, "metrics endpoint stopped")
-			}
-		}()
-		defer metrics.Close()
+		metrics.serve(handler, log)
 	}
-	log.Info("serving", "listen", s.Addr().String(), "broker", *brokerURL, "metrics", *metricsListen, "health", *healthListen)
+	log.Info("serving", "listen", s.Addr().String(), "broker", *brokerURL, "metrics", metrics.addr(), "health", health.addr())
 	<-ctx.Done()
-	s.Close()
+	stop() // a second signal stops the process at once
+	log.Info("shutting down: draining what the sidecar holds", "drainGrace", drainGrace.String())
+	logShutdown(log, s.Shutdown(*drainGrace))
 	return nil
 }
 

@@ -322,7 +322,12 @@ func (c *conn) subscribe(cmd *protocol.Command) bool {
 	c.mu.Unlock()
 	if err := c.srv.subscribe(ls); err != nil {
 		c.removeSub(ls, pending.ReasonUnsubscribed)
-		c.queueErr("Permissions Violation for Subscription to " + `"` + subject + `": the broker refused it`)
+		why := "the broker refused it"
+		if errors.Is(err, upstream.ErrDraining) {
+			why = upstream.ErrDraining.Error()
+		}
+		// A Permissions Violation, which stock clients survive.
+		c.queueErr("Permissions Violation for Subscription to " + `"` + subject + `": ` + why)
 		return false
 	}
 	return true
@@ -510,8 +515,12 @@ func (c *conn) close() {
 			subs = append(subs, ls)
 		}
 		c.mu.Unlock()
+		reason := pending.ReasonClosed
+		if c.srv.final.Load() {
+			reason = pending.ReasonShutdown // the sidecar closed it: its drain grace period is over
+		}
 		for _, ls := range subs {
-			c.removeSub(ls, pending.ReasonClosed)
+			c.removeSub(ls, reason)
 		}
 		c.srv.forget(c)
 	})

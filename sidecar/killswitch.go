@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar/breaker"
 	"github.com/weighstation/weighstation/sidecar/pending"
+	"github.com/weighstation/weighstation/sidecar/upstream"
 )
 
 // Kill switches. A Subscription's kill switch is engaged by hand (its
@@ -149,7 +151,9 @@ func (s *Server) setKilled(ks *killSwitch, killed bool, reason string, now time.
 			_, _ = s.interest.Remove(ls.key) // an error means the upstream connection is gone, and its interest with it
 		case !killed && !ls.hasInterest && !ls.removed.Load():
 			if _, err := s.interest.Add(ls.key); err != nil {
-				s.opts.Log.Error(err, "restoring upstream interest", "subscription", ks.name, "subject", ls.key.String())
+				if !errors.Is(err, upstream.ErrDraining) { // shutting down, the interest stays withdrawn
+					s.opts.Log.Error(err, "restoring upstream interest", "subscription", ks.name, "subject", ls.key.String())
+				}
 				continue
 			}
 			ls.hasInterest = true

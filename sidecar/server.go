@@ -104,7 +104,7 @@ var DefaultOptions = Options{
 	Listen:               "127.0.0.1:4222",
 	Protocol:             protocol.DefaultLimits,
 	MaxConnections:       256,
-	Queue:                pending.Limits{MaxMessages: 1000, MaxBytes: 8 << 20, Overflow: pending.DropNewest},
+	Queue:                pending.Limits{MaxMessages: meshconfig.DefaultMaxPendingMessages, MaxBytes: meshconfig.DefaultMaxPendingBytes, Overflow: pending.DropNewest},
 	MaxControlBytes:      64 << 10,
 	WriteBatchBytes:      64 << 10,
 	UpstreamFlushTimeout: 2 * time.Second,
@@ -166,6 +166,11 @@ type Server struct {
 	audit          auditLog
 	repliesAllowed atomic.Uint64
 	stop           chan struct{}
+
+	// draining is set when Shutdown begins: no new connection, and no new
+	// interest under a Subscription; final once its grace period is over:
+	// no new SUB at all, and what is left is dropped as shutdown.
+	draining, final atomic.Bool
 
 	mu     sync.RWMutex
 	routes map[upstream.Key]*route
@@ -425,7 +430,7 @@ func (s *Server) subscriptionPolicy(pattern string) (limits pending.Limits, esse
 		return s.opts.Queue, true, ""
 	}
 	limits = pending.Limits{MaxMessages: int(sp.Limits.MaxPendingMessages), MaxBytes: sp.Limits.MaxPendingBytes, Overflow: pending.DropNewest}
-	if sp.Limits.Overflow == "DropOldest" {
+	if sp.Limits.Overflow == meshconfig.OverflowDropOldest {
 		limits.Overflow = pending.DropOldest
 	}
 	return limits, sp.Essential, sp.Name
@@ -531,6 +536,9 @@ func (s *Server) forget(c *conn) {
 func (s *Server) subscribe(ls *localSub) error {
 	s.interestMu.Lock()
 	defer s.interestMu.Unlock()
+	if s.final.Load() {
+		return upstream.ErrDraining // its queue would only be dropped
+	}
 	ls.killed.Store(s.isKilled(ls.policy))
 	s.mu.Lock()
 	r := s.routes[ls.key]

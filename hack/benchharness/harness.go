@@ -166,7 +166,10 @@ func StartMesh(bin string, n int, podConfig string, sidecarArgs ...string) (*Mes
 			m.Stop()
 			return nil, fmt.Errorf("finding free ports: %v %v", err1, err2)
 		}
-		args := append([]string{"sidecar", "-listen", addr, "-broker", m.BrokerURL, "-token-file", m.TokenFile, "-config", configFile, "-metrics-listen", metrics}, sidecarArgs...)
+		// No probes (several sidecars would share -health-listen's default
+		// port, which stops them now), and no drain at the end of a run.
+		args := append([]string{"sidecar", "-listen", addr, "-broker", m.BrokerURL, "-token-file", m.TokenFile, "-config", configFile, "-metrics-listen", metrics,
+			"-health-listen", "", "-drain-grace", "0"}, sidecarArgs...)
 		p, err := Start(fmt.Sprintf("sidecar-%c", 'a'+i), bin, args...)
 		if err != nil {
 			m.Stop()

@@ -1,6 +1,7 @@
-// Package configfile is the sidecar's file source of configuration: a
-// meshconfig.PodConfig in JSON or YAML, reloaded when the file changes (as a
-// mounted ConfigMap does). The xDS source of a later issue replaces it
+// Package configfile is the sidecar's file source of configuration, for a
+// sidecar without the operator: a meshconfig.PodConfig in YAML or JSON
+// (config/samples/sidecar/sidecar-config.yaml documents it), reloaded when the file
+// changes (as a mounted ConfigMap does). The xDS client is the other source,
 // behind the same apply function.
 package configfile
 
@@ -11,8 +12,6 @@ import (
 	"os"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/weighstation/weighstation/meshconfig"
 )
 
@@ -20,9 +19,11 @@ import (
 // few kilobytes; a larger file is a mistake, not a configuration.
 const MaxFileBytes = 4 << 20
 
-// Load reads and decodes a configuration (YAML or JSON; unknown fields are
-// refused, so a typo does not silently drop a limit). It returns the bytes
-// it read even when they do not decode.
+// Load reads and decodes a configuration, in YAML or JSON (format says
+// which), with meshconfig.FromDocument: unknown keys are refused with
+// their path, so a typo does not silently drop a limit, and keys left out
+// get the cluster's defaults. It returns the bytes it read even when they
+// do not decode.
 func Load(path string) (meshconfig.PodConfig, []byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -34,9 +35,14 @@ func Load(path string) (meshconfig.PodConfig, []byte, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return meshconfig.PodConfig{}, data, fmt.Errorf("%s is empty", path)
 	}
-	var cfg meshconfig.PodConfig
-	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-		return meshconfig.PodConfig{}, data, fmt.Errorf("decoding %s: %w", path, err)
+	f := format(path, data)
+	doc, err := f.parse(data)
+	if err != nil {
+		return meshconfig.PodConfig{}, data, fmt.Errorf("decoding %s as %s: %w", path, f, err)
+	}
+	cfg, err := meshconfig.FromDocument(doc)
+	if err != nil {
+		return meshconfig.PodConfig{}, data, fmt.Errorf("decoding %s as %s: %w", path, f, err)
 	}
 	return cfg, data, nil
 }

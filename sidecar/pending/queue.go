@@ -48,6 +48,9 @@ const (
 	// tripped): what waited was dropped at once, and what arrived before
 	// the broker learnt that its interest was withdrawn is dropped too.
 	ReasonKilled
+	// ReasonShutdown: the sidecar was stopping (the pod terminates) and its
+	// drain grace period ended before the application took the message.
+	ReasonShutdown
 	numReasons
 )
 
@@ -69,6 +72,8 @@ func (r Reason) String() string {
 		return "unsupported"
 	case ReasonKilled:
 		return "killed"
+	case ReasonShutdown:
+		return "shutdown"
 	}
 	return fmt.Sprintf("Reason(%d)", uint8(r))
 }
@@ -134,6 +139,12 @@ type Queue struct {
 	ring   []Message // grows by doubling up to MaxMessages, never beyond
 	head   int
 	counts Counts
+
+	// lateReason (under mu) counts what arrives after Close, and what was
+	// in flight then and is not written: closed, or shutdown when the
+	// sidecar's shutdown closed the queue (at shutdown everything
+	// undelivered is lost to it, whichever step it was at).
+	lateReason Reason
 }
 
 // New returns an empty queue; it panics on limits below 1, which the
@@ -179,14 +190,23 @@ func (q *Queue) SetLimits(limits Limits, essential bool) {
 	}
 }
 
-// Close leaves the budget and drops whatever is still pending; a message
-// pushed afterwards is counted as dropped (closed), never held.
+// Close leaves the budget and drops whatever is still pending, for reason;
+// a message pushed afterwards, or in flight and then not written, is
+// counted as dropped (closed, or shutdown when reason is ReasonShutdown),
+// never held. A second Close keeps the first one's reason for what comes
+// late.
 func (q *Queue) Close(reason Reason) int {
 	if q.budget != nil {
 		q.budget.unregister(q)
 	}
 	q.mu.Lock()
-	q.closed = true
+	if !q.closed {
+		q.closed = true
+		q.lateReason = ReasonClosed
+		if reason == ReasonShutdown {
+			q.lateReason = ReasonShutdown
+		}
+	}
 	q.mu.Unlock()
 	return q.DropAll(reason, nil)
 }
@@ -223,7 +243,7 @@ func (q *Queue) Push(m Message) bool {
 	q.counts.Arrived++
 	switch {
 	case q.closed:
-		q.counts.Dropped[ReasonClosed]++
+		q.counts.Dropped[q.lateReason]++
 		q.releaseBudget(size)
 		return false
 	case size > q.limits.MaxBytes:
@@ -325,14 +345,18 @@ func (q *Queue) Take() (Message, bool) {
 }
 
 // Done settles a message from Take: delivered, or dropped because the
-// connection closed before it was written.
+// connection closed before it was written (closed; shutdown when the
+// sidecar's shutdown closed the queue first).
 func (q *Queue) Done(delivered bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.counts.InFlight--
-	if delivered {
+	switch {
+	case delivered:
 		q.counts.Delivered++
-	} else {
+	case q.closed:
+		q.counts.Dropped[q.lateReason]++
+	default:
 		q.counts.Dropped[ReasonClosed]++
 	}
 }

@@ -125,3 +125,49 @@ func TestAClosedQueueCountsLatePushesAsDropped(t *testing.T) {
 		t.Fatalf("counts %+v", c)
 	}
 }
+
+// TestCloseReasons: what a queue holds when it closes, what is pushed to
+// it afterwards and what was in flight and then not written are counted
+// for the reason of its closing: closed, except at the sidecar's shutdown;
+// the first close decides.
+func TestCloseReasons(t *testing.T) {
+	tests := []struct {
+		name   string
+		closes []pending.Reason
+		want   [3]pending.Reason // pending, pushed after, in flight unwritten
+	}{
+		{"the connection closed", []pending.Reason{pending.ReasonClosed}, [3]pending.Reason{pending.ReasonClosed, pending.ReasonClosed, pending.ReasonClosed}},
+		{"unsubscribed", []pending.Reason{pending.ReasonUnsubscribed}, [3]pending.Reason{pending.ReasonUnsubscribed, pending.ReasonClosed, pending.ReasonClosed}},
+		{"the sidecar shut down", []pending.Reason{pending.ReasonShutdown}, [3]pending.Reason{pending.ReasonShutdown, pending.ReasonShutdown, pending.ReasonShutdown}},
+		{"the shutdown, then its connection", []pending.Reason{pending.ReasonShutdown, pending.ReasonClosed}, [3]pending.Reason{pending.ReasonShutdown, pending.ReasonShutdown, pending.ReasonShutdown}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			q := pending.New(pending.Limits{MaxMessages: 10, MaxBytes: 1 << 20})
+			for i := range 3 {
+				q.Push(msg(i, 1))
+			}
+			if _, ok := q.Take(); !ok { // in flight
+				t.Fatal("nothing to take")
+			}
+			var want [pending.ReasonShutdown + 1]uint64
+			for _, r := range tc.closes {
+				q.Close(r)
+			}
+			want[tc.want[0]] += 2
+			q.Push(msg(3, 1))
+			want[tc.want[1]]++
+			q.Done(false)
+			want[tc.want[2]]++
+			c := q.Counts()
+			for r := range want {
+				if c.Dropped[r] != want[r] {
+					t.Errorf("dropped %s: %d, want %d (counts %+v)", pending.Reason(r), c.Dropped[r], want[r], c)
+				}
+			}
+			if !c.Balanced() || c.Arrived != 4 {
+				t.Errorf("counts %+v: want 4 arrived, balanced", c)
+			}
+		})
+	}
+}

@@ -18,8 +18,8 @@ import (
 // weighstation and are never open to applications, in either mode.
 
 // ReservedToken is the first token of the subjects weighstation keeps for
-// itself.
-const ReservedToken = "$WEIGHSTATION"
+// itself (meshconfig's, which the configuration file's check uses too).
+const ReservedToken = meshconfig.ReservedToken
 
 // Inbox is NATS's default inbox prefix.
 const Inbox = "_INBOX"

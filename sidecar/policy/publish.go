@@ -149,7 +149,8 @@ func Compile(cfg meshconfig.PodConfig, counters *Counters) (*Publish, error) {
 			return nil, fmt.Errorf("subscription %q: %w", sp.Name, err)
 		}
 		if sp.Limits.MaxPendingMessages < 1 || sp.Limits.MaxPendingBytes < 1 {
-			return nil, fmt.Errorf("subscription %q: pending limits must be at least 1, got %+v", sp.Name, sp.Limits)
+			return nil, fmt.Errorf("subscription %q: limits.maxPendingMessages and limits.maxPendingBytes must be at least 1, got %d and %d",
+				sp.Name, sp.Limits.MaxPendingMessages, sp.Limits.MaxPendingBytes)
 		}
 		if cfg, ok := breaker.ConfigFor(sp); ok {
 			if err := cfg.Validate(); err != nil {

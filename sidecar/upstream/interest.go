@@ -11,6 +11,7 @@
 package upstream
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -46,6 +47,9 @@ type Interest struct {
 
 	mu   sync.Mutex
 	subs map[Key]*interest
+	// keep, once Drain was called, says which keys keep their interest;
+	// the others are refused (ErrDraining).
+	keep func(Key) bool
 	// retiredDrops are the drops of upstream subscriptions already removed,
 	// so that Dropped never goes backwards.
 	retiredDrops uint64
@@ -54,7 +58,14 @@ type Interest struct {
 type interest struct {
 	sub  *nats.Subscription
 	refs int
+	// drained is set once Drain withdrew the upstream subscription: nats.go
+	// removes it when it has handed over what it held.
+	drained bool
 }
+
+// ErrDraining refuses new interest that Drain withdrew: the sidecar is
+// stopping.
+var ErrDraining = errors.New("the sidecar is shutting down")
 
 // Default per-subscription buffering inside nats.go: the sidecar moves
 // messages into its own bounded queues at once, so a small buffer suffices.
@@ -85,6 +96,9 @@ func (i *Interest) WithPendingLimits(messages, bytes int) *Interest {
 func (i *Interest) Add(key Key) (first bool, err error) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
+	if i.keep != nil && !i.keep(key) {
+		return false, fmt.Errorf("subscribing upstream to %s: %w", key, ErrDraining)
+	}
 	if in, ok := i.subs[key]; ok {
 		in.refs++
 		return false, nil
@@ -124,10 +138,53 @@ func (i *Interest) Remove(key Key) (last bool, err error) {
 	if n, err := in.sub.Dropped(); err == nil {
 		i.retiredDrops += uint64(n)
 	}
+	if in.drained {
+		return true, nil // nats.go removes it once drained
+	}
 	if err := in.sub.Unsubscribe(); err != nil {
 		return true, fmt.Errorf("unsubscribing upstream from %s: %w", key, err)
 	}
 	return true, nil
+}
+
+// Drain withdraws the upstream subscriptions whose keys keep does not
+// keep, with nats.go's Subscription.Drain: the broker stops sending them
+// (a queue group's messages go to its other members), and what nats.go
+// already buffered is still delivered. The channel it returns closes once
+// all of it was handed to Deliver, and never if the connection closes
+// first: closing stop ends the wait (and closes the channel) then. From
+// then on, Add refuses those keys (ErrDraining), so that nothing renews
+// them.
+func (i *Interest) Drain(keep func(Key) bool, stop <-chan struct{}) <-chan struct{} {
+	i.mu.Lock()
+	i.keep = keep
+	var closed []<-chan nats.SubStatus
+	for key, in := range i.subs {
+		if keep(key) || in.drained {
+			continue
+		}
+		ch := in.sub.StatusChanged(nats.SubscriptionClosed) // before Drain, so as not to miss it
+		if err := in.sub.Drain(); err != nil {
+			continue // already gone with the connection: nothing left to hand over
+		}
+		in.drained = true
+		closed = append(closed, ch)
+	}
+	i.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, ch := range closed {
+			for open := true; open; { // nats.go closes it once the subscription is removed
+				select {
+				case _, open = <-ch:
+				case <-stop:
+					return
+				}
+			}
+		}
+	}()
+	return done
 }
 
 // Subscriptions returns the number of upstream subscriptions held.

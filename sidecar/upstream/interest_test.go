@@ -1,6 +1,7 @@
 package upstream_test
 
 import (
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -141,5 +142,57 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 10s")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestDrainWithdrawsAllButWhatItKeeps: Drain withdraws the interest it does
+// not keep, hands over what was already buffered, and refuses to renew
+// it; what it keeps is untouched.
+func TestDrainWithdrawsAllButWhatItKeeps(t *testing.T) {
+	broker := natstest.StartBroker(t, nil)
+	nc := natstest.Connect(t, broker.ClientURL())
+	rec := &received{got: map[upstream.Key][]string{}}
+	in := upstream.NewInterest(nc, rec.deliver)
+	work, inbox := upstream.Key{Subject: "work", Queue: "workers"}, upstream.Key{Subject: "_INBOX.abc.*"}
+	base := broker.NumSubscriptions()
+	for _, k := range []upstream.Key{work, inbox} {
+		if _, err := in.Add(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	pub := natstest.Connect(t, broker.ClientURL())
+	for range 100 {
+		if err := pub.Publish("work", []byte("w")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	handedOver := in.Drain(func(k upstream.Key) bool { return k == inbox }, stop)
+	select {
+	case <-handedOver:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the drained subscription never handed over what it held")
+	}
+	if got := rec.count(work); got != 100 {
+		t.Errorf("%d of the 100 messages sent before the drain were delivered", got)
+	}
+	if got := broker.NumSubscriptions() - base; got != 1 {
+		t.Errorf("the broker holds %d subscriptions, want the inbox's alone", got)
+	}
+	if _, err := in.Add(work); !errors.Is(err, upstream.ErrDraining) {
+		t.Errorf("Add(work) after the drain = %v, want ErrDraining", err)
+	}
+	if _, err := in.Add(inbox); err != nil {
+		t.Errorf("Add(inbox) after the drain = %v: the interest kept must stay usable", err)
+	}
+	if last, err := in.Remove(work); !last || err != nil {
+		t.Errorf("Remove(work) = %v, %v: a drained subscription is gone already, which is no error", last, err)
 	}
 }
