@@ -111,7 +111,7 @@ func runSidecar(args []string) error {
 	reload := fs.Duration("reload-interval", time.Second, "how often the configuration file is checked")
 	fs.IntVar(&opts.MaxConnections, "max-connections", opts.MaxConnections, "most application connections")
 	fs.Int64Var(&opts.MemoryBudget, "memory-budget", opts.MemoryBudget, "bytes all pending messages may hold together; past it, non-essential subscriptions are shed first")
-	fs.IntVar(&opts.AppSendBuffer, "app-send-buffer", opts.AppSendBuffer, "kernel send buffer (SO_SNDBUF) of each application connection, in bytes; 0: the kernel's autotuning (megabytes on loopback, where queued messages escape the sidecar's limits, drop counts and latency)")
+	fs.IntVar(&opts.AppSendBuffer, "app-send-buffer", opts.AppSendBuffer, "kernel send buffer (SO_SNDBUF) of each application connection, in bytes, and the most its write batches hold; 0: the kernel's autotuning (megabytes on loopback, where queued messages escape the sidecar's limits, drop counts and latency)")
 	metricsListen := fs.String("metrics-listen", ":9091", "address of /metrics (Prometheus) and /debug/latency; empty disables them")
 	pprofOn := fs.Bool("debug-pprof", false, "also serve Go's profiles at /debug/pprof/ on the metrics address (for benchmarking; off in production)")
 	healthListen := fs.String("health-listen", ":8081", "address of the probes, and nothing else: /livez (200 while the process serves) and /readyz "+
