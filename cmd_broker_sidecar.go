@@ -140,7 +140,7 @@ func runSidecar(args []string) error {
 	reload := fs.Duration("reload-interval", time.Second, "how often the configuration file is checked")
 	fs.IntVar(&opts.MaxConnections, "max-connections", opts.MaxConnections, "most application connections")
 	fs.Int64Var(&opts.MemoryBudget, "memory-budget", opts.MemoryBudget, "bytes all pending messages may hold together; past it, non-essential subscriptions are shed first")
-	fs.IntVar(&opts.AppSendBuffer, "app-send-buffer", opts.AppSendBuffer, "kernel send buffer (SO_SNDBUF) of each application connection, in bytes; 0: the kernel's autotuning (megabytes on loopback, where queued messages escape the sidecar's limits, drop counts and latency)")
+	fs.IntVar(&opts.AppSendBuffer, "app-send-buffer", opts.AppSendBuffer, "kernel send buffer (SO_SNDBUF) of each application connection, in bytes, and the most its write batches hold; 0: the kernel's autotuning (megabytes on loopback, where queued messages escape the sidecar's limits, drop counts and latency)")
 	metricsListen := fs.String("metrics-listen", "127.0.0.1:9091", "address of /metrics (Prometheus) and /debug/latency; empty disables them. "+
 		"Loopback by default, for a sidecar run by hand: in a pod, give :9091 (or $(POD_IP):9091) for Prometheus to scrape")
 	pprofOn := fs.Bool("debug-pprof", false, "also serve Go's profiles at /debug/pprof/ on the metrics address (for benchmarking; off in production)")

@@ -410,7 +410,16 @@ func (c *conn) writer() {
 		subject, reply      string
 		arrived, sentUnixNs int64
 	}
-	batch := make([]byte, 0, c.srv.opts.WriteBatchBytes)
+	// A message counts as delivered, and its latency is taken, when the
+	// write that carries it returns. With a bounded send buffer, a batch is
+	// no larger than that buffer: a bigger one would wait in this writer,
+	// its first messages long read by the application while the write
+	// blocks for the rest, and all of it would be measured late.
+	batchBytes := c.srv.opts.WriteBatchBytes
+	if b := c.srv.opts.AppSendBuffer; b > 0 && b < batchBytes {
+		batchBytes = b
+	}
+	batch := make([]byte, 0, batchBytes)
 	var tookFrom []taken
 	var timings []timing
 	for {
@@ -428,7 +437,7 @@ func (c *conn) writer() {
 			c.mu.Unlock()
 			for _, ls := range order {
 				n := 0
-				for len(batch) < c.srv.opts.WriteBatchBytes && !ls.removed.Load() {
+				for len(batch) < batchBytes && !ls.removed.Load() {
 					if max := ls.maxMsgs.Load(); max > 0 && ls.delivered.Load()+int64(n) >= max {
 						break
 					}

@@ -65,6 +65,14 @@ func TestAppSendBufferKeepsTheQueueInTheSidecar(t *testing.T) {
 		t.Fatalf("%d messages (%d bytes) went into the socket of an application that reads nothing; want at most %d bytes with -app-send-buffer %d (counts %+v)",
 			st.Counts.Delivered, written, kernel, sendBuffer, st.Counts)
 	}
+	// The writer's batch, taken from the queue and written at once, is no
+	// larger than the send buffer: its messages are measured when the
+	// write returns, so a batch the kernel cannot take would be measured
+	// late, while the application already read its first messages.
+	if batch := int(st.Counts.InFlight); batch > sendBuffer/size+1 {
+		t.Fatalf("%d messages (%d bytes) in flight in one write; want at most what -app-send-buffer %d holds, and one more (counts %+v)",
+			batch, batch*(size+32), sendBuffer, st.Counts)
+	}
 	if held := st.Counts.Pending + st.Counts.InFlight; held == 0 {
 		t.Fatalf("nothing waits in the sidecar (counts %+v): the kernel took it all", st.Counts)
 	}

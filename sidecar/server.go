@@ -80,6 +80,10 @@ type Options struct {
 	// grew to 2.8 MB: seconds of messages that wait in the kernel, where
 	// no limit, drop count or latency of the sidecar sees them. A bound
 	// keeps the queueing in the sidecar, where it is governed and measured.
+	// It bounds the connection's write batches too (to the smaller of it
+	// and WriteBatchBytes): a batch's messages are measured when its write
+	// returns, so a batch larger than the kernel takes at once would be
+	// measured late while the application already read its first messages.
 	AppSendBuffer int
 	// Log receives kill switch changes and configuration events.
 	Log logr.Logger

@@ -56,11 +56,29 @@ const (
 	reportWindow   = 10 * time.Second
 )
 
+// operatorSettings are what a test may change of the operator it starts.
+type operatorSettings struct {
+	// reportWindow is the operator's -report-window (default
+	// reportWindow).
+	reportWindow time.Duration
+}
+
+// withReportWindow sets the operator's report window: a test that compares
+// status with what it measured over a whole run needs a window that holds
+// the run.
+func withReportWindow(d time.Duration) func(*operatorSettings) {
+	return func(s *operatorSettings) { s.reportWindow = d }
+}
+
 // startOperator runs the operator as its ServiceAccount, with the generated
 // RBAC alone: the reconcilers, the propagation's Events and the xDS
 // server's TokenReviews all go through the manager's client.
-func startOperator(t *testing.T, xdsAddr string) *operator {
+func startOperator(t *testing.T, xdsAddr string, opts ...func(*operatorSettings)) *operator {
 	t.Helper()
+	settings := operatorSettings{reportWindow: reportWindow}
+	for _, o := range opts {
+		o(&settings)
+	}
 	mgr, err := ctrl.NewManager(operatorConfig, ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
@@ -76,7 +94,7 @@ func startOperator(t *testing.T, xdsAddr string) *operator {
 	pub := xds.NewPublisher(mgr.GetLogger().WithName("xds"), tracker)
 	reportService, err := reports.New(reports.Options{
 		Serving: pub.Synced, PolicyNames: reports.PublisherPolicyNames(pub),
-		Window: reportWindow, Interval: reportInterval, Log: mgr.GetLogger().WithName("reports"),
+		Window: settings.reportWindow, Interval: reportInterval, Log: mgr.GetLogger().WithName("reports"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -137,8 +155,9 @@ type pod struct {
 
 // startPod creates a ServiceAccount and a scheduled Pod (there is no
 // scheduler in envtest, so spec.nodeName is set), requests a token bound to
-// the pod from the apiserver, and starts the pod's sidecar with it.
-func startPod(t *testing.T, ns, name string, labels map[string]string, brokerURL, xdsAddr string) *pod {
+// the pod from the apiserver, and starts the pod's sidecar with it; opts
+// change the sidecar's options (its flags) before it starts.
+func startPod(t *testing.T, ns, name string, labels map[string]string, brokerURL, xdsAddr string, opts ...func(*sidecar.Options)) *pod {
 	t.Helper()
 	ctx := background()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -173,13 +192,16 @@ func startPod(t *testing.T, ns, name string, labels map[string]string, brokerURL
 		t.Fatal(err)
 	}
 
-	opts := sidecar.DefaultOptions
-	opts.Listen = "127.0.0.1:0"
+	sideOpts := sidecar.DefaultOptions
+	sideOpts.Listen = "127.0.0.1:0"
+	for _, o := range opts {
+		o(&sideOpts)
+	}
 	// The broker may not be there yet: the sidecar serves and holds
 	// publishes until it is, as in a pod.
 	link := upstream.NewLink(logr.Discard())
-	opts.Link = link
-	side, err := sidecar.New(natstest.Connect(t, brokerURL, append(upstream.ConnectOptions(), link.Options()...)...), opts)
+	sideOpts.Link = link
+	side, err := sidecar.New(natstest.Connect(t, brokerURL, append(upstream.ConnectOptions(), link.Options()...)...), sideOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
