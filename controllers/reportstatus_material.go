@@ -152,8 +152,9 @@ func conditionChanged(cur, next []metav1.Condition, condType string) string {
 
 // Drop reasons that mean lost messages, for Degraded; the others (closed,
 // unsubscribed, killed, unsupported) are what the application or its
-// operator asked for.
-var lossReasons = []string{"overflow", "budget", "shed", "connection"}
+// operator asked for. shutdown is what a stopping sidecar could not
+// deliver within its -drain-grace.
+var lossReasons = []string{"overflow", "budget", "shed", "connection", "shutdown"}
 
 // Reasons of the Degraded condition.
 const (

@@ -57,6 +57,6 @@ const (
 	ConditionKillSwitchEngaged = "KillSwitchEngaged"
 	// ConditionDegraded: the sidecars report trouble: stale pods, a
 	// refused configuration, tripped breakers, or drops for reasons that
-	// mean loss (overflow, budget, shed, connection).
+	// mean loss (overflow, budget, shed, connection, shutdown).
 	ConditionDegraded = "Degraded"
 )

@@ -160,8 +160,8 @@ type LatencySummary struct {
 // ReasonCount is a number of messages with the reason they count for.
 type ReasonCount struct {
 	// Reason is the sidecar's reason, as its metrics name it (for drops:
-	// overflow, budget, shed, connection, closed, unsubscribed, killed,
-	// unsupported; for refusals: access, size, rate).
+	// overflow, budget, shed, connection, shutdown, closed, unsubscribed,
+	// killed, unsupported; for refusals: access, size, rate).
 	Reason string `json:"reason"`
 	// Count is the number of messages in the window.
 	Count int64 `json:"count"`
