@@ -52,7 +52,7 @@ func main() {
 	flag.IntVar(&o.topics, "topics", 10, "Topics, each applying to every pod; pod i publishes under Topic i mod this")
 	flag.IntVar(&o.values, "values", 1000, "values per histogram (end-to-end and dwell) per Subscription per report")
 	flag.IntVar(&o.movingEvery, "moving-every", 10, "one Subscription in this many moves: its distribution's scale switches between 2 ms and 3 ms every window")
-	flag.StringVar(&o.sampling, "samples", samplingFresh, "fresh: new values every interval (real traffic, with sampling noise); repeat: the same values every interval (a steady flow with none)")
+	flag.StringVar(&o.sampling, "samples", samplingRepeat, "repeat: the same values every interval (a steady flow: its window's distribution never moves); fresh: new values every interval (real traffic: its window's percentiles carry sampling noise)")
 	flag.Uint64Var(&o.seed, "seed", 1, "the seed of the values and of the sidecars' phases")
 	flag.DurationVar(&o.interval, "interval", 10*time.Second, "the sidecars' report interval (and the operator's -report-interval)")
 	flag.DurationVar(&o.window, "window", time.Minute, "the operator's -report-window")

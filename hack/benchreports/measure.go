@@ -15,7 +15,21 @@ const (
 	metricDuplicates = "weighstation_operator_reports_duplicates_total"
 	metricRefused    = "weighstation_operator_reports_refused_total"
 	metricBytes      = "weighstation_operator_reports_memory_bytes"
+	// The report status writer's reconciles (controllers/reportstatus.go,
+	// named "reports"), by result.
+	metricReconciles = `controller_runtime_reconcile_total{controller="reports",`
 )
+
+// reconciles is the report status writer's reconciles so far.
+func reconciles(m map[string]float64) float64 {
+	var n float64
+	for k, v := range m {
+		if strings.HasPrefix(k, metricReconciles) {
+			n += v
+		}
+	}
+	return n
+}
 
 // sample is the processes' CPU time and the operator's metrics at one
 // instant.
@@ -70,6 +84,7 @@ func (s *summary) fill(before, after sample) {
 	s.ReportsDuplicates = after.metrics[metricDuplicates] - before.metrics[metricDuplicates]
 	s.ReportsRefused = refused(before.metrics, after.metrics)
 	s.StoreMiB = after.metrics[metricBytes] / (1 << 20)
+	s.ReconcilesPerSecond = (reconciles(after.metrics) - reconciles(before.metrics)) / wall
 	s.OperatorCPUSeconds = (after.operator - before.operator).Seconds()
 	s.OperatorCores = s.OperatorCPUSeconds / wall
 	if s.ReportsAccepted > 0 {

@@ -58,6 +58,7 @@ type summary struct {
 	PeakRSSMiB           float64            `json:"operatorPeakRssMiB"`
 	MaxRSSMeasuredMiB    float64            `json:"operatorMaxRssMeasuredMiB"`
 	StoreMiB             float64            `json:"operatorReportsMemoryEstimateMiB"`
+	ReconcilesPerSecond  float64            `json:"reportStatusReconcilesPerSecond"`
 	ApiserverEtcdCores   float64            `json:"apiserverEtcdCores"`
 	BenchCores           float64            `json:"benchCores"` // the simulated sidecars and the watch
 	MachineBusyCores     float64            `json:"machineBusyCores"`
@@ -189,8 +190,8 @@ func printSummary(s *summary) {
 	w := s.Writes
 	fmt.Printf("| %.2f ms | %.3f cores | %.0f MiB | %.2f, %.2f | %d, %d of %d | %d |\n\n",
 		s.CPUPerReportMillis, s.OperatorCores, s.PeakRSSMiB, w.Moving.MeanPerMinute, w.Moving.MaxPerMinute, w.Steady.Writes, w.Steady.Written, w.Steady.Objects, w.Topics.Writes)
-	fmt.Printf("reports accepted %.0f (%.1f/s), duplicates %.0f, refused %v; reports' memory estimate %.1f MiB; other status writes %d\n",
-		s.ReportsAccepted, s.ReportsPerSecond, s.ReportsDuplicates, s.ReportsRefused, s.StoreMiB, s.OtherStatusWrites)
+	fmt.Printf("reports accepted %.0f (%.1f/s), duplicates %.0f, refused %v; reports' memory estimate %.1f MiB; report status reconciles %.1f/s; other status writes %d\n",
+		s.ReportsAccepted, s.ReportsPerSecond, s.ReportsDuplicates, s.ReportsRefused, s.StoreMiB, s.ReconcilesPerSecond, s.OtherStatusWrites)
 	fmt.Printf("beside the operator: apiserver+etcd %.2f cores, the bench (simulated sidecars, watch) %.2f cores, the whole machine %.2f of %d cores busy\n",
 		s.ApiserverEtcdCores, s.BenchCores, s.MachineBusyCores, s.Cores)
 	f := s.Fleet
