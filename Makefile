@@ -42,6 +42,12 @@ bench-sidecar-core: ## Publish-to-delivery through the sidecar vs directly, 1 Ki
 
 BENCH_DURATION ?= 30s
 BENCH_ROUNDS ?= 3
+# bench-reports: sidecars, the measured period after the warm-up, and
+# whether each interval repeats the same values (repeat: a steady flow) or
+# draws new ones (fresh: real traffic's sampling noise).
+SIDECARS ?= 1000
+DURATION ?= 3m
+SAMPLES ?= repeat
 
 .PHONY: build
 build: ## Build bin/weighstation.
@@ -63,6 +69,10 @@ bench-propagation: build envtest ## Kill switch PATCH to every sidecar's SetConf
 .PHONY: bench-operator
 bench-operator: build envtest ## What each change costs the operator: envtest apiserver, operator, and one simulated sidecar (own ADS stream, token, TLS) per pod; one namespace of 200 pods/300 Topics/300 Subscriptions, then 2,000/3,000/3,000; reconciles, status writes, CPU, acks, bytes vs issue 11's targets (WORLD=small,large, REPEATS=5, SCALE=1 scales the large world; BENCH_OPERATOR_FLAGS=-profile etc.).
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go run ./hack/benchoperator -bin bin/weighstation -world $${WORLD:-small,large} -repeats $${REPEATS:-5} -scale $${SCALE:-1} -out bin/bench-operator $(BENCH_OPERATOR_FLAGS)
+
+.PHONY: bench-reports
+bench-reports: build envtest ## What the sidecars' reports cost the operator: envtest apiserver, operator, and SIDECARS simulated sidecars (own xDS and Reports streams, token, TLS; sidecar/report's Reporter) in one namespace, 3 of its 300 Subscriptions each, a report every 10 s with 1,000-value histograms, one Subscription in ten moving; CPU per report, RSS, report writes per object per minute vs issue 12's targets (SIDECARS=1000, DURATION=3m after a warm-up, SAMPLES=repeat|fresh, BENCH_REPORTS_FLAGS=-profile etc.).
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go run ./hack/benchreports -bin bin/weighstation -sidecars $(SIDECARS) -duration $(DURATION) -samples $(SAMPLES) -out bin/bench-reports $(BENCH_REPORTS_FLAGS)
 
 .PHONY: fuzz-matcher
 fuzz-matcher: ## Fuzz subject validation and differential operation sequences (FUZZTIME each).

@@ -15,6 +15,10 @@
 //
 // Slices are timed by the operator's clock, not by the report's end: the
 // window, staleness and eviction must not move with a sidecar's clock.
+// A pod's window is anchored at its newest report, which replaces the one
+// a window before it; a slice no newer report replaced leaves half an
+// interval after the window (podCutoff), so that a report that comes a
+// little late never shows a steady pod with one report fewer.
 //
 // # Precision
 //

@@ -112,6 +112,20 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
+// cutoff is the store's cutoff at now: a slice accepted at or before it
+// is in no summary, and evicted. It lies half an interval before the
+// window, so that a pod whose report comes late by less than half an
+// interval still has its oldest slice when summarized in between (see
+// podCutoff): cut at the window itself, every summary in that gap (the
+// other pods of a Subscription report all through the interval) would
+// find one report fewer, and status would write twice.
+func (o Options) cutoff(now time.Time) time.Time { return now.Add(-o.Window - o.Interval/2) }
+
+// replacedBy is the cutoff of a pod's window once a report was accepted
+// from it at now: podCutoff leaves the slices at or before it out of
+// every later summary, so they are evicted when the report is stored.
+func (o Options) replacedBy(now time.Time) time.Time { return now.Add(-o.Window + o.Interval/2) }
+
 // maxSlices is how many slices one (policy, pod) keeps: twice what a
 // sidecar reporting every interval fills the window with, plus two. A
 // sidecar reporting faster has its reports merged into the newest slice,

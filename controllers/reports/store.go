@@ -158,7 +158,7 @@ func (s *Store) add(r *checkedReport) (duplicate bool, refused *refusal) {
 		return false, refuse(codes.ResourceExhausted, refusedMemoryCap, "the operator holds about %d bytes of reports, past its cap of %d; retry later", b, s.opts.MaxBytes)
 	}
 	now := s.opts.Now()
-	cutoff := now.Add(-s.opts.Window)
+	cutoff := s.opts.replacedBy(now)
 	ns := s.lockNamespace(r.namespace)
 	defer ns.mu.Unlock()
 

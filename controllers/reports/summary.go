@@ -72,7 +72,7 @@ func (s *Store) windowStart(now time.Time) time.Time {
 // namespace's read lock.
 func (s *Store) Subscription(namespace, name string) (SubscriptionSummary, bool) {
 	now := s.opts.Now()
-	cutoff := now.Add(-s.opts.Window)
+	cutoff := s.opts.cutoff(now)
 	ns := s.rlockNamespace(namespace)
 	if ns == nil {
 		return SubscriptionSummary{}, false
@@ -153,13 +153,17 @@ func (s *Store) Subscription(namespace, name string) (SubscriptionSummary, bool)
 
 // podCutoff is the start of one pod's window: the window's length before
 // its newest report, less half an interval, unless the store's cutoff
-// (now − window) is later. Anchored at now alone, a report arriving a
-// little early or late would make the window hold one report more or
-// less than the time before, and a steady flow would seem to change by a
-// whole interval's worth at every report, which status would write.
-// Anchored at the newest report, a steady flow holds the same number of
-// reports at every summary, and a sidecar reporting faster than the
-// interval still has its whole window counted.
+// (now − window − interval/2, Options.cutoff) is later. Anchored at now
+// alone, a report arriving a little early or late would make the window
+// hold one report more or less than the time before, and a steady flow
+// would seem to change by a whole interval's worth at every report,
+// which status would write. Anchored at the newest report, a steady flow
+// holds the same number of reports at every summary, and a sidecar
+// reporting faster than the interval still has its whole window counted.
+// The store's cutoff lies half an interval past the window so that it
+// takes over only from a pod whose report is that late: one that stopped
+// reporting leaves the window half an interval after its last report
+// does.
 func podCutoff[S windowSlice[S]](s *Store, slices []S, cutoff time.Time) time.Time {
 	if len(slices) == 0 {
 		return cutoff
@@ -191,7 +195,7 @@ func comparePods(a, b PodSummary) int {
 // in the window.
 func (s *Store) Topic(namespace, name string) (TopicSummary, bool) {
 	now := s.opts.Now()
-	cutoff := now.Add(-s.opts.Window)
+	cutoff := s.opts.cutoff(now)
 	ns := s.rlockNamespace(namespace)
 	if ns == nil {
 		return TopicSummary{}, false

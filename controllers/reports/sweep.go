@@ -29,13 +29,13 @@ func (s *Store) Start(ctx context.Context) error {
 // change names an object whose summary changed.
 type change struct{ kind, namespace, name string }
 
-// sweep evicts the slices that left the window, forgets the pods left
-// with none, the policies left with no pod and the series silent for the
-// window, records which pods turned stale, and tells the listeners what
-// changed.
+// sweep evicts the slices that left the window (Options.cutoff), forgets
+// the pods left with none, the policies left with no pod and the series
+// silent for the window, records which pods turned stale, and tells the
+// listeners what changed.
 func (s *Store) sweep() {
 	now := s.opts.Now()
-	cutoff := now.Add(-s.opts.Window)
+	cutoff, silent := s.opts.cutoff(now), now.Add(-s.opts.Window)
 	s.mu.Lock()
 	names := make(map[string]*namespace, len(s.namespaces))
 	for name, ns := range s.namespaces {
@@ -73,7 +73,7 @@ func (s *Store) sweep() {
 			}
 		}
 		for key, ser := range ns.series {
-			if !ser.lastReport.After(cutoff) {
+			if !ser.lastReport.After(silent) {
 				delete(ns.series, key)
 				if ns.podSeries[key.podUID]--; ns.podSeries[key.podUID] <= 0 {
 					delete(ns.podSeries, key.podUID)

@@ -39,11 +39,15 @@ func TestSlicesLeaveTheWindow(t *testing.T) {
 		values    int64
 	}{
 		{at: 50 * time.Second, delivered: 60, values: 6},
-		// The first report is exactly a window old: out.
-		{at: 60 * time.Second, delivered: 50, values: 5},
-		{at: 60*time.Second + time.Nanosecond, delivered: 50, values: 5},
+		// The first report is a window old, but no newer report replaced
+		// it (the next is due now): it stays for half an interval more.
+		{at: 60 * time.Second, delivered: 60, values: 6},
+		{at: 65*time.Second - time.Nanosecond, delivered: 60, values: 6},
+		// A window and half an interval old: out.
+		{at: 65 * time.Second, delivered: 50, values: 5},
 		{at: 105 * time.Second, delivered: 10, values: 1},
-		{at: 110 * time.Second},
+		{at: 115*time.Second - time.Nanosecond, delivered: 10, values: 1},
+		{at: 115 * time.Second},
 	}
 	for _, tc := range cases {
 		clk.mu.Lock()
@@ -166,14 +170,14 @@ func TestAPodIsForgottenOnceItsLastReportLeavesTheWindow(t *testing.T) {
 		t.Fatalf("holding %d bytes, %d series", store.bytes.Load(), store.series.Load())
 	}
 
-	clk.Advance(30*time.Second - time.Nanosecond)
+	clk.Advance(35*time.Second - time.Nanosecond)
 	store.sweep()
 	if sum, _ := store.Subscription("shop", "billing"); len(sum.Pods) != 2 {
-		t.Fatalf("pods %+v, want both until a window has passed", sum.Pods)
+		t.Fatalf("pods %+v, want both until a window and half an interval have passed", sum.Pods)
 	}
 	rec.take() // pod-0 turned stale
 
-	clk.Advance(time.Nanosecond) // pod-0's report is a window old
+	clk.Advance(time.Nanosecond) // pod-0's report is a window and half an interval old
 	store.sweep()
 	sum, _ := store.Subscription("shop", "billing")
 	if len(sum.Pods) != 1 || sum.Pods[0].Pod != "pod-1" || sum.Delivered != 2 {
@@ -423,8 +427,9 @@ func TestASteadyPodHoldsOneWindowOfSlicesAndGivesEveryByteBack(t *testing.T) {
 		peak = max(peak, store.bytes.Load())
 		clk.Advance(10 * time.Second)
 	}
-	if sum, _ := store.Subscription("shop", "billing"); sum.Delivered != 500 || sum.EndToEnd.Count != 1000 {
-		t.Fatalf("delivered %d, values %d; want 5×100, 5×200 (the report at the window's edge is out)", sum.Delivered, sum.EndToEnd.Count)
+	// The next report is due: the oldest stays until it replaces it.
+	if sum, _ := store.Subscription("shop", "billing"); sum.Delivered != 600 || sum.EndToEnd.Count != 1200 {
+		t.Fatalf("delivered %d, values %d; want 6×100, 6×200 (the report at the window's edge stays until the next)", sum.Delivered, sum.EndToEnd.Count)
 	}
 	clk.Advance(time.Minute)
 	store.sweep()
@@ -436,7 +441,9 @@ func TestASteadyPodHoldsOneWindowOfSlicesAndGivesEveryByteBack(t *testing.T) {
 // TestASteadyFlowSummarizesTheSameAtEveryReport: a pod reporting the same
 // traffic every interval, each report up to just under a quarter interval early or
 // late, has the same window totals after every report once the window is
-// full: what status compares to decide whether to write.
+// full, and just before each report too (a Subscription's other pods
+// report all through the interval, and each has it summarized): what
+// status compares to decide whether to write.
 func TestASteadyFlowSummarizesTheSameAtEveryReport(t *testing.T) {
 	clk := newClock()
 	svc, _ := newTestService(t, clk, nil) // window 1 min, interval 10 s
@@ -450,6 +457,16 @@ func TestASteadyFlowSummarizesTheSameAtEveryReport(t *testing.T) {
 		j := jitter[int(seq)%len(jitter)]
 		clk.Advance(10*time.Second + j - prev)
 		prev = j
+		if seq > 7 {
+			// The report is due, or late: the one it replaces is still in.
+			store.sweep()
+			if sum, _ := store.Subscription("shop", "billing"); sum.Delivered != 600 || sum.EndToEnd.Count != 6 {
+				t.Fatalf("before report %d (jitter %s): delivered %d, values %d; want 600 and 6", seq, j, sum.Delivered, sum.EndToEnd.Count)
+			}
+			if topic, _ := store.Topic("shop", "orders"); topic.Attempts != 1200 {
+				t.Fatalf("before report %d: topic attempts %d, want 1200", seq, topic.Attempts)
+			}
+		}
 		mustAccept(t, svc, 0, billingAt(t, 0, "a", seq, 100*seq, 500))
 		store.sweep()
 		sum, ok := store.Subscription("shop", "billing")

@@ -1,7 +1,10 @@
 // Package benchharness runs weighstation's processes for the end-to-end
 // benchmarks (hack/benchsidecar, hack/benchoverload): a broker and
 // sidecars as separate processes, the load generator as another, and the
-// processes' own accounting (CPU time, peak memory) from /proc.
+// processes' own accounting (CPU time, peak memory) from /proc; and, for
+// the operator's benchmarks (hack/benchoperator, hack/benchreports), the
+// operator as its own process (StartOperator) and what they share beside
+// it (Poll, Progress; kubeenv for the apiserver).
 package benchharness
 
 import (

@@ -213,7 +213,7 @@ func (e *env) runChanges(ctx context.Context, ch changeKind) error {
 	e.worldResult.Changes = append(e.worldResult.Changes, res)
 	var stopPerf func()
 	if e.profileDir != "" {
-		stopPerf = startPerf(filepath.Join(e.profileDir, fmt.Sprintf("%s-%s", e.w.size.Name, ch.name)), e.op.pid())
+		stopPerf = startPerf(filepath.Join(e.profileDir, fmt.Sprintf("%s-%s", e.w.size.Name, ch.name)), e.op.Pid())
 		defer stopPerf()
 	}
 	for rep := range e.o.repeats {
@@ -285,7 +285,7 @@ func (e *env) measure(ctx context.Context, spec *changeSpec) (*measurement, erro
 	if err != nil {
 		return nil, err
 	}
-	cpu0, err := e.op.cpu()
+	cpu0, err := e.op.CPU()
 	if err != nil {
 		return nil, err
 	}
@@ -300,7 +300,7 @@ func (e *env) measure(ctx context.Context, spec *changeSpec) (*measurement, erro
 	if err != nil {
 		return nil, err
 	}
-	cpu1, err := e.op.cpu()
+	cpu1, err := e.op.CPU()
 	if err != nil {
 		return nil, err
 	}
@@ -382,7 +382,7 @@ func (e *env) settle(from time.Time) (time.Time, error) {
 	last := from
 	var prev float64 = -1
 	var lastMove time.Time = from
-	err := poll(e.o.settleTimeout, 500*time.Millisecond, e.op.alive, func() (bool, string) {
+	err := poll(e.o.settleTimeout, 500*time.Millisecond, e.op.Alive, func() (bool, string) {
 		m, err := scrape(e.metricsURL)
 		if err != nil {
 			return false, err.Error()

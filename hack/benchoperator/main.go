@@ -40,8 +40,8 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/weighstation/weighstation/controllers/pki"
 	"github.com/weighstation/weighstation/hack/benchharness"
+	"github.com/weighstation/weighstation/hack/benchharness/kubeenv"
 	"github.com/weighstation/weighstation/hack/benchoperator/opproto"
 )
 
@@ -168,16 +168,12 @@ func writeSummary(dir string, s *summary) error {
 	return os.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644)
 }
 
-func progress(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
-}
-
 // env is one world's running processes.
 type env struct {
 	o           options
 	cl          *cluster
 	w           *world
-	op          *proc
+	op          *benchharness.LoggedProc
 	swarm       *swarmConn
 	watch       *statusWatch
 	metricsURL  string
@@ -203,32 +199,20 @@ func measureWorld(o options, size worldSize) (*worldResult, error) {
 
 	// The operator, its own process, with an admin kubeconfig: the bench
 	// measures what changes cost, not RBAC.
-	xdsAddr, err1 := benchharness.FreeAddr()
-	probeAddr, err2 := benchharness.FreeAddr()
-	metricsAddr, err3 := benchharness.FreeAddr()
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return r, err
-	}
-	e.metricsURL = "http://" + metricsAddr + "/metrics"
-	args := append([]string{"operator", "-kubeconfig", cl.Kubeconfig, "-namespace", operatorNamespace, "-xds-listen", xdsAddr,
-		"-metrics-bind-address", metricsAddr, "-health-probe-bind-address", probeAddr, "-leader-elect=false",
-		"-zap-time-encoding=rfc3339nano"}, o.operatorArgs...)
-	opLog := filepath.Join(o.outDir, size.Name+".operator.log")
-	e.op, err = startProc("operator", opLog, o.bin, args...)
+	op, err := benchharness.StartOperator(benchharness.OperatorOptions{Bin: o.bin, Kubeconfig: cl.Kubeconfig, Namespace: operatorNamespace,
+		LogPath: filepath.Join(o.outDir, size.Name+".operator.log"), Args: o.operatorArgs})
 	if err != nil {
 		return r, err
 	}
-	stopOp := benchharness.AtExit(e.op.stop)
-	defer stopOp()
-	if err := benchharness.WaitHTTPReady("http://"+probeAddr+"/readyz", 60*time.Second, e.op.alive); err != nil {
-		return r, err
-	}
-	progress("operator ready (pid %d); creating %d pods with their ServiceAccounts and tokens, %d in flight", e.op.pid(), size.Pods, o.inflight)
+	defer op.Stop()
+	e.op, e.metricsURL = op.LoggedProc, op.MetricsURL
+	xdsAddr := op.XDSAddr
+	progress("operator ready (pid %d); creating %d pods with their ServiceAccounts and tokens, %d in flight", e.op.Pid(), size.Pods, o.inflight)
 
 	// Pods, then their sidecars.
 	podsStart := time.Now()
 	specs := make([]opproto.Pod, size.Pods)
-	if _, err := createAll(ctx, w.podNames, o.inflight, func(ctx context.Context, i int, name string) error {
+	if _, err := kubeenv.CreateAll(ctx, w.podNames, o.inflight, func(ctx context.Context, i int, name string) error {
 		if err := cl.CreateServiceAccount(ctx, podNamespace, name); err != nil {
 			return err
 		}
@@ -243,7 +227,7 @@ func measureWorld(o options, size worldSize) (*worldResult, error) {
 		return r, err
 	}
 	r.Creation.PodsSeconds = time.Since(podsStart).Seconds()
-	caFile, err := cl.WaitBundle(ctx, podNamespace, 60*time.Second, e.op.alive)
+	caFile, err := cl.WaitBundle(ctx, podNamespace, 60*time.Second, e.op.Alive)
 	if err != nil {
 		return r, err
 	}
@@ -252,7 +236,7 @@ func measureWorld(o options, size worldSize) (*worldResult, error) {
 	}
 	defer benchharness.AtExit(func() { e.stopSwarm() })()
 	swarmStart := time.Now()
-	if err := poll(5*time.Minute, 100*time.Millisecond, e.op.alive, func() (bool, string) {
+	if err := poll(5*time.Minute, 100*time.Millisecond, e.op.Alive, func() (bool, string) {
 		n := e.swarm.configured()
 		return n == size.Pods, fmt.Sprintf("%d of %d sidecars configured", n, size.Pods)
 	}); err != nil {
@@ -263,13 +247,13 @@ func measureWorld(o options, size worldSize) (*worldResult, error) {
 		size.Pods, r.Creation.PodsSeconds, r.Creation.SidecarsSeconds, size.Topics, size.Subs, o.inflight)
 
 	// Topics and Subscriptions, interleaved, then until Ready.
-	cpu0, err := e.op.cpu()
+	cpu0, err := e.op.CPU()
 	if err != nil {
 		return r, err
 	}
 	objs := interleave(w)
 	createStart := time.Now()
-	lastCreate, err := createAll(ctx, objs, o.inflight, func(ctx context.Context, _ int, obj createObj) error {
+	lastCreate, err := kubeenv.CreateAll(ctx, objs, o.inflight, func(ctx context.Context, _ int, obj createObj) error {
 		if err := cl.Client.Create(ctx, obj.obj.DeepCopyObject().(ctrlObject)); err != nil {
 			return fmt.Errorf("creating %s: %w", obj.obj.GetName(), err)
 		}
@@ -281,7 +265,7 @@ func measureWorld(o options, size worldSize) (*worldResult, error) {
 	r.Creation.ObjectsSeconds = lastCreate.Sub(createStart).Seconds()
 	progress("%d objects created in %.1f s; waiting for Ready (up to %s)", len(objs), r.Creation.ObjectsSeconds, o.readyTimeout)
 	var readyAt time.Time
-	err = poll(o.readyTimeout, 20*time.Millisecond, e.op.alive, func() (bool, string) {
+	err = poll(o.readyTimeout, 20*time.Millisecond, e.op.Alive, func() (bool, string) {
 		st, nReady := e.watch.ready()
 		hold, nHold := e.swarm.holdingSince()
 		if st.IsZero() || hold == 0 {
@@ -294,11 +278,11 @@ func measureWorld(o options, size worldSize) (*worldResult, error) {
 		}
 		return true, ""
 	})
-	cpu1, cerr := e.op.cpu()
+	cpu1, cerr := e.op.CPU()
 	if cerr == nil {
 		r.Ready.OperatorCPUSeconds = (cpu1 - cpu0).Seconds()
 	}
-	r.Ready.PeakRSSMiB = mibOf(e.op.peakRSS())
+	r.Ready.PeakRSSMiB = mibOf(e.op.PeakRSS())
 	r.Ready.SidecarApplies = e.swarm.applies()
 	if m, err := scrape(e.metricsURL); err == nil {
 		r.Ready.Reconciles, r.Ready.QueueDepth = m.reconciles(), m.queueDepth()
@@ -316,13 +300,13 @@ func measureWorld(o options, size worldSize) (*worldResult, error) {
 	if _, err := e.settle(time.Now()); err != nil {
 		if m, err := scrape(e.metricsURL); err == nil {
 			r.AfterSettleTimeout = &backlog{Reconciles: m.reconciles(), QueueDepth: m.queueDepth()}
-			if c, err := e.op.cpu(); err == nil {
+			if c, err := e.op.CPU(); err == nil {
 				r.AfterSettleTimeout.OperatorCPUSeconds = (c - cpu0).Seconds()
 			}
 		}
 		return r, fmt.Errorf("settling after Ready: %w", err)
 	}
-	c0, err := e.op.cpu()
+	c0, err := e.op.CPU()
 	if err != nil {
 		return r, err
 	}
@@ -335,7 +319,7 @@ func measureWorld(o options, size worldSize) (*worldResult, error) {
 			return r, err
 		}
 	}
-	c1, err := e.op.cpu()
+	c1, err := e.op.CPU()
 	if err != nil {
 		return r, err
 	}
@@ -351,8 +335,8 @@ func measureWorld(o options, size worldSize) (*worldResult, error) {
 			return r, err
 		}
 	}
-	r.PeakRSSMiB = mibOf(e.op.peakRSS())
-	r.SwarmPeakRSSMiB = mibOf(e.swarm.proc.peakRSS())
+	r.PeakRSSMiB = mibOf(e.op.PeakRSS())
+	r.SwarmPeakRSSMiB = mibOf(e.swarm.proc.PeakRSS())
 	r.WatchErrors = e.watch.errors()
 	if stats := e.stopSwarm(); stats != nil {
 		r.Swarm = &swarmResult{Connects: stats.Connects, Applied: stats.Applied, Refused: stats.Refused, HeapInuseMiB: float64(stats.HeapInuse) / (1 << 20)}
@@ -369,7 +353,7 @@ func (e *env) startSwarm(xdsAddr, caFile string, pods []opproto.Pod) error {
 		return err
 	}
 	defer ln.Close()
-	setup := opproto.Setup{XDSAddress: xdsAddr, ServerName: pki.ServiceDNSNames(xdsService, operatorNamespace)[2], CAFile: caFile, Namespace: podNamespace}
+	setup := opproto.Setup{XDSAddress: xdsAddr, ServerName: kubeenv.XDSServerName(), CAFile: caFile, Namespace: podNamespace}
 	file := filepath.Join(e.cl.Dir, "swarm.json")
 	b, err := json.Marshal(setup)
 	if err != nil {
@@ -378,13 +362,13 @@ func (e *env) startSwarm(xdsAddr, caFile string, pods []opproto.Pod) error {
 	if err := os.WriteFile(file, b, 0o600); err != nil {
 		return err
 	}
-	p, err := startProc("swarm", filepath.Join(e.o.outDir, e.w.size.Name+".swarm.log"), e.o.swarm, "-setup", file, "-bench", ln.Addr().String())
+	p, err := benchharness.StartLogged("swarm", filepath.Join(e.o.outDir, e.w.size.Name+".swarm.log"), e.o.swarm, "-setup", file, "-bench", ln.Addr().String())
 	if err != nil {
 		return err
 	}
-	benchharness.AtExit(p.stop)
+	benchharness.AtExit(p.Stop)
 	if e.swarm, err = acceptSwarm(ln, p, e.w, 30*time.Second); err != nil {
-		p.stop()
+		p.Stop()
 		return err
 	}
 	return e.swarm.add(pods...)
@@ -397,33 +381,15 @@ func (e *env) stopSwarm() *opproto.Event {
 	s := e.swarm
 	e.swarm = nil
 	stats := s.close(20 * time.Second)
-	s.proc.stop()
+	s.proc.Stop()
 	return stats
 }
 
-// poll calls check every interval until it reports done, alive fails, or
-// timeout passes; it prints check's progress every 10 s.
-func poll(timeout, interval time.Duration, alive func() error, check func() (bool, string)) error {
-	deadline := time.Now().Add(timeout)
-	lastPrint := time.Now()
-	for {
-		done, msg := check()
-		if done {
-			return nil
-		}
-		if err := alive(); err != nil {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s: %s", timeout, msg)
-		}
-		if time.Since(lastPrint) >= 10*time.Second {
-			progress("  ... %s", msg)
-			lastPrint = time.Now()
-		}
-		time.Sleep(interval)
-	}
-}
+// progress and poll are the harness's.
+var (
+	progress = benchharness.Progress
+	poll     = benchharness.Poll
+)
 
 func mibOf(b int64, err error) float64 {
 	if err != nil {

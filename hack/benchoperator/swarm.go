@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weighstation/weighstation/hack/benchharness"
 	"github.com/weighstation/weighstation/hack/benchoperator/opproto"
 )
 
@@ -37,7 +38,7 @@ type waiter struct {
 // swarmConn is the bench's side of the swarm: commands out, events in, and
 // the state of every simulated sidecar.
 type swarmConn struct {
-	proc  *proc
+	proc  *benchharness.LoggedProc
 	world *world
 	conn  net.Conn
 
@@ -60,7 +61,7 @@ type swarmConn struct {
 	changed   chan struct{}
 }
 
-func acceptSwarm(ln net.Listener, p *proc, w *world, timeout time.Duration) (*swarmConn, error) {
+func acceptSwarm(ln net.Listener, p *benchharness.LoggedProc, w *world, timeout time.Duration) (*swarmConn, error) {
 	type accepted struct {
 		c   net.Conn
 		err error
@@ -79,7 +80,7 @@ func acceptSwarm(ln net.Listener, p *proc, w *world, timeout time.Duration) (*sw
 		conn = a.c
 	case <-time.After(timeout):
 		ln.Close()
-		return nil, fmt.Errorf("the swarm did not connect within %s:\n%s", timeout, p.tail(20))
+		return nil, fmt.Errorf("the swarm did not connect within %s:\n%s", timeout, p.Tail(20))
 	}
 	s := &swarmConn{proc: p, world: w, conn: conn, enc: json.NewEncoder(conn), replies: map[int64]chan opproto.Event{},
 		closed: make(chan struct{}), changed: make(chan struct{}, 1)}
@@ -273,7 +274,7 @@ func (s *swarmConn) counters(timeout time.Duration) (*opproto.Event, error) {
 	case ev := <-ch:
 		return &ev, nil
 	case <-s.closed:
-		return nil, fmt.Errorf("the swarm stopped reporting:\n%s", s.proc.tail(20))
+		return nil, fmt.Errorf("the swarm stopped reporting:\n%s", s.proc.Tail(20))
 	case <-time.After(timeout):
 		return nil, fmt.Errorf("the swarm did not answer for its counters within %s", timeout)
 	}

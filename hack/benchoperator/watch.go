@@ -8,13 +8,13 @@ import (
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/hack/benchharness/kubeenv"
 )
 
 // statusWrite is one update of a Topic or Subscription that left its
@@ -59,67 +59,15 @@ type statusWatch struct {
 
 func startStatusWatch(ctx context.Context, c ctrlclient.WithWatch, w *world) *statusWatch {
 	s := &statusWatch{world: w, ctx: ctx, objs: map[string]map[string]*watched{"topic": {}, "subscription": {}}}
-	go s.run(ctx, c, "topic", func() ctrlclient.ObjectList { return &v1alpha1.TopicList{} })
-	go s.run(ctx, c, "subscription", func() ctrlclient.ObjectList { return &v1alpha1.SubscriptionList{} })
+	for kind, newList := range map[string]func() ctrlclient.ObjectList{
+		"topic":        func() ctrlclient.ObjectList { return &v1alpha1.TopicList{} },
+		"subscription": func() ctrlclient.ObjectList { return &v1alpha1.SubscriptionList{} },
+	} {
+		go kubeenv.Watch(ctx, c, podNamespace, newList,
+			func(typ watch.EventType, obj ctrlclient.Object) { s.observe(kind, typ, obj) },
+			func(err error) { s.fail(kind, err) })
+	}
 	return s
-}
-
-// run watches one kind until ctx ends, resuming from the last
-// resourceVersion when the apiserver ends the watch (and listing again if
-// that version is gone).
-func (s *statusWatch) run(ctx context.Context, c ctrlclient.WithWatch, kind string, newList func() ctrlclient.ObjectList) {
-	rv := ""
-	for ctx.Err() == nil {
-		opts := &ctrlclient.ListOptions{Namespace: podNamespace, Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}}
-		wi, err := c.Watch(ctx, newList(), opts)
-		if err != nil {
-			if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
-				rv = s.relist(ctx, c, kind, newList)
-				continue
-			}
-			s.fail(kind, err)
-			time.Sleep(time.Second)
-			continue
-		}
-		for ev := range wi.ResultChan() {
-			if ev.Type == watch.Error {
-				if st, ok := ev.Object.(*metav1.Status); ok && (st.Code == 410) {
-					rv = ""
-				}
-				break
-			}
-			obj, ok := ev.Object.(ctrlclient.Object)
-			if !ok {
-				continue
-			}
-			rv = obj.GetResourceVersion()
-			if ev.Type == watch.Bookmark {
-				continue
-			}
-			s.observe(kind, ev.Type, obj)
-		}
-		wi.Stop()
-		if rv == "" {
-			rv = s.relist(ctx, c, kind, newList)
-		}
-	}
-}
-
-func (s *statusWatch) relist(ctx context.Context, c ctrlclient.WithWatch, kind string, newList func() ctrlclient.ObjectList) string {
-	list := newList()
-	if err := c.List(ctx, list, ctrlclient.InNamespace(podNamespace)); err != nil {
-		s.fail(kind, err)
-		time.Sleep(time.Second)
-		return ""
-	}
-	items, _ := meta.ExtractList(list)
-	for _, it := range items {
-		if obj, ok := it.(ctrlclient.Object); ok {
-			s.observe(kind, watch.Added, obj)
-		}
-	}
-	s.fail(kind, fmt.Errorf("the watch expired and was listed again: writes in between are not counted"))
-	return list.(metav1.ListInterface).GetResourceVersion()
 }
 
 func (s *statusWatch) fail(kind string, err error) {
