@@ -60,6 +60,12 @@ func (r *ReportStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request
 }
 
 func (r *ReportStatusReconciler) subscription(ctx context.Context, sub *v1alpha1.Subscription) (time.Duration, error) {
+	key := keyOf("subscription", sub.Namespace, sub.Name)
+	if wait := r.untilWritable(key); wait > 0 {
+		// Written within the interval: nothing could be written now, so the
+		// summary (merging every pod's histograms) waits for the requeue.
+		return wait, nil
+	}
 	next := *sub.Status.DeepCopy()
 	summary, ok := r.Reports.Subscription(sub.Namespace, sub.Name)
 	r.fillSubscription(&next, summary, ok)
@@ -69,7 +75,7 @@ func (r *ReportStatusReconciler) subscription(ctx context.Context, sub *v1alpha1
 	if why == "" {
 		return 0, nil
 	}
-	return r.write(ctx, sub, v1alpha1.GroupVersion.WithKind("Subscription"), keyOf("subscription", sub.Namespace, sub.Name), why, &sub.Status, &next)
+	return r.write(ctx, sub, v1alpha1.GroupVersion.WithKind("Subscription"), key, why, &sub.Status, &next)
 }
 
 // fillSubscription sets the report fields of st from summary (ok: some pod
@@ -138,6 +144,10 @@ func killedSummary(s reports.SubscriptionSummary) string {
 }
 
 func (r *ReportStatusReconciler) topic(ctx context.Context, topic *v1alpha1.Topic) (time.Duration, error) {
+	key := keyOf("topic", topic.Namespace, topic.Name)
+	if wait := r.untilWritable(key); wait > 0 {
+		return wait, nil
+	}
 	next := *topic.Status.DeepCopy()
 	next.Publish = nil
 	if s, ok := r.Reports.Topic(topic.Namespace, topic.Name); ok {
@@ -154,24 +164,20 @@ func (r *ReportStatusReconciler) topic(ctx context.Context, topic *v1alpha1.Topi
 	if why == "" {
 		return 0, nil
 	}
-	return r.write(ctx, topic, v1alpha1.GroupVersion.WithKind("Topic"), keyOf("topic", topic.Namespace, topic.Name), why, &topic.Status, &next)
+	return r.write(ctx, topic, v1alpha1.GroupVersion.WithKind("Topic"), key, why, &topic.Status, &next)
 }
 
 // write applies the report part of the status, at most once per
 // WriteInterval per object; it returns when to come back for a write it
 // deferred.
 func (r *ReportStatusReconciler) write(ctx context.Context, obj client.Object, gvk schemaGVK, key types.NamespacedName, why string, current, next any) (time.Duration, error) {
-	interval := r.WriteInterval
-	if interval <= 0 {
-		interval = DefaultReportWriteInterval
-	}
 	r.mu.Lock()
-	if r.lastWrite == nil {
-		r.lastWrite = map[types.NamespacedName]time.Time{}
-	}
-	if wait := interval - time.Since(r.lastWrite[key]); wait > 0 {
+	if wait := r.untilWritableLocked(key); wait > 0 {
 		r.mu.Unlock()
 		return wait, nil
+	}
+	if r.lastWrite == nil {
+		r.lastWrite = map[types.NamespacedName]time.Time{}
 	}
 	r.lastWrite[key] = time.Now()
 	r.mu.Unlock()
@@ -180,6 +186,26 @@ func (r *ReportStatusReconciler) write(ctx context.Context, obj client.Object, g
 	}
 	logf.FromContext(ctx).V(1).Info("report status written", "object", key, "why", why)
 	return 0, nil
+}
+
+// untilWritable is how long until the object may be written again (0:
+// now).
+func (r *ReportStatusReconciler) untilWritable(key types.NamespacedName) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.untilWritableLocked(key)
+}
+
+func (r *ReportStatusReconciler) untilWritableLocked(key types.NamespacedName) time.Duration {
+	last, ok := r.lastWrite[key]
+	if !ok {
+		return 0
+	}
+	interval := r.WriteInterval
+	if interval <= 0 {
+		interval = DefaultReportWriteInterval
+	}
+	return max(interval-time.Since(last), 0)
 }
 
 func (r *ReportStatusReconciler) forget(key types.NamespacedName) {

@@ -62,13 +62,9 @@ func AsOperator(ctx context.Context, admin *rest.Config, namespace, name string)
 	if err != nil {
 		return nil, err
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	c, err := client.New(admin, client.Options{Scheme: scheme})
+	c, err := adminClient(admin)
 	if err != nil {
-		return nil, fmt.Errorf("creating the admin client: %w", err)
+		return nil, err
 	}
 	user := ServiceAccountUser(namespace, name)
 	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: name}}
@@ -304,4 +300,18 @@ func ImpersonatingKubeconfig(kubeconfig []byte, user string) ([]byte, error) {
 		auth.Impersonate = user
 	}
 	return clientcmd.Write(*cfg)
+}
+
+// adminClient is a client of the built-in kinds with admin's credentials,
+// for creating the operator's account and its RBAC.
+func adminClient(admin *rest.Config) (client.Client, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.New(admin, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("creating the admin client: %w", err)
+	}
+	return c, nil
 }
