@@ -47,7 +47,7 @@ BENCH_ROUNDS ?= 3
 # draws new ones (fresh: real traffic's sampling noise).
 SIDECARS ?= 1000
 DURATION ?= 3m
-SAMPLES ?= repeat
+SAMPLES ?= fresh
 
 .PHONY: build
 build: ## Build bin/weighstation.
@@ -71,7 +71,7 @@ bench-operator: build envtest ## What each change costs the operator: envtest ap
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go run ./hack/benchoperator -bin bin/weighstation -world $${WORLD:-small,large} -repeats $${REPEATS:-5} -scale $${SCALE:-1} -out bin/bench-operator $(BENCH_OPERATOR_FLAGS)
 
 .PHONY: bench-reports
-bench-reports: build envtest ## What the sidecars' reports cost the operator: envtest apiserver, operator, and SIDECARS simulated sidecars (own xDS and Reports streams, token, TLS; sidecar/report's Reporter) in one namespace, 3 of its 300 Subscriptions each, a report every 10 s with 1,000-value histograms, one Subscription in ten moving; CPU per report, RSS, report writes per object per minute vs issue 12's targets (SIDECARS=1000, DURATION=3m after a warm-up, SAMPLES=repeat|fresh, BENCH_REPORTS_FLAGS=-profile etc.).
+bench-reports: build envtest ## What the sidecars' reports cost the operator: envtest apiserver, operator, and SIDECARS simulated sidecars (own xDS and Reports streams, token, TLS; sidecar/report's Reporter) in one namespace, 3 of its 300 Subscriptions each, a report every 10 s with 1,000-value histograms, one Subscription in ten moving; CPU per report, RSS, report writes per object per minute vs issue 12's targets (SIDECARS=1000, DURATION=3m after a warm-up, SAMPLES=fresh|repeat, BENCH_REPORTS_FLAGS=-profile etc.; GOMEMLIMIT from the chart).
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go run ./hack/benchreports -bin bin/weighstation -sidecars $(SIDECARS) -duration $(DURATION) -samples $(SAMPLES) -out bin/bench-reports $(BENCH_REPORTS_FLAGS)
 
 .PHONY: fuzz-matcher

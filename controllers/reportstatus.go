@@ -48,6 +48,38 @@ type ReportStatusReconciler struct {
 
 	mu        sync.Mutex
 	lastWrite map[types.NamespacedName]time.Time // by keyOf
+	// written holds the noise bands of each Subscription's latencies as
+	// last written, for the next test of a material change.
+	written map[types.NamespacedName]latencyBands
+}
+
+// latencyBands are the noise bands of one status's latencies, by
+// latencyMoved's names of them.
+type latencyBands map[string]reports.Bands
+
+func bandsOfSummary(s reports.SubscriptionSummary, listed []v1alpha1.SubscriptionPodStatus) latencyBands {
+	out := latencyBands{"end-to-end": s.EndToEnd.Bands, "dwell": s.Dwell.Bands}
+	for i := range listed { // s.Pods in the same order
+		out["pod "+s.Pods[i].Pod+" end-to-end"] = s.Pods[i].EndToEnd.Bands
+		out["pod "+s.Pods[i].Pod+" dwell"] = s.Pods[i].Dwell.Bands
+	}
+	return out
+}
+
+// movedBeyondNoise judges a latency against the bands last written and
+// next's. A written value outside its remembered band (as after another
+// replica's write) is taken as exact.
+type movedBeyondNoise struct{ written, next latencyBands }
+
+func (m movedBeyondNoise) between(curWhat, nextWhat string, i int, cur, next time.Duration) bool {
+	was, now := reports.Point(cur), reports.Point(next)
+	if b, ok := m.written[curWhat]; ok && b[i].Low <= cur && cur <= b[i].High {
+		was = b[i]
+	}
+	if b, ok := m.next[nextWhat]; ok {
+		now = b[i]
+	}
+	return reports.Apart(was, now)
 }
 
 // Reconcile writes one Topic's or Subscription's report status. As for
@@ -71,11 +103,24 @@ func (r *ReportStatusReconciler) subscription(ctx context.Context, sub *v1alpha1
 	r.fillSubscription(&next, summary, ok)
 	status, reason, msg := degraded(&next)
 	setCondition(&next.Conditions, sub.Generation, v1alpha1.ConditionDegraded, status, reason, msg)
-	why := materialSubscriptionChange(&sub.Status, &next, func(a, b time.Duration) bool { return !reports.MovedMoreThanOneBucket(a, b) })
+	nextBands := bandsOfSummary(summary, next.Pods)
+	r.mu.Lock()
+	written := r.written[key]
+	r.mu.Unlock()
+	why := materialSubscriptionChange(&sub.Status, &next, movedBeyondNoise{written: written, next: nextBands})
 	if why == "" {
 		return 0, nil
 	}
-	return r.write(ctx, sub, v1alpha1.GroupVersion.WithKind("Subscription"), key, why, &sub.Status, &next)
+	wait, err := r.write(ctx, sub, v1alpha1.GroupVersion.WithKind("Subscription"), key, why, &sub.Status, &next)
+	if err == nil && wait == 0 {
+		r.mu.Lock()
+		if r.written == nil {
+			r.written = map[types.NamespacedName]latencyBands{}
+		}
+		r.written[key] = nextBands
+		r.mu.Unlock()
+	}
+	return wait, err
 }
 
 // fillSubscription sets the report fields of st from summary (ok: some pod
@@ -212,6 +257,7 @@ func (r *ReportStatusReconciler) forget(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.lastWrite, key)
+	delete(r.written, key)
 }
 
 // SetupWithManager registers the reconciler, fed by the report store's

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -15,20 +16,27 @@ import (
 // report, so writing whatever differs would write every object at every
 // report: the etcd load that keeps other projects' dynamic data out of
 // status. A change is material when it says something new: a percentile
-// that moved by more than one histogram bucket, a count over the window
-// that changed (delivered, measured, dropped, refused, published), a pod
-// that joined, left, went stale or was killed, or Degraded's verdict. The
-// window's start and the last report times alone are not. A steady flow
-// keeps its window counts exactly (reports.Store counts each pod's last
-// window of reports), so it writes nothing.
+// that moved by more than one histogram bucket beyond what sampling alone
+// explains (reports/noise.go), a count over the window that changed
+// (delivered, measured, dropped, refused, published), a pod that joined,
+// left, went stale or was killed, or Degraded's verdict. The window's
+// start and the last report times alone are not. A steady flow keeps its
+// window counts exactly (reports.Store counts each pod's last window of
+// reports), so it writes nothing.
 
-// sameBucket reports whether two latencies are within one bucket of the
-// operator's histograms.
-type sameBucket func(a, b time.Duration) bool
+// latencyJudge tells whether a written percentile or max moved
+// materially.
+type latencyJudge interface {
+	// between compares the value written for one distribution with the
+	// next for another (a pod that replaced another in the list): the
+	// distributions as latencyMoved names them ("end-to-end", "pod a
+	// dwell"), i the value in reports.Bands' order.
+	between(curWhat, nextWhat string, i int, cur, next time.Duration) bool
+}
 
 // materialSubscriptionChange returns why next differs materially from
 // cur ("" when it does not).
-func materialSubscriptionChange(cur, next *v1alpha1.SubscriptionStatus, same sameBucket) string {
+func materialSubscriptionChange(cur, next *v1alpha1.SubscriptionStatus, moved latencyJudge) string {
 	switch {
 	case (cur.Aggregate == nil) != (next.Aggregate == nil):
 		return "reports began or ended"
@@ -48,41 +56,89 @@ func materialSubscriptionChange(cur, next *v1alpha1.SubscriptionStatus, same sam
 		if !slices.Equal(a.Dropped, b.Dropped) {
 			return "drops by reason changed"
 		}
-		if why := latencyMoved("end-to-end", &a.LatencySummary, &b.LatencySummary, same); why != "" {
+		if why := latencyMoved("end-to-end", &a.LatencySummary, &b.LatencySummary, moved); why != "" {
 			return why
 		}
-		if why := latencyMoved("dwell", a.Dwell, b.Dwell, same); why != "" {
+		if why := latencyMoved("dwell", a.Dwell, b.Dwell, moved); why != "" {
 			return why
 		}
 	}
-	if len(cur.Pods) != len(next.Pods) {
-		return fmt.Sprintf("%d pods listed -> %d", len(cur.Pods), len(next.Pods))
-	}
-	for i := range cur.Pods {
-		a, b := &cur.Pods[i], &next.Pods[i]
-		switch {
-		case a.Name != b.Name:
-			return fmt.Sprintf("pod %s listed instead of %s", b.Name, a.Name)
-		case a.Stale != b.Stale:
-			return fmt.Sprintf("pod %s stale: %t", b.Name, b.Stale)
-		case a.Delivered != b.Delivered:
-			return fmt.Sprintf("pod %s delivered %d -> %d", b.Name, a.Delivered, b.Delivered)
-		case !killEqual(a.Killed, b.Killed):
-			return fmt.Sprintf("pod %s kill state changed", b.Name)
-		case !slices.Equal(a.Dropped, b.Dropped):
-			return fmt.Sprintf("pod %s drops changed", b.Name)
-		}
-		if why := latencyMoved("pod "+b.Name+" end-to-end", a.Latency, b.Latency, same); why != "" {
-			return why
-		}
-		if why := latencyMoved("pod "+b.Name+" dwell", a.Dwell, b.Dwell, same); why != "" {
-			return why
-		}
+	cut := next.Aggregate != nil && int(next.Aggregate.Pods) > len(next.Pods)
+	if why := listedPodsChanged(cur.Pods, next.Pods, cut, moved); why != "" {
+		return why
 	}
 	if why := conditionChanged(cur.Conditions, next.Conditions, v1alpha1.ConditionDegraded); why != "" {
 		return why
 	}
 	return ""
+}
+
+// listedPodsChanged compares the listed pods by name: their order is by
+// p99, which sampling noise reorders. When the list is cut (more pods
+// report than it lists), noise also swaps pods at its end: a pod that
+// left the list for another is then material only when they are not
+// alike, the one listed now stale or killed, or its p99 apart from the
+// leaver's beyond the noise. Uncut, the list is every reporting pod, and
+// another name is another pod.
+func listedPodsChanged(cur, next []v1alpha1.SubscriptionPodStatus, cut bool, moved latencyJudge) string {
+	if len(cur) != len(next) {
+		return fmt.Sprintf("%d pods listed -> %d", len(cur), len(next))
+	}
+	was := make(map[string]*v1alpha1.SubscriptionPodStatus, len(cur))
+	for i := range cur {
+		was[cur[i].Name] = &cur[i]
+	}
+	var joined []*v1alpha1.SubscriptionPodStatus
+	for i := range next {
+		b := &next[i]
+		a, ok := was[b.Name]
+		if !ok {
+			joined = append(joined, b)
+			continue
+		}
+		delete(was, b.Name)
+		if why := podChanged(a, b, moved); why != "" {
+			return why
+		}
+	}
+	left := slices.SortedFunc(maps.Values(was), func(a, b *v1alpha1.SubscriptionPodStatus) int { return strings.Compare(a.Name, b.Name) })
+	for i, b := range joined { // as many joined as left
+		a := left[i]
+		if !cut || b.Stale || b.Killed != nil || p99Moved(a, b, moved) {
+			return fmt.Sprintf("pod %s listed instead of %s", b.Name, a.Name)
+		}
+	}
+	return ""
+}
+
+// podChanged compares one pod listed in both.
+func podChanged(a, b *v1alpha1.SubscriptionPodStatus, moved latencyJudge) string {
+	switch {
+	case a.Stale != b.Stale:
+		return fmt.Sprintf("pod %s stale: %t", b.Name, b.Stale)
+	case a.Delivered != b.Delivered:
+		return fmt.Sprintf("pod %s delivered %d -> %d", b.Name, a.Delivered, b.Delivered)
+	case !killEqual(a.Killed, b.Killed):
+		return fmt.Sprintf("pod %s kill state changed", b.Name)
+	case !slices.Equal(a.Dropped, b.Dropped):
+		return fmt.Sprintf("pod %s drops changed", b.Name)
+	}
+	if why := latencyMoved("pod "+b.Name+" end-to-end", a.Latency, b.Latency, moved); why != "" {
+		return why
+	}
+	return latencyMoved("pod "+b.Name+" dwell", a.Dwell, b.Dwell, moved)
+}
+
+// p99Moved reports whether the pod that joined the list is apart, by its
+// end-to-end p99, from the one that left it.
+func p99Moved(left, joined *v1alpha1.SubscriptionPodStatus, moved latencyJudge) bool {
+	if (left.Latency == nil) != (joined.Latency == nil) {
+		return true
+	}
+	if left.Latency == nil {
+		return false
+	}
+	return moved.between("pod "+left.Name+" end-to-end", "pod "+joined.Name+" end-to-end", 2, left.Latency.P99.Duration, joined.Latency.P99.Duration)
 }
 
 // materialTopicChange is materialSubscriptionChange for a Topic's publish
@@ -104,20 +160,20 @@ func materialTopicChange(cur, next *v1alpha1.TopicStatus) string {
 	return ""
 }
 
-// latencyMoved says which percentile of what moved by more than one
-// bucket ("" for none).
-func latencyMoved(what string, a, b *v1alpha1.LatencySummary, same sameBucket) string {
+// latencyMoved says which percentile of what moved materially ("" for
+// none).
+func latencyMoved(what string, a, b *v1alpha1.LatencySummary, moved latencyJudge) string {
 	switch {
 	case a == nil && b == nil:
 		return ""
 	case a == nil || b == nil:
 		return what + " latency appeared or vanished"
 	}
-	for _, p := range []struct {
+	for i, p := range []struct {
 		name string
 		a, b metav1.Duration
 	}{{"p50", a.P50, b.P50}, {"p90", a.P90, b.P90}, {"p99", a.P99, b.P99}, {"p99.9", a.P999, b.P999}, {"p99.99", a.P9999, b.P9999}, {"max", a.Max, b.Max}} {
-		if !same(p.a.Duration, p.b.Duration) {
+		if moved.between(what, what, i, p.a.Duration, p.b.Duration) {
 			return fmt.Sprintf("%s %s %s -> %s", what, p.name, p.a.Duration, p.b.Duration)
 		}
 	}

@@ -8,16 +8,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/controllers/reports"
 )
 
-// withinOnePercent stands in for the histograms' bucket: values within 1%
-// are in one bucket.
-func withinOnePercent(a, b time.Duration) bool {
+// movedOverOnePercent stands in for the noise and the histograms'
+// bucket: values within 1% are the same.
+type movedOverOnePercent struct{}
+
+func (movedOverOnePercent) between(_, _ string, _ int, a, b time.Duration) bool {
 	d := a - b
 	if d < 0 {
 		d = -d
 	}
-	return d*100 <= max(a, b)
+	return d*100 > max(a, b)
 }
 
 func reportedStatus(mutate ...func(*v1alpha1.SubscriptionStatus)) *v1alpha1.SubscriptionStatus {
@@ -69,6 +72,7 @@ func TestMaterialChanges(t *testing.T) {
 		}, "kill state"},
 		{"the kill summary", func(s *v1alpha1.SubscriptionStatus) { s.Killed = "Auto 1/2 pods" }, "kill state"},
 		{"another pod listed", func(s *v1alpha1.SubscriptionStatus) { s.Pods[1].Name = "c" }, "pod c listed"},
+		{"the listed pods reordered", func(s *v1alpha1.SubscriptionStatus) { s.Pods[0], s.Pods[1] = s.Pods[1], s.Pods[0] }, ""},
 		{"reports ended", func(s *v1alpha1.SubscriptionStatus) { s.Aggregate = nil }, "reports began or ended"},
 		{"Degraded", func(s *v1alpha1.SubscriptionStatus) {
 			s.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: ReasonTrouble}}
@@ -76,7 +80,38 @@ func TestMaterialChanges(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := materialSubscriptionChange(reportedStatus(), reportedStatus(tt.mutate), withinOnePercent)
+			got := materialSubscriptionChange(reportedStatus(), reportedStatus(tt.mutate), movedOverOnePercent{})
+			if (got == "") != (tt.want == "") || !strings.Contains(got, tt.want) {
+				t.Fatalf("material change %q, want one mentioning %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// With more pods reporting than listed, noise swaps pods at the list's
+// end: a swap of like pods is not material.
+func TestACutListOfPods(t *testing.T) {
+	cut := func(s *v1alpha1.SubscriptionStatus) { s.Aggregate.Pods = 3 }
+	tests := []struct {
+		name   string
+		mutate func(*v1alpha1.SubscriptionStatus)
+		want   string
+	}{
+		{"a like pod instead of another", func(s *v1alpha1.SubscriptionStatus) {
+			s.Pods[1].Name = "c"
+		}, ""},
+		{"a slower pod instead of another", func(s *v1alpha1.SubscriptionStatus) {
+			l := *s.Pods[0].Latency
+			l.P99.Duration *= 2
+			s.Pods[0].Name, s.Pods[0].Latency = "c", &l
+		}, "pod c listed instead of a"},
+		{"a stale pod instead of another", func(s *v1alpha1.SubscriptionStatus) {
+			s.Pods[1].Name, s.Pods[1].Stale = "c", true
+		}, "pod c listed instead of b"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := materialSubscriptionChange(reportedStatus(cut), reportedStatus(cut, tt.mutate), movedOverOnePercent{})
 			if (got == "") != (tt.want == "") || !strings.Contains(got, tt.want) {
 				t.Fatalf("material change %q, want one mentioning %q", got, tt.want)
 			}
@@ -110,6 +145,39 @@ func TestDegraded(t *testing.T) {
 			status, _, msg := degraded(reportedStatus(tt.mutate))
 			if status != tt.status || !strings.Contains(msg, tt.says) {
 				t.Fatalf("Degraded %s %q, want %s mentioning %q", status, msg, tt.status, tt.says)
+			}
+		})
+	}
+}
+
+func TestMovedBeyondNoise(t *testing.T) {
+	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	band := func(lo, hi float64) reports.Bands {
+		var b reports.Bands
+		for i := range b {
+			b[i] = reports.Band{Low: ms(lo), High: ms(hi)}
+		}
+		return b
+	}
+	written := latencyBands{"end-to-end": band(9, 11)}
+	tests := []struct {
+		name      string
+		written   latencyBands
+		next      latencyBands
+		cur, want time.Duration
+		moved     bool
+	}{
+		{"within the noise of both", written, latencyBands{"end-to-end": band(10.5, 12.5)}, ms(10), ms(11.5), false},
+		{"the bands are apart", written, latencyBands{"end-to-end": band(12, 14)}, ms(10), ms(13), true},
+		{"nothing remembered: the written value is exact", nil, latencyBands{"end-to-end": band(10.5, 12.5)}, ms(10), ms(11.5), true},
+		{"nothing remembered, within the new band", nil, latencyBands{"end-to-end": band(9.5, 12.5)}, ms(10), ms(11.5), false},
+		{"a written value outside its remembered band is exact", written, latencyBands{"end-to-end": band(11.9, 14)}, ms(12), ms(13), false},
+		{"no band for the new value: one bucket", written, nil, ms(10), ms(11.5), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := (movedBeyondNoise{written: tt.written, next: tt.next}).between("end-to-end", "end-to-end", 2, tt.cur, tt.want); got != tt.moved {
+				t.Fatalf("moved = %v, want %v", got, tt.moved)
 			}
 		})
 	}

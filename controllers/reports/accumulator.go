@@ -40,11 +40,12 @@ func (a *accumulator) latency() Latency {
 	if a.dense == nil || a.dense.TotalCount() == 0 {
 		return Latency{}
 	}
-	v := a.dense.ValueAtPercentilesSlice(summaryPercentiles)
+	v, bands := bandsOf(a.dense, a.max)
 	return Latency{
 		P50: micros(v[0]), P90: micros(v[1]), P99: micros(v[2]), P999: micros(v[3]), P9999: micros(v[4]),
 		Max:   micros(a.max),
 		Count: a.dense.TotalCount(),
+		Bands: bands,
 	}
 }
 

@@ -118,6 +118,10 @@ type Latency struct {
 	Max                        time.Duration
 	// Count is the number of values; 0: no value, and the rest is zero.
 	Count int64
+	// Bands are the ranges the percentiles and max could have taken from
+	// sampling alone (noise.go), for the status writer's test of a
+	// material change; not written to status.
+	Bands Bands
 }
 
 var summaryPercentiles = []float64{50, 90, 99, 99.9, 99.99}

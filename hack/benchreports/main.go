@@ -52,7 +52,7 @@ func main() {
 	flag.IntVar(&o.topics, "topics", 10, "Topics, each applying to every pod; pod i publishes under Topic i mod this")
 	flag.IntVar(&o.values, "values", 1000, "values per histogram (end-to-end and dwell) per Subscription per report")
 	flag.IntVar(&o.movingEvery, "moving-every", 10, "one Subscription in this many moves: its distribution's scale switches between 2 ms and 3 ms every window")
-	flag.StringVar(&o.sampling, "samples", samplingRepeat, "repeat: the same values every interval (a steady flow: its window's distribution never moves); fresh: new values every interval (real traffic: its window's percentiles carry sampling noise)")
+	flag.StringVar(&o.sampling, "samples", samplingFresh, "repeat: the same values every interval (a steady flow: its window's distribution never moves); fresh: new values every interval (real traffic: its window's percentiles carry sampling noise)")
 	flag.Uint64Var(&o.seed, "seed", 1, "the seed of the values and of the sidecars' phases")
 	flag.DurationVar(&o.interval, "interval", 10*time.Second, "the sidecars' report interval (and the operator's -report-interval)")
 	flag.DurationVar(&o.window, "window", time.Minute, "the operator's -report-window")
@@ -63,7 +63,8 @@ func main() {
 	flag.BoolVar(&o.profile, "profile", false, "serve the operator's pprof and save a CPU profile of the measured period (at most -profile-seconds) and a heap profile at its end into -out, with pprof's top functions beside them")
 	flag.IntVar(&o.profileSeconds, "profile-seconds", 60, "the CPU profile's length")
 	opArgs := flag.String("operator-args", "", "extra flags for the operator, space-separated")
-	opEnv := flag.String("operator-env", "", "extra environment for the operator, space-separated KEY=value (e.g. GOMEMLIMIT=400MiB)")
+	opEnv := flag.String("operator-env", "", "extra environment for the operator, space-separated KEY=value (e.g. GOGC=50)")
+	goMemLimit := flag.String("go-memlimit", "chart", "the operator's GOMEMLIMIT: chart for the Helm chart's default (operator.goMemLimit in "+chartValues+"), empty for none, or a value such as 400MiB")
 	flag.Parse()
 	if o.sampling != samplingFresh && o.sampling != samplingRepeat {
 		fmt.Fprintf(os.Stderr, "bench-reports: -samples %q is neither %s nor %s\n", o.sampling, samplingFresh, samplingRepeat)
@@ -77,6 +78,17 @@ func main() {
 		o.warmup = o.window + 2*o.interval
 	}
 	o.operatorArgs, o.operatorEnv = strings.Fields(*opArgs), strings.Fields(*opEnv)
+	if *goMemLimit == "chart" {
+		limit, err := chartGoMemLimit()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench-reports: -go-memlimit chart: %v\n", err)
+			os.Exit(2)
+		}
+		*goMemLimit = limit
+	}
+	if *goMemLimit != "" {
+		o.operatorEnv = append(o.operatorEnv, "GOMEMLIMIT="+*goMemLimit)
+	}
 	o.configuredTimeout, o.tokenLifetime, o.progressEvery = 5*time.Minute, 3*time.Hour, 10*time.Second
 	o.operatorLog = filepath.Join(o.outDir, "operator.log")
 	// envtest logs through controller-runtime's logger, which complains

@@ -2,6 +2,7 @@ package chart_test
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -101,6 +102,43 @@ func checkContainer(t *testing.T, what string, c corev1.Container) {
 			t.Errorf("%s: %s request %s, limit %s: want both, request <= limit", what, r, req.String(), lim.String())
 		}
 	}
+}
+
+// The operator's GOMEMLIMIT lies under its container's memory limit, with
+// room for what the Go heap does not count; empty sets none.
+func TestTheOperatorsSoftMemoryLimitIsUnderItsLimit(t *testing.T) {
+	goMemLimit := func(objs []*unstructured.Unstructured) (string, resource.Quantity) {
+		c := typed[appsv1.Deployment](t, one(t, objs, "Deployment", "weighstation-operator")).Spec.Template.Spec.Containers[0]
+		for _, e := range c.Env {
+			if e.Name == "GOMEMLIMIT" {
+				return e.Value, c.Resources.Limits[corev1.ResourceMemory]
+			}
+		}
+		return "", c.Resources.Limits[corev1.ResourceMemory]
+	}
+	soft, limit := goMemLimit(render(t))
+	bytes, err := goMemLimitBytes(soft)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ratio := float64(bytes) / float64(limit.Value()); ratio > 0.85 || ratio < 0.5 {
+		t.Errorf("GOMEMLIMIT %s is %.0f%% of the memory limit %s, want 50-85%%", soft, 100*ratio, limit.String())
+	}
+	if soft, _ := goMemLimit(render(t, "operator.goMemLimit=")); soft != "" {
+		t.Errorf("operator.goMemLimit empty still sets GOMEMLIMIT=%q", soft)
+	}
+}
+
+// goMemLimitBytes parses GOMEMLIMIT's syntax: bytes with an optional
+// unit B, KiB, MiB, GiB or TiB.
+func goMemLimitBytes(v string) (int64, error) {
+	for i, unit := range []string{"TiB", "GiB", "MiB", "KiB", "B"} {
+		if n, ok := strings.CutSuffix(v, unit); ok {
+			v, err := strconv.ParseInt(n, 10, 64)
+			return v << (10 * (4 - i)), err
+		}
+	}
+	return strconv.ParseInt(v, 10, 64)
 }
 
 // The RBAC is config/rbac's, renamed into the release: no wildcard, no
@@ -342,6 +380,7 @@ func TestBadValuesAreRefused(t *testing.T) {
 		{[]string{"broker.replicas=3"}, "no route TLS flags"},
 		{[]string{"broker.maxPending=1000"}, "broker.maxPending must be at least broker.maxPayload"},
 		{[]string{"broker.extraArgs={token}"}, "/broker/extraArgs/0"},
+		{[]string{"operator.goMemLimit=400MB"}, "/operator/goMemLimit"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.set, ","), func(t *testing.T) {
