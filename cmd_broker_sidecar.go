@@ -67,6 +67,7 @@ func runBroker(args []string) error {
 	fs.StringVar(&o.ClusterName, "cluster-name", o.ClusterName, "cluster name")
 	fs.StringVar(&o.ClusterListen, "cluster-listen", "", "route address, host:port (empty: no clustering)")
 	routes := fs.String("routes", "", "comma-separated route URLs of the other brokers")
+	metricsListen := fs.String("metrics-listen", "", "address of /metrics (Prometheus) and /healthz, e.g. 127.0.0.1:9092; empty: none (the chart serves them on the pod's address)")
 	logFlags := flag.NewFlagSet("broker logging", flag.ContinueOnError)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(logFlags)
@@ -117,12 +118,25 @@ func runBroker(args []string) error {
 			return errors.New("the broker did not become ready within 30s")
 		}
 	}
+	var metricsDone <-chan error
+	if *metricsListen != "" {
+		addr, done, err := broker.NewMetrics(s).Serve(ctx, *metricsListen)
+		if err != nil {
+			s.Shutdown()
+			return err
+		}
+		metricsDone = done
+		log.Info("serving metrics", "address", addr.String())
+	}
 	log.Info("serving", "listen", s.ClientURL())
 	select {
 	case <-ctx.Done():
 	case err := <-fatal:
 		s.Shutdown()
 		return fmt.Errorf("the broker stopped: %w", err)
+	case err := <-metricsDone:
+		s.Shutdown()
+		return fmt.Errorf("the broker's metrics server stopped: %w", err)
 	}
 	s.Shutdown()
 	s.WaitForShutdown()

@@ -225,17 +225,18 @@ func TestXDSServiceSelectsTheLeader(t *testing.T) {
 }
 
 // The NetworkPolicy admits to the broker's client port only pods with the
-// sidecar label, and to the route port only brokers.
+// sidecar label, to the route port only brokers, and to the metrics port
+// (no message) the scraper.
 func TestNetworkPolicyAdmitsOnlySidecars(t *testing.T) {
 	objs := render(t, "broker.replicas=3", "broker.cluster.tls.enabled=false")
 	np := typed[networkingv1.NetworkPolicy](t, one(t, objs, "NetworkPolicy", "weighstation-broker"))
 	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) || np.Spec.PodSelector.MatchLabels["app.kubernetes.io/component"] != "broker" {
 		t.Fatalf("NetworkPolicy spec %+v, want Ingress on the brokers", np.Spec)
 	}
-	if len(np.Spec.Ingress) != 2 {
-		t.Fatalf("%d ingress rules, want 2 (sidecars, routes)", len(np.Spec.Ingress))
+	if len(np.Spec.Ingress) != 3 {
+		t.Fatalf("%d ingress rules, want 3 (sidecars, routes, metrics)", len(np.Spec.Ingress))
 	}
-	sidecars, routes := np.Spec.Ingress[0], np.Spec.Ingress[1]
+	sidecars, routes, metrics := np.Spec.Ingress[0], np.Spec.Ingress[1], np.Spec.Ingress[2]
 	if len(sidecars.From) != 1 || sidecars.From[0].PodSelector == nil || sidecars.From[0].NamespaceSelector == nil ||
 		len(sidecars.From[0].PodSelector.MatchLabels) != 1 || sidecars.From[0].PodSelector.MatchLabels["weighstation.io/inject"] != "enabled" ||
 		len(sidecars.Ports) != 1 || sidecars.Ports[0].Port.IntValue() != 4222 {
@@ -244,6 +245,9 @@ func TestNetworkPolicyAdmitsOnlySidecars(t *testing.T) {
 	if len(routes.From) != 1 || routes.From[0].NamespaceSelector != nil || routes.From[0].PodSelector.MatchLabels["app.kubernetes.io/component"] != "broker" ||
 		len(routes.Ports) != 1 || routes.Ports[0].Port.IntValue() != 6222 {
 		t.Errorf("second rule %+v, want the brokers alone, port 6222", routes)
+	}
+	if len(metrics.From) != 0 || len(metrics.Ports) != 1 || metrics.Ports[0].Port.IntValue() != 9092 {
+		t.Errorf("third rule %+v, want anyone, the metrics port 9092 alone", metrics)
 	}
 }
 
@@ -279,6 +283,14 @@ func TestConfigurations(t *testing.T) {
 		a := typed[appsv1.Deployment](t, one(t, objs, "Deployment", "weighstation-operator")).Spec.Template.Annotations
 		if a["prometheus.io/scrape"] != "true" || a["prometheus.io/port"] != "8080" {
 			t.Errorf("operator pod annotations %v, want prometheus.io/scrape on 8080", a)
+		}
+		broker := typed[appsv1.StatefulSet](t, one(t, objs, "StatefulSet", "weighstation-broker")).Spec.Template
+		if a := broker.Annotations; a["prometheus.io/scrape"] != "true" || a["prometheus.io/port"] != "9092" {
+			t.Errorf("broker pod annotations %v, want prometheus.io/scrape on 9092", a)
+		}
+		c := broker.Spec.Containers[0]
+		if !slices.Contains(c.Args, "-metrics-listen=:9092") || c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/healthz" {
+			t.Errorf("broker args %v, readiness probe %+v: want /metrics and /healthz served on 9092, the probe on /healthz", c.Args, c.ReadinessProbe)
 		}
 	}
 	kept := func(t *testing.T, objs []*unstructured.Unstructured) {
@@ -338,7 +350,7 @@ func TestConfigurations(t *testing.T) {
 				}
 			},
 		}},
-		{"service monitor", []string{"metrics.serviceMonitor.enabled=true"}, []check{has("ServiceMonitor", "weighstation-operator")}},
+		{"service monitor", []string{"metrics.serviceMonitor.enabled=true"}, []check{has("ServiceMonitor", "weighstation-operator"), has("ServiceMonitor", "weighstation-broker")}},
 		{"one operator", []string{"operator.replicas=1"}, []check{none("PodDisruptionBudget")}},
 		{"no CRDs", []string{"crds.enabled=false"}, []check{none("CustomResourceDefinition")}},
 		{"operator resources", []string{"operator.resources.limits.memory=1Gi"}, []check{
