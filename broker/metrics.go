@@ -99,7 +99,9 @@ func (c varzCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	gauge := func(d *prometheus.Desc, x float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, x) }
-	counter := func(d *prometheus.Desc, x float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, x) }
+	counter := func(d *prometheus.Desc, x float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, x)
+	}
 	gauge(descConnections, float64(v.Connections))
 	counter(descTotalConns, float64(v.TotalConnections))
 	gauge(descMaxConns, float64(v.MaxConn))
