@@ -27,13 +27,16 @@ func delta(cur, prev int64) int64 {
 }
 
 // minus returns the reasons' deltas since prev, leaving out the ones that
-// did not grow.
-func (r reasons) minus(prev reasons) reasons {
+// did not grow; shrank is called for each that shrank.
+func (r reasons) minus(prev reasons, shrank func()) reasons {
 	var out reasons
 	for _, rc := range r {
 		var before int64
 		if i, ok := slices.BinarySearchFunc(prev, rc.Reason, compareReason); ok {
 			before = prev[i].Count
+		}
+		if rc.Count < before {
+			shrank()
 		}
 		if d := delta(rc.Count, before); d > 0 {
 			out = append(out, ReasonCount{Reason: rc.Reason, Count: d})

@@ -192,6 +192,15 @@ func (s *Store) add(r *checkedReport) (duplicate bool, refused *refusal) {
 	return false, nil
 }
 
+// grew is delta(cur, prev), counting a total that shrank: a sidecar bug,
+// since totals never shrink within a series (a restart is a new series).
+func (s *Store) grew(cur, prev int64) int64 {
+	if cur < prev {
+		s.metrics.counterShrinks.Inc()
+	}
+	return delta(cur, prev)
+}
+
 // addSubscriptions stores the Subscriptions of r, a report of ser, and
 // returns the bytes it grew the store by.
 func (s *Store) addSubscriptions(ns *namespace, ser *series, r *checkedReport, baseline bool, now, cutoff time.Time) (grown int64) {
@@ -205,8 +214,8 @@ func (s *Store) addSubscriptions(ns *namespace, ser *series, r *checkedReport, b
 		ser.subscriptions[rep.name] = subscriptionTotals{delivered: rep.delivered, dropped: rep.dropped}
 		slice := &subscriptionSlice{at: now, endToEnd: rep.endToEnd, dwell: rep.dwell}
 		if !baseline {
-			slice.delivered = delta(rep.delivered, prev.delivered)
-			slice.dropped = rep.dropped.minus(prev.dropped)
+			slice.delivered = s.grew(rep.delivered, prev.delivered)
+			slice.dropped = rep.dropped.minus(prev.dropped, s.metrics.counterShrinks.Inc)
 		}
 		w := ns.subscriptions[rep.name]
 		if w == nil {
@@ -236,9 +245,9 @@ func (s *Store) addTopics(ns *namespace, ser *series, r *checkedReport, baseline
 		ser.topics[rep.name] = topicTotals{attempts: rep.attempts, forwarded: rep.forwarded, refused: rep.refused}
 		slice := &topicSlice{at: now}
 		if !baseline {
-			slice.attempts = delta(rep.attempts, prev.attempts)
-			slice.forwarded = delta(rep.forwarded, prev.forwarded)
-			slice.refused = rep.refused.minus(prev.refused)
+			slice.attempts = s.grew(rep.attempts, prev.attempts)
+			slice.forwarded = s.grew(rep.forwarded, prev.forwarded)
+			slice.refused = rep.refused.minus(prev.refused, s.metrics.counterShrinks.Inc)
 		}
 		w := ns.topics[rep.name]
 		if w == nil {

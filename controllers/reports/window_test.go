@@ -245,6 +245,7 @@ func TestASeriesFirstSeenLateCountsFromItsNextReport(t *testing.T) {
 	}
 }
 
+// TestACounterThatShrinksCountsNothing: and the metric says it happened.
 func TestACounterThatShrinksCountsNothing(t *testing.T) {
 	clk := newClock()
 	svc, _ := newTestService(t, clk, nil)
@@ -253,6 +254,11 @@ func TestACounterThatShrinksCountsNothing(t *testing.T) {
 	mustAccept(t, svc, 0, billingAt(t, 0, "a", 3, 45, 100))
 	if sum, _ := svc.Store().Subscription("shop", "billing"); sum.Delivered != 55 {
 		t.Fatalf("delivered %d, want 50 + 0 + 5", sum.Delivered)
+	}
+	// The second report's delivered, and its Topic's attempts and
+	// forwarded, shrank.
+	if got := value(svc.metrics.counterShrinks); got != 3 {
+		t.Fatalf("weighstation_operator_reports_counter_shrinks_total = %v, want 3", got)
 	}
 }
 
