@@ -94,6 +94,10 @@ bench-sidecar: build ## Open-loop end to end: two sidecars vs direct, 5 configur
 	go build -o bin/tcprelay ./hack/tcprelay
 	go run ./hack/benchsidecar -bin bin/weighstation -relay bin/tcprelay -duration $(BENCH_DURATION) -rounds $(BENCH_ROUNDS) -out bin/bench-sidecar
 
+.PHONY: bench-sidecar-rss
+bench-sidecar-rss: binaries ## Idle memory (VmRSS, RssAnon, RssFile) of the sidecar as `weighstation sidecar` and as weighstation-sidecar, the image's binaries, standalone on loopback (ROUNDS).
+	$(GO) run ./hack/sidecarrss -bin-dir $(BIN_DIR) -rounds $${ROUNDS:-5}
+
 .PHONY: bench-overload
 bench-overload: build ## A publisher at 10x its quota and a socket-stalled consumer beside an essential one (BENCH_DURATION).
 	go run ./hack/benchoverload -bin bin/weighstation -duration $(BENCH_DURATION)
