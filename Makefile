@@ -7,13 +7,27 @@ CONTROLLER_GEN := $(CURDIR)/bin/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 # buf and protoc-gen-go are pinned in tools/go.mod (a module of its own, so
 # the main go.mod does not carry their dependencies); the versions in the
 # binaries' names come from there, so bumping tools/go.mod rebuilds them.
-tools_version = $(shell awk '$$1 == "$(1)" { print $$2 }' tools/go.mod)
+tools_version = $(shell awk '$$1 == "$(1)" { print $$2 }' tools/go.mod 2>/dev/null)
 BUF_VERSION := $(call tools_version,github.com/bufbuild/buf)
 PROTOC_GEN_GO_VERSION := $(call tools_version,google.golang.org/protobuf)
 BUF := $(CURDIR)/bin/buf-$(BUF_VERSION)
 PROTOC_GEN_GO := $(CURDIR)/bin/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
 PROTOC_GEN_GO_GRPC_VERSION := $(call tools_version,google.golang.org/grpc/cmd/protoc-gen-go-grpc)
 PROTOC_GEN_GO_GRPC := $(CURDIR)/bin/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)
+# The version the binaries report (`weighstation version`,
+# `weighstation-sidecar -version`): `git describe`, or VERSION=... where
+# there is no .git (the image's build stage: `make image` passes it in).
+ifndef VERSION
+VERSION := $(shell git describe --tags --always --dirty 2>/dev/null)
+endif
+VERSION := $(or $(VERSION),unknown)
+VERSION_LDFLAGS := -X github.com/weighstation/weighstation/internal/version.Version=$(VERSION)
+# Where build and binaries put weighstation and weighstation-sidecar.
+BIN_DIR ?= bin
+# The image `make image` builds and `make image-push` pushes, and the tool
+# that does it: docker, else podman.
+IMAGE ?= ghcr.io/weighstation/weighstation:$(VERSION)
+CONTAINER_TOOL ?= $(notdir $(shell command -v docker 2>/dev/null || command -v podman 2>/dev/null))
 # The envtest binaries (etcd, kube-apiserver, kubectl), built by
 # hack/setup-envtest.sh from their Go modules and linked here.
 KUBEBUILDER_ASSETS := $(CURDIR)/bin/k8s
@@ -50,13 +64,39 @@ DURATION ?= 3m
 SAMPLES ?= fresh
 
 .PHONY: build
-build: ## Build bin/weighstation.
-	go build -o bin/weighstation .
+build: ## Build bin/weighstation (operator, broker, bench) and bin/weighstation-sidecar for this machine, VERSION stamped (BIN_DIR).
+	$(GO) build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN_DIR)/weighstation .
+	$(GO) build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN_DIR)/weighstation-sidecar ./cmd/weighstation-sidecar
+
+# What the image ships, and what its build stage runs: static (no cgo, so
+# no libc in the image), no local paths (-trimpath), no symbol tables (-s
+# -w); GOOS and GOARCH from the environment, for the image's platform.
+.PHONY: binaries
+binaries: ## Build both binaries as the image ships them: static, -trimpath, stripped, VERSION stamped (BIN_DIR, VERSION); needs only Go.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $(BIN_DIR)/weighstation .
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $(BIN_DIR)/weighstation-sidecar ./cmd/weighstation-sidecar
+
+.PHONY: image
+image: ## Build the image IMAGE (both binaries, distroless, non-root) with CONTAINER_TOOL (docker, else podman); the Dockerfile runs `make binaries`.
+	@if [ -z "$(CONTAINER_TOOL)" ]; then \
+	  echo "make image: neither docker nor podman is on PATH; install one, or name another tool with CONTAINER_TOOL=..." >&2; exit 1; fi
+	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) \
+	  --build-arg REVISION=$$(git rev-parse HEAD 2>/dev/null) -t $(IMAGE) .
+
+.PHONY: image-push
+image-push: ## Push IMAGE (after `make image`) with CONTAINER_TOOL.
+	@if [ -z "$(CONTAINER_TOOL)" ]; then \
+	  echo "make image-push: neither docker nor podman is on PATH; install one, or name another tool with CONTAINER_TOOL=..." >&2; exit 1; fi
+	$(CONTAINER_TOOL) push $(IMAGE)
 
 .PHONY: bench-sidecar
 bench-sidecar: build ## Open-loop end to end: two sidecars vs direct, 5 configurations, separate processes (BENCH_DURATION per run, BENCH_ROUNDS; BENCH_DURATION=5s for a quick run).
 	go build -o bin/tcprelay ./hack/tcprelay
 	go run ./hack/benchsidecar -bin bin/weighstation -relay bin/tcprelay -duration $(BENCH_DURATION) -rounds $(BENCH_ROUNDS) -out bin/bench-sidecar
+
+.PHONY: bench-sidecar-rss
+bench-sidecar-rss: binaries ## Idle memory (VmRSS, RssAnon, RssFile) of the sidecar as `weighstation sidecar` and as weighstation-sidecar, the image's binaries, standalone on loopback (ROUNDS).
+	$(GO) run ./hack/sidecarrss -bin-dir $(BIN_DIR) -rounds $${ROUNDS:-5}
 
 .PHONY: bench-overload
 bench-overload: build ## A publisher at 10x its quota and a socket-stalled consumer beside an essential one (BENCH_DURATION).

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weighstation/weighstation/internal/tokenfile"
 	"github.com/weighstation/weighstation/loadgen"
 )
 
@@ -37,7 +38,7 @@ func runBench(args []string) error {
 		return err
 	}
 	if *tokenFile != "" {
-		token, err := readToken(*tokenFile)
+		token, err := tokenfile.Read(*tokenFile)
 		if err != nil {
 			return err
 		}

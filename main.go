@@ -1,9 +1,16 @@
-// Command weighstation is the whole mesh in one binary. Subcommands:
+// Command weighstation is the operator, the broker and the load generator
+// in one binary, and the sidecar for standalone use. Subcommands:
 //
 //	weighstation operator   the Kubernetes operator
 //	weighstation sidecar    the NATS-protocol proxy beside each application
 //	weighstation broker     the embedded NATS broker
 //	weighstation bench      the open-loop load generator
+//	weighstation version    the version
+//
+// In pods the sidecar runs as its own binary, cmd/weighstation-sidecar,
+// which runs the same code (internal/sidecarcmd) without the Kubernetes
+// libraries this one links for the operator: their package inits cost a
+// sidecar inside this binary about three times the idle memory.
 package main
 
 import (
@@ -35,6 +42,8 @@ import (
 	"github.com/weighstation/weighstation/controllers/pki"
 	"github.com/weighstation/weighstation/controllers/reports"
 	"github.com/weighstation/weighstation/controllers/xds"
+	"github.com/weighstation/weighstation/internal/sidecarcmd"
+	"github.com/weighstation/weighstation/internal/version"
 	"github.com/weighstation/weighstation/meshconfig"
 )
 
@@ -56,6 +65,11 @@ commands:
   sidecar    run the sidecar beside an application
   broker     run the embedded NATS broker
   bench      generate open-loop load against a sidecar or a broker
+  version    print the version
+
+In a pod, prefer the weighstation-sidecar binary (the same flags as
+weighstation sidecar, without the Kubernetes libraries: a third of the
+memory).
 
 weighstation <command> -h lists a command's flags.
 `
@@ -70,11 +84,14 @@ func main() {
 	case "operator":
 		err = runOperator(os.Args[2:])
 	case "sidecar":
-		err = runSidecar(os.Args[2:])
+		err = sidecarcmd.Run(os.Args[2:])
 	case "broker":
 		err = runBroker(os.Args[2:])
 	case "bench":
 		err = runBench(os.Args[2:])
+	case "version", "-version", "--version":
+		fmt.Println(version.String())
+		return
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return

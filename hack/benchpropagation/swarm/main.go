@@ -158,7 +158,7 @@ func run(manifestPath, reportAddr string, start bool, pprofAddr string, initialB
 }
 
 func newPod(i int, spec swarmproto.Pod, m *swarmproto.Manifest, brokerURL string, start bool, initialBackoff, maxBackoff time.Duration, events *reporter) (*pod, error) {
-	// What cmd_broker_sidecar.go does for one sidecar, minus the logging.
+	// What internal/sidecarcmd does for one sidecar, minus the logging.
 	link := upstream.NewLink(logr.Discard())
 	nc, err := nats.Connect(brokerURL, append(upstream.ConnectOptions(), link.Options()...)...)
 	if err != nil {

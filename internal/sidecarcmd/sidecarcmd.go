@@ -1,4 +1,12 @@
-package main
+// Package sidecarcmd is the sidecar's command line: its flags, its start
+// (endpoints bound first, the broker connection, the configuration from the
+// operator, a file or the defaults), and its drain on SIGTERM. Both
+// `weighstation sidecar` and the weighstation-sidecar binary run it.
+//
+// It imports no Kubernetes package (cmd/weighstation-sidecar's test checks
+// the whole binary): Go runs the init of every package a binary links, and
+// the Kubernetes libraries' would cost every pod's sidecar their memory.
+package sidecarcmd
 
 import (
 	"context"
@@ -10,7 +18,6 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -21,11 +28,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/weighstation/weighstation/broker"
+	"github.com/weighstation/weighstation/internal/logflags"
 	"github.com/weighstation/weighstation/internal/tlsreload"
+	"github.com/weighstation/weighstation/internal/tokenfile"
+	"github.com/weighstation/weighstation/internal/version"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar"
 	"github.com/weighstation/weighstation/sidecar/configfile"
@@ -34,116 +41,9 @@ import (
 	"github.com/weighstation/weighstation/sidecar/xdsclient"
 )
 
-// readToken reads a credential from a file, so that it never shows in a
-// process listing.
-func readToken(path string) (string, error) {
-	if path == "" {
-		return "", errors.New("-token-file is required (or nkeys: -sidecar-nkeys for the broker, -nkey-seed-file for the sidecar): the broker admits sidecars only")
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("reading the token: %w", err)
-	}
-	token := strings.TrimSpace(string(b))
-	if token == "" {
-		return "", fmt.Errorf("%s is empty", path)
-	}
-	return token, nil
-}
-
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-}
-
-func runBroker(args []string) error {
-	fs := flag.NewFlagSet("broker", flag.ExitOnError)
-	o := broker.DefaultOptions
-	fs.StringVar(&o.Listen, "listen", o.Listen, "client address")
-	tokenFile := fs.String("token-file", "", "file holding the token every sidecar must present")
-	nkeysFlag := fs.String("sidecar-nkeys", "", "comma-separated public nkeys of the sidecars allowed in (instead of a token)")
-	maxPayload := fs.Int("max-payload", int(o.MaxPayload), "largest message, in bytes")
-	fs.Int64Var(&o.MaxPending, "max-pending", o.MaxPending, "most bytes buffered for one client before it is a slow consumer")
-	fs.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "most client connections")
-	fs.StringVar(&o.ClusterName, "cluster-name", o.ClusterName, "cluster name")
-	fs.StringVar(&o.ClusterListen, "cluster-listen", "", "route address, host:port (empty: no clustering)")
-	routes := fs.String("routes", "", "comma-separated route URLs of the other brokers")
-	metricsListen := fs.String("metrics-listen", "", "address of /metrics (Prometheus) and /healthz, e.g. 127.0.0.1:9092; empty: none (the chart serves them on the pod's address)")
-	logFlags := flag.NewFlagSet("broker logging", flag.ContinueOnError)
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(logFlags)
-	addGroup(fs, logFlags, "Logging")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-	log := ctrl.Log.WithName("broker")
-	if *nkeysFlag != "" {
-		o.SidecarNkeys = strings.Split(*nkeysFlag, ",")
-	} else {
-		token, err := readToken(*tokenFile)
-		if err != nil {
-			return err
-		}
-		o.Token = token
-	}
-	o.MaxPayload = int32(*maxPayload)
-	if *routes != "" {
-		o.Routes = strings.Split(*routes, ",")
-	}
-	s, err := broker.New(o)
-	if err != nil {
-		return err
-	}
-	// nats-server's own logger would exit the process on a fatal error; it
-	// comes here instead, and the command stops with it.
-	fatal := make(chan error, 1)
-	broker.NewLogger(log.WithName("nats"), func(err error) {
-		select {
-		case fatal <- err:
-		default: // the first one stops the broker
-		}
-	}).Configure(s)
-	ctx, stop := signalContext()
-	defer stop()
-	go s.Start()
-	ready := make(chan bool, 1)
-	go func() { ready <- s.ReadyForConnections(30 * time.Second) }()
-	select {
-	case err := <-fatal:
-		s.Shutdown()
-		return fmt.Errorf("the broker could not start: %w", err)
-	case ok := <-ready:
-		if !ok {
-			s.Shutdown()
-			return errors.New("the broker did not become ready within 30s")
-		}
-	}
-	var metricsDone <-chan error
-	if *metricsListen != "" {
-		addr, done, err := broker.NewMetrics(s).Serve(ctx, *metricsListen)
-		if err != nil {
-			s.Shutdown()
-			return err
-		}
-		metricsDone = done
-		log.Info("serving metrics", "address", addr.String())
-	}
-	log.Info("serving", "listen", s.ClientURL())
-	select {
-	case <-ctx.Done():
-	case err := <-fatal:
-		s.Shutdown()
-		return fmt.Errorf("the broker stopped: %w", err)
-	case err := <-metricsDone:
-		s.Shutdown()
-		return fmt.Errorf("the broker's metrics server stopped: %w", err)
-	}
-	s.Shutdown()
-	s.WaitForShutdown()
-	return nil
-}
-
-func runSidecar(args []string) error {
+// Run runs the sidecar with the command line args (its flags), until
+// SIGINT or SIGTERM, then drains what it holds and returns.
+func Run(args []string) error {
 	fs := flag.NewFlagSet("sidecar", flag.ExitOnError)
 	opts := sidecar.DefaultOptions
 	fs.StringVar(&opts.Listen, "listen", opts.Listen, "where the application connects")
@@ -176,12 +76,15 @@ func runSidecar(args []string) error {
 	reportInterval := fs.Duration(report.IntervalFlag, report.DefaultInterval, "with -operator: how often the sidecar reports what it measured to the operator, "+
 		"which writes it into the status of the Subscriptions and Topics (latency histograms of the interval, delivery, drop and publish totals, kill switches); "+
 		"at least 1s; 0 sends no reports")
-	logFlags := flag.NewFlagSet("sidecar logging", flag.ContinueOnError)
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(logFlags)
-	addGroup(fs, logFlags, "Logging")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	var logOpts logflags.Options
+	logOpts.BindGroup(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *showVersion {
+		fmt.Println(version.String())
+		return nil
 	}
 	if xdsOpts.Address != "" && *configPath != "" {
 		return errors.New("-operator and -config are two sources of the same configuration: give one")
@@ -192,8 +95,7 @@ func runSidecar(args []string) error {
 	if *drainGrace < 0 {
 		return fmt.Errorf("-drain-grace must not be negative (0 drops at once what the sidecar holds), got %s", *drainGrace)
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-	log := ctrl.Log.WithName("sidecar")
+	log := logOpts.New().WithName("sidecar")
 	// The endpoints' addresses are taken first: a busy port stops the
 	// sidecar here, naming its flag.
 	health, err := bindEndpoint("health-listen", *healthListen)
@@ -214,7 +116,7 @@ func runSidecar(args []string) error {
 		}
 		credentials = opt
 	} else {
-		token, err := readToken(*tokenFile)
+		token, err := tokenfile.Read(*tokenFile)
 		if err != nil {
 			return err
 		}
@@ -246,7 +148,7 @@ func runSidecar(args []string) error {
 			return err
 		}
 	}
-	ctx, stop := signalContext()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	// Up before the configuration is read, so that /livez answers while
 	// /readyz says what is missing.
@@ -376,26 +278,4 @@ func startXDS(ctx context.Context, opts xdsclient.Options, caFile, serverName st
 		wg.Wait()
 	}()
 	return nil
-}
-
-// addGroup adds group's flags to fs and prints them apart, under heading,
-// in fs's usage (-h): the flag package has no groups, and the logging flags
-// would otherwise be interleaved alphabetically with the sidecar's own.
-func addGroup(fs, group *flag.FlagSet, heading string) {
-	group.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
-	fs.Usage = func() {
-		out := fs.Output()
-		fmt.Fprintf(out, "Usage of %s:\n", fs.Name())
-		own := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
-		fs.VisitAll(func(f *flag.Flag) {
-			if group.Lookup(f.Name) == nil {
-				own.Var(f.Value, f.Name, f.Usage)
-			}
-		})
-		own.SetOutput(out)
-		own.PrintDefaults()
-		fmt.Fprintf(out, "\n%s:\n", heading)
-		group.SetOutput(out)
-		group.PrintDefaults()
-	}
 }

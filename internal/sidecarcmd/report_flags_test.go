@@ -1,4 +1,4 @@
-package main
+package sidecarcmd
 
 import (
 	"errors"
@@ -15,8 +15,7 @@ import (
 // second or negative stops the sidecar at once naming the flag, and reports
 // to the operator need the pod's UID.
 func TestSidecarReportFlags(t *testing.T) {
-	bin := buildBinary(t)
-	usage, err := exec.Command(bin, "sidecar", "-h").CombinedOutput()
+	usage, err := command("-h").CombinedOutput()
 	if err != nil {
 		t.Fatalf("sidecar -h: %v\n%s", err, usage)
 	}
@@ -30,7 +29,7 @@ func TestSidecarReportFlags(t *testing.T) {
 	}
 	// Everything the sidecar needs up to its reports; the broker is not
 	// there, which the sidecar tolerates.
-	base := []string{"sidecar", "-token-file", token, "-broker", "nats://" + natstest.FreeAddr(t), "-listen", natstest.FreeAddr(t),
+	base := []string{"-token-file", token, "-broker", "nats://" + natstest.FreeAddr(t), "-listen", natstest.FreeAddr(t),
 		"-metrics-listen", "", "-health-listen", "", "-operator", natstest.FreeAddr(t), "-pod-name", "app-0", "-pod-namespace", "default"}
 	tests := []struct {
 		name string
@@ -43,8 +42,8 @@ func TestSidecarReportFlags(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := exec.Command(bin, append(base, tc.args...)...)
-			cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")} // no $POD_UID
+			cmd := command(append(base, tc.args...)...)
+			cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), runEnv + "=1"} // no $POD_UID
 			out, err := cmd.CombinedOutput()
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) || exit.ExitCode() != 1 {

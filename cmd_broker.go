@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/weighstation/weighstation/broker"
+	"github.com/weighstation/weighstation/internal/logflags"
+	"github.com/weighstation/weighstation/internal/tokenfile"
+)
+
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+}
+
+func runBroker(args []string) error {
+	fs := flag.NewFlagSet("broker", flag.ExitOnError)
+	o := broker.DefaultOptions
+	fs.StringVar(&o.Listen, "listen", o.Listen, "client address")
+	tokenFile := fs.String("token-file", "", "file holding the token every sidecar must present")
+	nkeysFlag := fs.String("sidecar-nkeys", "", "comma-separated public nkeys of the sidecars allowed in (instead of a token)")
+	maxPayload := fs.Int("max-payload", int(o.MaxPayload), "largest message, in bytes")
+	fs.Int64Var(&o.MaxPending, "max-pending", o.MaxPending, "most bytes buffered for one client before it is a slow consumer")
+	fs.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "most client connections")
+	fs.StringVar(&o.ClusterName, "cluster-name", o.ClusterName, "cluster name")
+	fs.StringVar(&o.ClusterListen, "cluster-listen", "", "route address, host:port (empty: no clustering)")
+	routes := fs.String("routes", "", "comma-separated route URLs of the other brokers")
+	metricsListen := fs.String("metrics-listen", "", "address of /metrics (Prometheus) and /healthz, e.g. 127.0.0.1:9092; empty: none (the chart serves them on the pod's address)")
+	var logOpts logflags.Options
+	logOpts.BindGroup(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log := logOpts.New().WithName("broker")
+	if *nkeysFlag != "" {
+		o.SidecarNkeys = strings.Split(*nkeysFlag, ",")
+	} else {
+		token, err := tokenfile.Read(*tokenFile)
+		if err != nil {
+			return err
+		}
+		o.Token = token
+	}
+	o.MaxPayload = int32(*maxPayload)
+	if *routes != "" {
+		o.Routes = strings.Split(*routes, ",")
+	}
+	s, err := broker.New(o)
+	if err != nil {
+		return err
+	}
+	// nats-server's own logger would exit the process on a fatal error; it
+	// comes here instead, and the command stops with it.
+	fatal := make(chan error, 1)
+	broker.NewLogger(log.WithName("nats"), func(err error) {
+		select {
+		case fatal <- err:
+		default: // the first one stops the broker
+		}
+	}).Configure(s)
+	ctx, stop := signalContext()
+	defer stop()
+	go s.Start()
+	ready := make(chan bool, 1)
+	go func() { ready <- s.ReadyForConnections(30 * time.Second) }()
+	select {
+	case err := <-fatal:
+		s.Shutdown()
+		return fmt.Errorf("the broker could not start: %w", err)
+	case ok := <-ready:
+		if !ok {
+			s.Shutdown()
+			return errors.New("the broker did not become ready within 30s")
+		}
+	}
+	var metricsDone <-chan error
+	if *metricsListen != "" {
+		addr, done, err := broker.NewMetrics(s).Serve(ctx, *metricsListen)
+		if err != nil {
+			s.Shutdown()
+			return err
+		}
+		metricsDone = done
+		log.Info("serving metrics", "address", addr.String())
+	}
+	log.Info("serving", "listen", s.ClientURL())
+	select {
+	case <-ctx.Done():
+	case err := <-fatal:
+		s.Shutdown()
+		return fmt.Errorf("the broker stopped: %w", err)
+	case err := <-metricsDone:
+		s.Shutdown()
+		return fmt.Errorf("the broker's metrics server stopped: %w", err)
+	}
+	s.Shutdown()
+	s.WaitForShutdown()
+	return nil
+}
