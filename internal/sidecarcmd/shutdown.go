@@ -18,6 +18,12 @@ import (
 // so that its summary is logged.
 const defaultDrainGrace = 5 * time.Second
 
+// defaultFinalReportTimeout bounds the wait for the operator to
+// acknowledge the last report, after the drain: one round trip to the
+// operator normally, and 7 s with the drain's 5 s, still far from the
+// kill.
+const defaultFinalReportTimeout = 2 * time.Second
+
 // logShutdown logs what the drain did: one line, so that a pod's last words
 // say whether anything was lost to its termination.
 func logShutdown(log logr.Logger, sum sidecar.ShutdownSummary) {

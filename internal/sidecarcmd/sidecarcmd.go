@@ -65,6 +65,8 @@ func Run(args []string) error {
 	drainGrace := fs.Duration("drain-grace", defaultDrainGrace, "on SIGTERM, how long the sidecar keeps delivering what it holds to the applications "+
 		"connected (it accepts no new ones, and the broker stops sending their Subscriptions' messages) before it drops the rest, counted with reason shutdown, "+
 		"and exits; well inside the pod's terminationGracePeriodSeconds (30s by default)")
+	finalReport := fs.Duration("final-report-timeout", defaultFinalReportTimeout, "with -operator: after the drain, how long the sidecar waits for the operator "+
+		"to acknowledge its last report (what it delivered and dropped up to its end, the drain's shutdown drops included); 0 sends none")
 	var xdsOpts xdsclient.Options
 	fs.StringVar(&xdsOpts.Address, "operator", "", "the operator's xDS address, host:port (e.g. weighstation-xds.weighstation-system.svc:9443); the pod's configuration comes from there instead of -config")
 	fs.StringVar(&xdsOpts.TokenFile, "identity-token-file", "/var/run/secrets/weighstation.io/xds/token", "with -operator: the pod's projected ServiceAccount token (audience weighstation.io/xds), re-read at every connection")
@@ -94,6 +96,9 @@ func Run(args []string) error {
 	}
 	if *drainGrace < 0 {
 		return fmt.Errorf("-drain-grace must not be negative (0 drops at once what the sidecar holds), got %s", *drainGrace)
+	}
+	if *finalReport < 0 {
+		return fmt.Errorf("-final-report-timeout must not be negative (0 sends no last report), got %s", *finalReport)
 	}
 	log := logOpts.New().WithName("sidecar")
 	// The endpoints' addresses are taken first: a busy port stops the
@@ -150,6 +155,10 @@ func Run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// The connection to the operator outlives the signal: the last report
+	// goes out after the drain.
+	operatorCtx, stopOperator := context.WithCancel(context.Background())
+	defer stopOperator()
 	// Up before the configuration is read, so that /livez answers while
 	// /readyz says what is missing.
 	health.serve(s.HealthHandler(), log)
@@ -159,7 +168,7 @@ func Run(args []string) error {
 		// documented defaults govern meanwhile.
 		xdsOpts.Apply = s.SetConfig
 		xdsOpts.Log = log.WithName("xds")
-		if err := startXDS(ctx, xdsOpts, *caFile, *serverName, reporter, log); err != nil {
+		if err := startXDS(operatorCtx, xdsOpts, *caFile, *serverName, reporter, log); err != nil {
 			return err
 		}
 	case *configPath == "":
@@ -203,6 +212,16 @@ func Run(args []string) error {
 	stop() // a second signal stops the process at once
 	log.Info("shutting down: draining what the sidecar holds", "drainGrace", drainGrace.String())
 	logShutdown(log, s.Shutdown(*drainGrace))
+	if reporter != nil && *finalReport > 0 {
+		flushCtx, cancel := context.WithTimeout(context.Background(), *finalReport)
+		err := reporter.Flush(flushCtx)
+		cancel()
+		if err != nil {
+			log.Error(err, "the last report did not reach the operator: its status lacks the sidecar's last counts", "finalReportTimeout", finalReport.String())
+		} else {
+			log.Info("last report acknowledged by the operator")
+		}
+	}
 	return nil
 }
 

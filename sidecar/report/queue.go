@@ -17,6 +17,9 @@ type queue struct {
 	// added wakes the stream when a report is queued (1-buffered: a wake
 	// that finds the stream busy is not lost, and one is enough).
 	added chan struct{}
+	// removed wakes Flush when a report leaves the queue (1-buffered
+	// likewise).
+	removed chan struct{}
 }
 
 type queued struct {
@@ -25,7 +28,7 @@ type queued struct {
 }
 
 func newQueue(max int) *queue {
-	return &queue{max: max, added: make(chan struct{}, 1)}
+	return &queue{max: max, added: make(chan struct{}, 1), removed: make(chan struct{}, 1)}
 }
 
 // push adds a report and returns the oldest one if that made the queue
@@ -87,6 +90,10 @@ func (q *queue) remove(match func(*xdsv1.Report) bool) *xdsv1.Report {
 	for i, e := range q.reports {
 		if match(e.report) {
 			q.reports = slices.Delete(q.reports, i, i+1)
+			select {
+			case q.removed <- struct{}{}:
+			default:
+			}
 			return e.report
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -78,6 +79,27 @@ func (r *Reporter) Run(ctx context.Context, conn grpc.ClientConnInterface) error
 	r.connect(ctx, xdsv1.NewReportsClient(conn))
 	wg.Wait()
 	return nil
+}
+
+// Flush builds a last report now, with what the sidecar counted up to its
+// end (the drops of its shutdown drain among them), and waits until the
+// operator has acknowledged every report queued, or ctx ends. Run must
+// still be running, to send it. A stopping sidecar calls it after its
+// drain: without it, what the drain could not deliver would be counted
+// in the sidecar's last log line and in no status.
+func (r *Reporter) Flush(ctx context.Context) error {
+	r.collect(time.Now())
+	for {
+		n := r.queue.len()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d report(s) not acknowledged by the operator: %w", n, ctx.Err())
+		case <-r.queue.removed:
+		}
+	}
 }
 
 // tick builds a report every interval until ctx ends.

@@ -2,6 +2,8 @@ package report_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"io"
 	"net/http/httptest"
 	"slices"
@@ -197,4 +199,36 @@ func scrape(t *testing.T, r *report.Reporter) string {
 		t.Fatal(err)
 	}
 	return string(body)
+}
+
+// Flush sends a last report with what was recorded since the last one and
+// returns once the operator acknowledged it; while the operator does not
+// acknowledge, it gives up when its context ends, saying how many are
+// unacknowledged.
+func TestFlushSendsALastReportAndWaitsForItsAcknowledgement(t *testing.T) {
+	op, conn := startOperator(t)
+	src := newSource()
+	src.configure([]string{"orders"}, nil)
+	r := newReporter(t, src, tokenFile(t, "token"))
+	run(t, r, conn)
+
+	src.record("orders", ms(1), ms(2))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if st := r.Stats(); st.Built != 1 || st.Acknowledged != 1 || st.Pending != 0 {
+		t.Fatalf("stats %+v after Flush: want 1 built and acknowledged, none pending", st)
+	}
+	last := op.next(t)
+	checkHistogram(t, "the last report's dwell", last.report.GetSubscriptions()[0].GetDwell(), ms(1)...)
+
+	op.setVerdict(func(int, *xdsv1.Report) error { return errQuiet })
+	short, cancelShort := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancelShort()
+	err := r.Flush(short)
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "1 report(s) not acknowledged") {
+		t.Fatalf("Flush while the operator acknowledges nothing: %v, want the deadline and 1 unacknowledged report", err)
+	}
 }
