@@ -38,8 +38,9 @@ type Cluster struct {
 	name            string
 }
 
-// Start starts the apiserver with the CRDs of crdDir and creates
-// namespaces. name names the bench in messages.
+// Start starts the apiserver with the CRDs of crdDir (none when empty:
+// the Helm chart installs them) and creates namespaces. name names the
+// bench in messages.
 func Start(name, crdDir string, namespaces ...string) (*Cluster, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run `make %s`, which builds etcd, kube-apiserver and kubectl (hack/setup-envtest.sh) and points it at bin/k8s", name)
@@ -47,7 +48,10 @@ func Start(name, crdDir string, namespaces ...string) (*Cluster, error) {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	env := &envtest.Environment{CRDDirectoryPaths: []string{crdDir}, ErrorIfCRDPathMissing: true}
+	env := &envtest.Environment{}
+	if crdDir != "" {
+		env.CRDDirectoryPaths, env.ErrorIfCRDPathMissing = []string{crdDir}, true
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting envtest: %w", err)
