@@ -1,8 +1,10 @@
 // Package kubeenv is the real apiserver of the operator's benchmarks
-// (hack/benchpropagation, hack/benchoperator): envtest's kube-apiserver
-// and etcd with the CRDs, an admin client, and what a kubelet would do for
-// a sidecar pod (a ServiceAccount, a scheduled Pod, a projected token, the
-// mounted CA bundle). It is for benchmarks only.
+// (hack/benchpropagation, hack/benchoperator) and of `make demo`
+// (hack/demo): envtest's kube-apiserver and etcd with the CRDs (or none,
+// for the Helm chart to install), an admin client, and what a kubelet
+// would do for a sidecar pod (a ServiceAccount, a scheduled Pod, a
+// projected token, the mounted CA bundle). It is for benchmarks and the
+// demo only.
 package kubeenv
 
 import (
