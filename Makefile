@@ -114,6 +114,10 @@ bench-operator: build envtest ## What each change costs the operator: envtest ap
 bench-reports: build envtest ## What the sidecars' reports cost the operator: envtest apiserver, operator, and SIDECARS simulated sidecars (own xDS and Reports streams, token, TLS; sidecar/report's Reporter) in one namespace, 3 of its 300 Subscriptions each, a report every 10 s with 1,000-value histograms, one Subscription in ten moving; CPU per report, RSS, report writes per object per minute vs issue 12's targets (SIDECARS=1000, DURATION=3m after a warm-up, SAMPLES=fresh|repeat, BENCH_REPORTS_FLAGS=-profile etc.; GOMEMLIMIT from the chart).
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go run ./hack/benchreports -bin bin/weighstation -sidecars $(SIDECARS) -duration $(DURATION) -samples $(SAMPLES) -out bin/bench-reports $(BENCH_REPORTS_FLAGS)
 
+.PHONY: demo
+demo: build envtest ## The mesh end to end on this machine in under five minutes: control plane + chart (helm), operator, broker, three pods' sidecars and apps, load, live status, kill switches, refusals; writes demo/report.html and leaves nothing running (DEMO_FLAGS=-short: shorter load).
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) run ./hack/demo -bin bin/weighstation $(DEMO_FLAGS)
+
 .PHONY: fuzz-matcher
 fuzz-matcher: ## Fuzz subject validation and differential operation sequences (FUZZTIME each).
 	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $${FUZZTIME:-30s} ./matcher/

@@ -260,6 +260,19 @@ func waitUntil(t time.Time, spin time.Duration) {
 	}
 }
 
+// SendTimes reads a pubsub payload's intended and actual send times, so
+// that another subscriber (an application under the load) can measure its
+// own latency as the generator's subscriber does; ok is false for a payload
+// too short to carry them.
+func SendTimes(payload []byte) (intended, actual time.Time, ok bool) {
+	if len(payload) < headerBytes {
+		return time.Time{}, time.Time{}, false
+	}
+	intended = time.Unix(0, int64(binary.LittleEndian.Uint64(payload[0:])))
+	actual = time.Unix(0, int64(binary.LittleEndian.Uint64(payload[8:])))
+	return intended, actual, true
+}
+
 // receiver is the pubsub subscriber: one nats.go subscription, whose one
 // callback goroutine records every arrival.
 type receiver struct {
@@ -283,11 +296,10 @@ func startReceiver(cfg Config) (*receiver, error) {
 	r.cond = sync.NewCond(&r.mu)
 	sub, err := nc.Subscribe(cfg.Subject, func(m *nats.Msg) {
 		now := time.Now()
-		if len(m.Data) < headerBytes {
+		intended, actual, ok := SendTimes(m.Data)
+		if !ok {
 			return
 		}
-		intended := time.Unix(0, int64(binary.LittleEndian.Uint64(m.Data[0:])))
-		actual := time.Unix(0, int64(binary.LittleEndian.Uint64(m.Data[8:])))
 		r.mu.Lock()
 		r.rec.record(r.rec.corrected, now.Sub(intended))
 		r.rec.record(r.rec.uncorrected, now.Sub(actual))

@@ -461,7 +461,27 @@ func (c *conn) writer() {
 			if len(batch) == 0 {
 				break
 			}
+			// A request is remembered before the write that carries it: a
+			// fast application's reply can reach this sidecar's reader
+			// before the write returns, and would then find no request to
+			// answer (its reply refused by the ACL, and the request counted
+			// as unanswered, which trips the automatic kill switch of a
+			// healthy responder). Its answer is timed from just before the
+			// write.
+			beforeWrite := nanotime()
+			for _, tm := range timings {
+				if tm.reply != "" {
+					c.srv.answerable.delivered(tm.reply, tm.ls.policy, beforeWrite)
+				}
+			}
 			_, err := c.netConn.Write(batch)
+			if err != nil {
+				for _, tm := range timings {
+					if tm.reply != "" {
+						c.srv.answerable.answered(tm.reply) // never delivered: nothing to answer
+					}
+				}
+			}
 			if err == nil {
 				// Response time from the message's arrival in this sidecar
 				// (dwell) and from the publishing sidecar's stamp (end to
@@ -473,11 +493,6 @@ func (c *conn) writer() {
 						if started, ok := c.requests.finish(tm.subject); ok {
 							c.srv.requestLatency.Record(time.Duration(writtenMono - started))
 						}
-					}
-					if tm.reply != "" {
-						// A request to the application: its answer is timed
-						// from here, and allowed once.
-						c.srv.answerable.delivered(tm.reply, tm.ls.policy, writtenMono)
 					}
 					tm.ls.latency.Dwell.Record(time.Duration(writtenMono - tm.arrived))
 					if tm.sentUnixNs != 0 {

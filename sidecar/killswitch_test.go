@@ -345,3 +345,30 @@ func TestEssentialSubscriptionNeverTrips(t *testing.T) {
 		t.Fatalf("counts %+v: want a full queue, nothing killed", c)
 	}
 }
+
+// TestFastResponderDoesNotTrip: a responder that answers at once, faster
+// than the sidecar's write of the request returns, has every answer
+// matched to its request: none is left to count as unanswered once past
+// the threshold, which would trip the breaker of a healthy responder.
+func TestFastResponderDoesNotTrip(t *testing.T) {
+	r := newRig(t)
+	r.setConfig(t, withSubscriptions(autoKill("fast", "fast.svc", meshconfig.AutoKillSwitch{MaxLatencyMillis: 100, WindowMillis: 10_000, CooldownMillis: 600_000})))
+	responder := r.app(t)
+	if _, err := responder.Subscribe("fast.svc", func(m *nats.Msg) { _ = m.Respond(m.Data) }); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, responder)
+	requester := r.direct(t)
+	for range 200 {
+		if _, err := requester.Request("fast.svc", nil, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An unanswered request counts once it is past the threshold, at an
+	// evaluation (every 50 ms): wait for those of three thresholds.
+	evaluated := r.side.KillSwitchEvaluations()
+	waitFor(t, "evaluations over 300ms", func() bool { return r.side.KillSwitchEvaluations() >= evaluated+6 })
+	if ks := r.side.KillSwitches()["fast"]; ks.Killed || ks.State != breaker.Closed {
+		t.Fatalf("a responder answering at once: %+v, want closed", ks)
+	}
+}

@@ -1,8 +1,10 @@
 // Package kubeenv is the real apiserver of the operator's benchmarks
-// (hack/benchpropagation, hack/benchoperator): envtest's kube-apiserver
-// and etcd with the CRDs, an admin client, and what a kubelet would do for
-// a sidecar pod (a ServiceAccount, a scheduled Pod, a projected token, the
-// mounted CA bundle). It is for benchmarks only.
+// (hack/benchpropagation, hack/benchoperator) and of `make demo`
+// (hack/demo): envtest's kube-apiserver and etcd with the CRDs (or none,
+// for the Helm chart to install), an admin client, and what a kubelet
+// would do for a sidecar pod (a ServiceAccount, a scheduled Pod, a
+// projected token, the mounted CA bundle). It is for benchmarks and the
+// demo only.
 package kubeenv
 
 import (
@@ -38,8 +40,9 @@ type Cluster struct {
 	name            string
 }
 
-// Start starts the apiserver with the CRDs of crdDir and creates
-// namespaces. name names the bench in messages.
+// Start starts the apiserver with the CRDs of crdDir (none when empty:
+// the Helm chart installs them) and creates namespaces. name names the
+// bench in messages.
 func Start(name, crdDir string, namespaces ...string) (*Cluster, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run `make %s`, which builds etcd, kube-apiserver and kubectl (hack/setup-envtest.sh) and points it at bin/k8s", name)
@@ -47,7 +50,10 @@ func Start(name, crdDir string, namespaces ...string) (*Cluster, error) {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	env := &envtest.Environment{CRDDirectoryPaths: []string{crdDir}, ErrorIfCRDPathMissing: true}
+	env := &envtest.Environment{}
+	if crdDir != "" {
+		env.CRDDirectoryPaths, env.ErrorIfCRDPathMissing = []string{crdDir}, true
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting envtest: %w", err)
