@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/weighstation/weighstation/hack/benchharness"
@@ -73,7 +74,8 @@ type result struct {
 func run(o options, p *progress) (*result, error) {
 	d := &demo{o: o, p: p, tools: tools{kubectl: o.kubectl, helm: o.helm}, pods: map[string]*podrunner.Pod{}, apps: map[string]*app{}}
 	if len(d.o.sidecar) == 0 {
-		d.o.sidecar = []string{o.bin, "sidecar"}
+		// The sidecar's own binary, beside weighstation: what a pod runs.
+		d.o.sidecar = []string{filepath.Join(filepath.Dir(o.bin), "weighstation-sidecar")}
 	}
 	err := d.steps()
 	if err != nil {

@@ -30,6 +30,7 @@ func TestDemoShort(t *testing.T) {
 	o := defaultOptions()
 	o.shorten()
 	o.bin = build(t, root, dir, "weighstation", ".")
+	build(t, root, dir, "weighstation-sidecar", "./cmd/weighstation-sidecar") // beside it, where the demo looks
 	o.apps = build(t, root, dir, "demo-apps", "./hack/demo/apps")
 	o.kubectl, o.helm = filepath.Join(root, "bin", "kubectl"), filepath.Join(root, "bin", "helm")
 	o.chart, o.manifests, o.out = filepath.Join(root, "charts", "weighstation"), filepath.Join(root, "hack", "demo", "manifests"), dir

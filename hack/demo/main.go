@@ -40,7 +40,7 @@ import (
 func main() {
 	o := defaultOptions()
 	flag.StringVar(&o.bin, "bin", o.bin, "the weighstation binary: the operator, the broker and the load generator")
-	sidecar := flag.String("sidecar", "", "the sidecar's command, space-separated (default: -bin sidecar)")
+	sidecar := flag.String("sidecar", "", "the sidecar's command, space-separated (default: weighstation-sidecar beside -bin; \"bin/weighstation sidecar\" runs the same sidecar)")
 	flag.StringVar(&o.apps, "apps", "", "the sample applications' binary (default: go build ./hack/demo/apps)")
 	flag.StringVar(&o.kubectl, "kubectl", o.kubectl, "kubectl")
 	flag.StringVar(&o.helm, "helm", o.helm, "helm")

@@ -33,7 +33,7 @@ type Options struct {
 	// credentials stand in for.
 	Cluster *kubeenv.Cluster
 	// SidecarCommand runs the sidecar: the binary and the arguments before
-	// the flags (`weighstation sidecar` today; a binary of its own later).
+	// the flags (`weighstation-sidecar`, or `weighstation sidecar`: the same sidecar).
 	SidecarCommand []string
 	// BrokerURL and BrokerTokenFile: the broker and its token.
 	BrokerURL, BrokerTokenFile string
