@@ -17,7 +17,7 @@ import (
 // ("ctrie"), nats-server's gsl.GenericSublist ("gsl") and a sync.RWMutex
 // trie of our own ("rwtrie") in the same process. `make bench-matcher`
 // (hack/benchmatcher) runs it several times and prints medians and ratios.
-// The workloads are described in the README; their parameters are pinned
+// The workloads are described in docs/matcher.md; their parameters are pinned
 // here.
 
 // hotVocabulary is the reading's 13-word vocabulary.

@@ -101,6 +101,6 @@
 // counts a snapshot in O(n).
 //
 // There is no result cache: the nats-server Sublist's cache costs a sweep
-// goroutine and a lock under churn. The README records the benchmarks
+// goroutine and a lock under churn. docs/matcher.md records the benchmarks
 // without one.
 package matcher

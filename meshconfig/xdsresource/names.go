@@ -21,7 +21,7 @@ const TypeURL = "type.googleapis.com/weighstation.xds.v1.Resource"
 
 // SchemaVersion is the configuration schema this build writes and reads. A
 // sidecar refuses (NACKs) a resource of another schema version; an operator
-// serves sidecars of its own schema version (the README lists which releases
+// serves sidecars of its own schema version (docs/operator.md lists which releases
 // share one).
 const SchemaVersion uint32 = 1
 
