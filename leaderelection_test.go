@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -148,18 +147,20 @@ func testTakeover(t *testing.T, sig syscall.Signal) {
 	waitFor(t, "the leader serves the sidecar", func() error {
 		return xdsServes(leader.xdsAddr, creds, token, appNs, app.Name)
 	})
-	// The follower's xDS server listens once its manager has started,
-	// which under load can come after the leader serves.
-	waitFor(t, "the follower listens", func() error {
-		conn, err := net.DialTimeout("tcp", follower.xdsAddr, time.Second)
-		if err != nil {
-			return err
+	// The follower's xDS server listens once its manager has started, and
+	// completes a TLS handshake once it holds its serving certificate:
+	// under load, both can come after the leader serves. Until then it
+	// answers nothing; then it must refuse, never serve.
+	waitFor(t, "the follower answers a sidecar", func() error {
+		err := xdsServes(follower.xdsAddr, creds, token, appNs, app.Name)
+		switch {
+		case err == nil:
+			t.Fatalf("the follower %s served a sidecar, want Unavailable: does not serve configuration now", follower.pod)
+		case isNotServing(err):
+			return nil
 		}
-		return conn.Close()
+		return err // not listening, or no certificate yet
 	})
-	if err := xdsServes(follower.xdsAddr, creds, token, appNs, app.Name); !isNotServing(err) {
-		t.Fatalf("the follower %s answered a sidecar with %v, want Unavailable: does not serve configuration now", follower.pod, err)
-	}
 	if labelled, err := leaderPods(ctx, c, opNs); err != nil || len(labelled) != 1 || labelled[0] != leader.pod {
 		t.Fatalf("labelled pods %v (%v), want only %s", labelled, err, leader.pod)
 	}
