@@ -2,66 +2,16 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/weighstation/weighstation/internal/natstest"
+	"github.com/weighstation/weighstation/internal/proctest"
 )
-
-// tokenFile writes a broker token for a test.
-func tokenFile(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(path, []byte("s3cret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// running is the binary, started by run with args; stopAndWait sends it
-// SIGTERM and returns everything it logged and its exit error.
-type running struct {
-	cmd    *exec.Cmd
-	logs   *lockedBuffer
-	exited chan error
-}
-
-func run(t *testing.T, args ...string) *running {
-	t.Helper()
-	r := &running{cmd: exec.Command(buildBinary(t), args...), logs: &lockedBuffer{}, exited: make(chan error, 1)}
-	r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { r.exited <- r.cmd.Wait() }()
-	t.Cleanup(func() {
-		if r.cmd.ProcessState == nil {
-			_ = r.cmd.Process.Kill()
-		}
-	})
-	return r
-}
-
-func (r *running) stopAndWait(t *testing.T) (string, error) {
-	t.Helper()
-	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-r.exited:
-		return r.logs.String(), err
-	case <-time.After(30 * time.Second):
-		t.Fatalf("weighstation %s did not stop within 30s of SIGTERM:\n%s", r.cmd.Args[1], r.logs)
-		return "", nil
-	}
-}
 
 // TestBrokerLogsLikeTheOtherCommands: the broker's lines, nats-server's
 // included, are JSON by default, as the operator's and the sidecar's are,
@@ -75,11 +25,11 @@ func TestBrokerLogsLikeTheOtherCommands(t *testing.T) {
 		{"by default", nil, true},
 		{"console", []string{"-zap-encoder", "console"}, false},
 	}
-	token := tokenFile(t)
+	token := proctest.TokenFile(t, "s3cret")
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			addr := natstest.FreeAddr(t)
-			broker := run(t, append([]string{"broker", "-listen", addr, "-token-file", token}, tc.args...)...)
+			broker := proctest.Start(t, exec.Command(buildBinary(t), append([]string{"broker", "-listen", addr, "-token-file", token}, tc.args...)...))
 			waitForWithin(t, 30*time.Second, "the broker serves", func() error {
 				nc, err := nats.Connect("nats://"+addr, nats.Token("s3cret"))
 				if err == nil {
@@ -87,7 +37,7 @@ func TestBrokerLogsLikeTheOtherCommands(t *testing.T) {
 				}
 				return err
 			})
-			logs, err := broker.stopAndWait(t)
+			logs, err := broker.StopAndWait(t, 30*time.Second)
 			if err != nil {
 				t.Fatalf("exited with %v after SIGTERM, want 0:\n%s", err, logs)
 			}

@@ -29,6 +29,7 @@ import (
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/controllers"
 	"github.com/weighstation/weighstation/internal/natstest"
+	"github.com/weighstation/weighstation/internal/proctest"
 	"github.com/weighstation/weighstation/meshconfig/xdsresource"
 )
 
@@ -36,7 +37,7 @@ import (
 type replica struct {
 	pod, xdsAddr string
 	cmd          *exec.Cmd
-	logs         *lockedBuffer
+	logs         *proctest.LockedBuffer
 	exited       chan error
 }
 
@@ -44,7 +45,7 @@ type replica struct {
 // leader election timings short enough for a takeover in seconds.
 func startReplica(t *testing.T, kubeconfig, ns, pod string) *replica {
 	t.Helper()
-	r := &replica{pod: pod, xdsAddr: natstest.FreeAddr(t), logs: &lockedBuffer{}, exited: make(chan error, 1)}
+	r := &replica{pod: pod, xdsAddr: natstest.FreeAddr(t), logs: &proctest.LockedBuffer{}, exited: make(chan error, 1)}
 	// No -leader-election-namespace: the Lease goes in -namespace.
 	r.cmd = exec.Command(buildBinary(t), "operator", "-kubeconfig", kubeconfig, "-namespace", ns, "-pod-name", pod,
 		"-metrics-bind-address", "0", "-health-probe-bind-address", "0", "-xds-listen", r.xdsAddr, "-ca-bundle-resync", "200ms",

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -33,6 +32,7 @@ import (
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/internal/envtestsuite"
 	"github.com/weighstation/weighstation/internal/natstest"
+	"github.com/weighstation/weighstation/internal/proctest"
 )
 
 // TestOperatorCommand runs the real `weighstation operator` process against a
@@ -51,7 +51,7 @@ func TestOperatorCommand(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	metricsAddr, probeAddr, xdsAddr := natstest.FreeAddr(t), natstest.FreeAddr(t), natstest.FreeAddr(t)
-	logs := &lockedBuffer{}
+	logs := &proctest.LockedBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the operator's logs:\n%s", logs)
@@ -295,24 +295,6 @@ func waitForWithin(t *testing.T, timeout time.Duration, what string, check func(
 	envtestsuite.Eventually(t, timeout, 100*time.Millisecond, what, check)
 }
 
-// lockedBuffer collects a child process's output from two pipes at once.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 var (
 	buildOnce sync.Once
 	builtBin  string
@@ -341,9 +323,9 @@ func buildBinary(t *testing.T) string {
 
 // process runs the binary with args until the test ends, then checks that
 // it stops cleanly on SIGTERM.
-func process(t *testing.T, args ...string) *lockedBuffer {
+func process(t *testing.T, args ...string) *proctest.LockedBuffer {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := &proctest.LockedBuffer{}
 	cmd := exec.Command(buildBinary(t), args...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {

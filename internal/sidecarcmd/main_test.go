@@ -1,15 +1,13 @@
 package sidecarcmd
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weighstation/weighstation/internal/proctest"
 )
 
 // runEnv, set in a child's environment, makes the test binary the sidecar:
@@ -37,52 +35,10 @@ func command(args ...string) *exec.Cmd {
 }
 
 // tokenFile writes a broker token for a test.
-func tokenFile(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(path, []byte("s3cret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+func tokenFile(t *testing.T) string { return proctest.TokenFile(t, "s3cret") }
 
-// running is the sidecar, started by run with args; stopAndWait sends it
-// SIGTERM and returns everything it logged and its exit error.
-type running struct {
-	cmd    *exec.Cmd
-	logs   *lockedBuffer
-	exited chan error
-}
-
-func run(t *testing.T, args ...string) *running {
-	t.Helper()
-	r := &running{cmd: command(args...), logs: &lockedBuffer{}, exited: make(chan error, 1)}
-	r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { r.exited <- r.cmd.Wait() }()
-	t.Cleanup(func() {
-		if r.cmd.ProcessState == nil {
-			_ = r.cmd.Process.Kill()
-		}
-	})
-	return r
-}
-
-func (r *running) stopAndWait(t *testing.T) (string, error) {
-	t.Helper()
-	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-r.exited:
-		return r.logs.String(), err
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the sidecar did not stop within 30s of SIGTERM:\n%s", r.logs)
-		return "", nil
-	}
-}
+// run starts the sidecar with args, as a process.
+func run(t *testing.T, args ...string) *proctest.Process { return proctest.Start(t, command(args...)) }
 
 // eventually polls check every 100 ms until it returns nil, and fails the
 // test with its last error after timeout.
@@ -99,22 +55,4 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func() e
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// lockedBuffer collects a child process's output from two pipes at once.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -20,12 +20,12 @@ func TestStandaloneSidecarSaysWhatItsDefaultsAllow(t *testing.T) {
 	side := run(t, "-listen", sidecarAddr, "-broker", "nats://"+natstest.FreeAddr(t), "-token-file", tokenFile(t),
 		"-metrics-listen", "", "-health-listen", "")
 	eventually(t, 30*time.Second, "the sidecar serves", func() error {
-		if !strings.Contains(side.logs.String(), `"msg":"serving"`) {
+		if !strings.Contains(side.Logs(), `"msg":"serving"`) {
 			return errors.New("no serving line yet")
 		}
 		return nil
 	})
-	logs, err := side.stopAndWait(t)
+	logs, err := side.StopAndWait(t, 30*time.Second)
 	if err != nil {
 		t.Fatalf("exited with %v after SIGTERM, want 0:\n%s", err, logs)
 	}
