@@ -31,6 +31,10 @@ func runBroker(args []string) error {
 	fs.StringVar(&o.ClusterName, "cluster-name", o.ClusterName, "cluster name")
 	fs.StringVar(&o.ClusterListen, "cluster-listen", "", "route address, host:port (empty: no clustering)")
 	routes := fs.String("routes", "", "comma-separated route URLs of the other brokers")
+	var routeTLS broker.RouteTLS
+	fs.StringVar(&routeTLS.CertFile, "cluster-tls-cert", "", "PEM certificate this broker presents on routes, as server and as client (with -cluster-tls-key and -cluster-tls-ca: mutual TLS between brokers; read again when it changes)")
+	fs.StringVar(&routeTLS.KeyFile, "cluster-tls-key", "", "PEM private key of -cluster-tls-cert")
+	fs.StringVar(&routeTLS.CAFile, "cluster-tls-ca", "", "PEM CA bundle that the other brokers' route certificates must chain to")
 	metricsListen := fs.String("metrics-listen", "", "address of /metrics (Prometheus) and /healthz, e.g. 127.0.0.1:9092; empty: none (the chart serves them on the pod's address)")
 	var logOpts logflags.Options
 	logOpts.BindGroup(fs)
@@ -48,6 +52,14 @@ func runBroker(args []string) error {
 		o.Token = token
 	}
 	o.MaxPayload = int32(*maxPayload)
+	rt, err := routeTLSOptions(routeTLS, o.ClusterListen)
+	if err != nil {
+		return err
+	}
+	if rt != nil {
+		rt.Log = log.WithName("route-tls")
+		o.RouteTLS = rt
+	}
 	if *routes != "" {
 		o.Routes = strings.Split(*routes, ",")
 	}
@@ -102,4 +114,25 @@ func runBroker(args []string) error {
 	s.Shutdown()
 	s.WaitForShutdown()
 	return nil
+}
+
+// routeTLSOptions checks the -cluster-tls-* flags: all three or none, and
+// only with -cluster-listen. A partial set is refused rather than run as
+// plaintext routes that look encrypted in the pod spec.
+func routeTLSOptions(rt broker.RouteTLS, clusterListen string) (*broker.RouteTLS, error) {
+	given := 0
+	for _, f := range []string{rt.CertFile, rt.KeyFile, rt.CAFile} {
+		if f != "" {
+			given++
+		}
+	}
+	switch {
+	case given == 0:
+		return nil, nil
+	case given < 3:
+		return nil, errors.New("-cluster-tls-cert, -cluster-tls-key and -cluster-tls-ca go together: give all three for TLS between brokers, or none")
+	case clusterListen == "":
+		return nil, errors.New("-cluster-tls-cert, -cluster-tls-key and -cluster-tls-ca need -cluster-listen: without a cluster there are no routes to encrypt")
+	}
+	return &rt, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weighstation/weighstation/broker"
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/internal/proctest"
 )
@@ -66,5 +67,38 @@ func TestBrokerLogsLikeTheOtherCommands(t *testing.T) {
 	}
 	if _, logging, found := strings.Cut(string(usage), "\nLogging:\n"); !found || !strings.Contains(logging, "-zap-encoder") {
 		t.Errorf("broker -h does not list the logging flags apart:\n%s", usage)
+	}
+}
+
+func TestRouteTLSFlagsGoTogether(t *testing.T) {
+	tests := []struct {
+		name          string
+		cert, key, ca string
+		clusterListen string
+		want          string // "" for accepted
+		tls           bool
+	}{
+		{"none", "", "", "", "0.0.0.0:6222", "", false},
+		{"all three", "tls.crt", "tls.key", "ca.crt", "0.0.0.0:6222", "", true},
+		{"no CA", "tls.crt", "tls.key", "", "0.0.0.0:6222", "-cluster-tls-ca go together", false},
+		{"only the CA", "", "", "ca.crt", "0.0.0.0:6222", "give all three", false},
+		{"no cluster", "tls.crt", "tls.key", "ca.crt", "", "need -cluster-listen", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rt, err := routeTLSOptions(broker.RouteTLS{CertFile: tc.cert, KeyFile: tc.key, CAFile: tc.ca}, tc.clusterListen)
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (rt != nil) != tc.tls {
+				t.Fatalf("route TLS = %+v, want on: %v", rt, tc.tls)
+			}
+		})
 	}
 }

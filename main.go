@@ -121,6 +121,7 @@ func runOperator(args []string) error {
 	xdsListen := fs.String("xds-listen", ":9443", "address of the xDS server that sidecars connect to (TLS, from the operator's CA)")
 	xdsService := fs.String("xds-service", "weighstation-xds", "name of the Service in front of the xDS server; its DNS names go into the serving certificate")
 	xdsAudience := fs.String("xds-audience", DefaultXDSAudience, "audience of the projected ServiceAccount tokens that sidecars present")
+	brokerRoutesService := fs.String("broker-routes-service", "", "name of the brokers' headless Service, in -namespace: the operator keeps the Secret "+pki.RouteSecretName+" there, a route certificate from its CA for every broker behind it (weighstation broker -cluster-tls-*); empty: no such Secret")
 	caSecret := fs.String("ca-secret", pki.DefaultSecretName, "name of the Secret, in -namespace, that holds the operator's CA")
 	podName := fs.String("pod-name", os.Getenv("POD_NAME"), "the operator's own Pod (default $POD_NAME): the leader labels it "+controllers.LeaderLabel+" for the xDS Service; empty: no label")
 	bundleResync := fs.Duration("ca-bundle-resync", 10*time.Second, "how often the CA bundle ConfigMap is checked in every namespace with sidecar pods (a new namespace's first pod waits at most this long for it)")
@@ -229,6 +230,13 @@ func runOperator(args []string) error {
 	runnables := []manager.Runnable{authority, xdsServer, reportService.Store(), &controllers.BundlePublisher{
 		Client: mgr.GetClient(), Bundle: authority.Bundle, Changed: bundleChanged, Interval: *bundleResync, Log: log.WithName("ca-bundle"),
 	}}
+	if *brokerRoutesService != "" {
+		routes, err := pki.NewRouteCertificate(authority, *brokerRoutesService, log.WithName("broker-routes-tls"))
+		if err != nil {
+			return fmt.Errorf("-broker-routes-service: %w", err)
+		}
+		runnables = append(runnables, routes)
+	}
 	if *podName != "" {
 		labeler := &controllers.LeaderLabeler{Client: mgr.GetClient(), Pod: types.NamespacedName{Namespace: *namespace, Name: *podName}, Log: log.WithName("leader-label")}
 		runnables = append(runnables, labeler.Unlabelled(), labeler.Labelled())

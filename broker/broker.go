@@ -39,6 +39,9 @@ type Options struct {
 	ClusterName   string
 	ClusterListen string
 	Routes        []string
+	// RouteTLS, when not nil, is mutual TLS on the routes: every broker of
+	// the cluster must have it, with certificates from the same CA.
+	RouteTLS *RouteTLS
 }
 
 // DefaultOptions: nats-server's own defaults for payload (1 MiB) and
@@ -84,12 +87,25 @@ func New(o Options) (*server.Server, error) {
 		NoSigs:        true,
 		WriteDeadline: 10 * time.Second,
 	}
+	if o.RouteTLS != nil && o.ClusterListen == "" {
+		// Without routes the files would go unused, and a mistake in the
+		// flags unnoticed.
+		return nil, errors.New("broker: route TLS is set but there is no cluster address")
+	}
 	if o.ClusterListen != "" {
 		chost, cport, err := splitHostPort(o.ClusterListen)
 		if err != nil {
 			return nil, fmt.Errorf("broker: cluster address: %w", err)
 		}
 		opts.Cluster = server.ClusterOpts{Name: o.ClusterName, Host: chost, Port: cport}
+		if o.RouteTLS != nil {
+			cfg, err := o.RouteTLS.tlsConfig()
+			if err != nil {
+				return nil, fmt.Errorf("broker: %w", err)
+			}
+			opts.Cluster.TLSConfig = cfg
+			opts.Cluster.TLSTimeout = o.RouteTLS.Timeout.Seconds() // 0: nats-server's default
+		}
 		for _, r := range o.Routes {
 			u, err := url.Parse(r)
 			if err != nil {

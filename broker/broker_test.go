@@ -61,6 +61,13 @@ func TestExplicitLimitsAreRequired(t *testing.T) {
 		{"pending below payload", func(o *broker.Options) { o.MaxPending = 10 }, "max_pending at least max_payload"},
 		{"no connections", func(o *broker.Options) { o.MaxConnections = 0 }, "limits must be positive"},
 		{"bad address", func(o *broker.Options) { o.Listen = "nowhere" }, "listen address"},
+		{"route TLS without a cluster", func(o *broker.Options) { o.RouteTLS = &broker.RouteTLS{} }, "no cluster address"},
+		{"route TLS without its CA", func(o *broker.Options) {
+			o.ClusterListen, o.RouteTLS = "127.0.0.1:0", &broker.RouteTLS{CertFile: "tls.crt", KeyFile: "tls.key"}
+		}, "all three"},
+		{"route TLS files missing", func(o *broker.Options) {
+			o.ClusterListen, o.RouteTLS = "127.0.0.1:0", &broker.RouteTLS{CertFile: "/nonexistent/tls.crt", KeyFile: "/nonexistent/tls.key", CAFile: "/nonexistent/ca.crt"}
+		}, "reading the route certificate"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -195,7 +195,10 @@ type Authority struct {
 type served struct {
 	cert   *tls.Certificate
 	signer *x509.Certificate // the CA that signed cert
-	bundle []byte
+	// signing is signer with its key: the brokers' route certificate
+	// (RouteCertificate) is signed by the same CA as cert.
+	signing *keyPair
+	bundle  []byte
 }
 
 // New returns an Authority. reader must read through the API server (the
@@ -335,7 +338,7 @@ func (a *Authority) install(set caSet) error {
 		}
 		a.log.Info("issued the serving certificate", "ca", signer.cert.Subject.CommonName, "notAfter", cert.Leaf.NotAfter)
 	}
-	a.served.Store(&served{cert: cert, signer: signer.cert, bundle: bundle})
+	a.served.Store(&served{cert: cert, signer: signer.cert, signing: signer, bundle: bundle})
 	if (old == nil || !bytes.Equal(old.bundle, bundle)) && a.opts.OnBundleChange != nil {
 		a.opts.OnBundleChange(bytes.Clone(bundle))
 	}

@@ -83,10 +83,13 @@ func newCA(now time.Time, lifetime time.Duration) (*keyPair, error) {
 	return &keyPair{cert: cert, key: key}, nil
 }
 
-// leafRequest is what a serving certificate names.
+// leafRequest is what a leaf certificate names, and what it is for.
 type leafRequest struct {
 	dnsNames []string
 	ips      []net.IP
+	// usages are the extended key usages; nil is a serving certificate
+	// (server authentication only).
+	usages []x509.ExtKeyUsage
 }
 
 // newLeaf makes a serving certificate that ca signs. It is valid from now
@@ -105,6 +108,10 @@ func newLeaf(ca *keyPair, req leafRequest, now time.Time, lifetime time.Duration
 	if len(req.dnsNames) > 0 {
 		cn = req.dnsNames[0]
 	}
+	usages := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	if req.usages != nil {
+		usages = slices.Clone(req.usages)
+	}
 	notAfter := now.Add(lifetime)
 	if ca.cert.NotAfter.Before(notAfter) {
 		notAfter = ca.cert.NotAfter
@@ -117,7 +124,7 @@ func newLeaf(ca *keyPair, req leafRequest, now time.Time, lifetime time.Duration
 		NotBefore:             now.Add(-backdate),
 		NotAfter:              notAfter,
 		KeyUsage:              x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:           usages,
 		BasicConstraintsValid: true,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)

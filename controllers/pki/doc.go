@@ -1,6 +1,6 @@
 // Package pki is the operator's own certificate authority. It serves the
-// xDS gRPC stream over TLS (and, later, the admission webhook and the
-// brokers' route TLS).
+// xDS gRPC stream over TLS, and issues the brokers' route certificate
+// (RouteCertificate; later, the admission webhook's too).
 //
 // An Authority keeps the CA in a Secret in the operator's namespace. It
 // reads that Secret through the API server, not the manager's cache: a

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/go-logr/logr/testr"
 	"github.com/weighstation/weighstation/controllers/pki"
 )
 
@@ -151,8 +152,18 @@ func TestRBACMarkersSuffice(t *testing.T) {
 	a := newAuthority(t, testOptions(t, opNs, c), op)
 	// The RBAC authorizer learns of new bindings from its informers.
 	eventually(t, "the operator's Ensure allowed", func() error { return a.Ensure(ctx) })
-	c.Add(60 * day) // a rotation updates the Secret
+	routes, err := pki.NewRouteCertificate(a, "weighstation-broker-headless", testr.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := routes.Ensure(ctx); err != nil { // creates the route Secret
+		t.Fatal(err)
+	}
+	c.Add(60 * day) // a rotation updates the Secrets
 	if err := a.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := routes.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
 

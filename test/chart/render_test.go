@@ -50,6 +50,7 @@ var valueSets = []struct {
 }{
 	{"defaults", nil},
 	{"broker cluster", []string{"broker.replicas=3", "broker.cluster.tls.enabled=false"}},
+	{"broker cluster with route TLS", []string{"broker.replicas=3"}},
 	{"external NATS", []string{"broker.enabled=false", "externalNATS.url=nats://nats.example:4222"}},
 	{"one operator, service monitor", []string{"operator.replicas=1", "metrics.serviceMonitor.enabled=true"}},
 }
@@ -279,6 +280,51 @@ func TestConfigurations(t *testing.T) {
 			}
 		}
 	}
+	operatorArgs := func(want []string, absent ...string) check {
+		return func(t *testing.T, objs []*unstructured.Unstructured) {
+			args := typed[appsv1.Deployment](t, one(t, objs, "Deployment", "weighstation-operator")).Spec.Template.Spec.Containers[0].Args
+			for _, a := range want {
+				if !slices.Contains(args, a) {
+					t.Errorf("operator args %v lack %s", args, a)
+				}
+			}
+			for _, a := range absent {
+				if slices.ContainsFunc(args, func(s string) bool { return strings.HasPrefix(s, a) }) {
+					t.Errorf("operator args %v have %s", args, a)
+				}
+			}
+		}
+	}
+	// routeTLSMounted checks that the brokers mount the route certificate
+	// Secret, read-only and required, where their flags point, or not at
+	// all.
+	routeTLSMounted := func(want bool) check {
+		return func(t *testing.T, objs []*unstructured.Unstructured) {
+			spec := typed[appsv1.StatefulSet](t, one(t, objs, "StatefulSet", "weighstation-broker")).Spec.Template.Spec
+			i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool {
+				return v.Secret != nil && v.Secret.SecretName == "weighstation-broker-routes-tls"
+			})
+			if !want {
+				if i >= 0 {
+					t.Errorf("the brokers mount the route certificate Secret: %+v", spec.Volumes[i])
+				}
+				return
+			}
+			if i < 0 {
+				t.Fatalf("broker volumes %+v lack the Secret weighstation-broker-routes-tls", spec.Volumes)
+			}
+			vol := spec.Volumes[i]
+			if vol.Secret.Optional == nil || *vol.Secret.Optional {
+				t.Errorf("route TLS volume %+v: want optional: false, so that no broker runs without it", vol)
+			}
+			mounts := spec.Containers[0].VolumeMounts
+			if !slices.ContainsFunc(mounts, func(m corev1.VolumeMount) bool {
+				return m.Name == vol.Name && m.ReadOnly && m.MountPath == "/etc/weighstation/routes-tls"
+			}) {
+				t.Errorf("broker mounts %+v: want %s read-only at /etc/weighstation/routes-tls", mounts, vol.Name)
+			}
+		}
+	}
 	scraped := func(t *testing.T, objs []*unstructured.Unstructured) {
 		a := typed[appsv1.Deployment](t, one(t, objs, "Deployment", "weighstation-operator")).Spec.Template.Annotations
 		if a["prometheus.io/scrape"] != "true" || a["prometheus.io/port"] != "8080" {
@@ -326,16 +372,26 @@ func TestConfigurations(t *testing.T) {
 			has("PodDisruptionBudget", "weighstation-operator"), has("Secret", "weighstation-broker-token"),
 			has("Service", "weighstation-broker"), has("Service", "weighstation-broker-routes"), has("Service", "weighstation-operator-metrics"),
 			has("ServiceAccount", "weighstation-broker"), has("NetworkPolicy", "weighstation-broker"),
-			none("ServiceMonitor"), brokerArgs([]string{"broker", "-listen=0.0.0.0:4222", "-token-file=/etc/weighstation/broker/token"}, "-routes", "-cluster-listen"),
+			none("ServiceMonitor"), brokerArgs([]string{"broker", "-listen=0.0.0.0:4222", "-token-file=/etc/weighstation/broker/token"}, "-routes", "-cluster-listen", "-cluster-tls-"),
+			// One broker has no routes, so no route certificate.
+			routeTLSMounted(false), operatorArgs(nil, "-broker-routes-service"),
 			func(t *testing.T, objs []*unstructured.Unstructured) {
 				if n := len(find(objs, "PodDisruptionBudget")); n != 1 {
 					t.Errorf("%d PDBs, want the operator's alone (one broker)", n)
 				}
 			},
 		}},
-		{"broker cluster", []string{"broker.replicas=3", "broker.cluster.tls.enabled=false"}, []check{
+		{"broker cluster", []string{"broker.replicas=3"}, []check{
 			has("PodDisruptionBudget", "weighstation-broker"),
-			brokerArgs([]string{"-cluster-listen=0.0.0.0:6222", "-cluster-name=weighstation", routes}),
+			brokerArgs([]string{"-cluster-listen=0.0.0.0:6222", "-cluster-name=weighstation", routes,
+				"-cluster-tls-cert=/etc/weighstation/routes-tls/tls.crt",
+				"-cluster-tls-key=/etc/weighstation/routes-tls/tls.key",
+				"-cluster-tls-ca=/etc/weighstation/routes-tls/ca.crt"}),
+			routeTLSMounted(true), operatorArgs([]string{"-broker-routes-service=weighstation-broker-routes"}),
+		}},
+		{"broker cluster without route TLS", []string{"broker.replicas=3", "broker.cluster.tls.enabled=false"}, []check{
+			brokerArgs([]string{"-cluster-listen=0.0.0.0:6222", routes}, "-cluster-tls-"),
+			routeTLSMounted(false), operatorArgs(nil, "-broker-routes-service"),
 		}},
 		{"external NATS", []string{"broker.enabled=false", "externalNATS.url=nats://nats.example:4222"}, []check{
 			kept, none("StatefulSet"), none("NetworkPolicy"), none("Secret"),
@@ -389,7 +445,6 @@ func TestBadValuesAreRefused(t *testing.T) {
 		{[]string{"externalNATS.url=http://nats:4222", "broker.enabled=false"}, "/externalNATS/url"},
 		{[]string{"broker.enabled=false"}, "externalNATS.url is empty"},
 		{[]string{"externalNATS.url=nats://nats:4222"}, "set broker.enabled=false"},
-		{[]string{"broker.replicas=3"}, "no route TLS flags"},
 		{[]string{"broker.maxPending=1000"}, "broker.maxPending must be at least broker.maxPayload"},
 		{[]string{"broker.extraArgs={token}"}, "/broker/extraArgs/0"},
 		{[]string{"operator.goMemLimit=400MB"}, "/operator/goMemLimit"},

@@ -71,6 +71,22 @@ app.kubernetes.io/component: broker
 {{- printf "%s-broker-routes" (include "weighstation.fullname" .) }}
 {{- end }}
 
+{{/*
+"true" when the brokers form a cluster with TLS on their routes: the
+operator then keeps the route certificate Secret, and the brokers mount it.
+*/}}
+{{- define "weighstation.broker.routeTLS" -}}
+{{- if and .Values.broker.enabled (gt (int .Values.broker.replicas) 1) .Values.broker.cluster.tls.enabled }}true{{ end }}
+{{- end }}
+
+{{/*
+The brokers' route certificate Secret, which the operator keeps from its CA.
+A fixed name: the operator's RBAC (generated from its code) names it.
+*/}}
+{{- define "weighstation.broker.routeTLSSecretName" -}}
+weighstation-broker-routes-tls
+{{- end }}
+
 {{- define "weighstation.broker.tokenSecretName" -}}
 {{- default (printf "%s-broker-token" (include "weighstation.fullname" .)) .Values.broker.auth.existingSecret }}
 {{- end }}
