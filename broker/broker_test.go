@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
@@ -14,7 +15,10 @@ import (
 	"github.com/weighstation/weighstation/internal/natstest"
 )
 
-func start(t *testing.T, o broker.Options) string {
+func start(t *testing.T, o broker.Options) string { return startServer(t, o).ClientURL() }
+
+// startServer starts a broker and stops it when the test ends.
+func startServer(t *testing.T, o broker.Options) *server.Server {
 	t.Helper()
 	s, err := broker.New(o)
 	if err != nil {
@@ -26,7 +30,7 @@ func start(t *testing.T, o broker.Options) string {
 		t.Fatal("broker did not start")
 	}
 	t.Cleanup(s.Shutdown)
-	return s.ClientURL()
+	return s
 }
 
 func TestOnlyClientsWithTheTokenConnect(t *testing.T) {

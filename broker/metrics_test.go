@@ -46,16 +46,7 @@ func scrape(t *testing.T, addr net.Addr) map[string]float64 {
 func TestTheBrokersMetricsCountWhatPassed(t *testing.T) {
 	o := broker.DefaultOptions
 	o.Listen, o.Token = "127.0.0.1:0", "s"
-	s, err := broker.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.SetLoggerV2(nil, false, false, false)
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("broker did not start")
-	}
-	t.Cleanup(s.Shutdown)
+	s := startServer(t, o)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	addr, done, err := broker.NewMetrics(s).Serve(ctx, "127.0.0.1:0")
