@@ -356,27 +356,7 @@ const firstRetry = time.Second
 // because a transient API error must not stop the operator. ReadyCheck
 // reports whether a certificate is being served.
 func (a *Authority) Start(ctx context.Context) error {
-	retry := firstRetry
-	for {
-		wait := a.opts.CheckInterval
-		if err := a.Ensure(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			wait = min(retry, a.opts.CheckInterval)
-			retry *= 2
-			a.log.Error(err, "keeping the CA and the serving certificate", "retryIn", wait)
-		} else {
-			retry = firstRetry
-		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil
-		case <-timer.C:
-		}
-	}
+	return keepEnsured(ctx, a.opts.CheckInterval, a.Ensure, a.log, "the CA and the serving certificate")
 }
 
 // NeedLeaderElection is false: every replica serves, so every replica

@@ -189,28 +189,7 @@ func (r *RouteCertificate) renewal(stored map[string][]byte, s *served, now time
 // Authority, until ctx ends, retrying sooner after a failure (the
 // Authority's first load included). It is a manager.Runnable.
 func (r *RouteCertificate) Start(ctx context.Context) error {
-	interval := r.authority.opts.CheckInterval
-	retry := firstRetry
-	for {
-		wait := interval
-		if err := r.Ensure(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			wait = min(retry, interval)
-			retry *= 2
-			r.log.Error(err, "keeping the brokers' route certificate", "retryIn", wait)
-		} else {
-			retry = firstRetry
-		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil
-		case <-timer.C:
-		}
-	}
+	return keepEnsured(ctx, r.authority.opts.CheckInterval, r.Ensure, r.log, "the brokers' route certificate")
 }
 
 // NeedLeaderElection is false: replicas agree through the Secret, and the
