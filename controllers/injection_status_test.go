@@ -44,6 +44,8 @@ func TestPodsWithoutSidecarAreReported(t *testing.T) {
 		name             string
 		namespaceOptedIn bool
 		pods             []injectionPod
+		// reason of the condition while reported.
+		reason string
 	}{
 		{"opted-in namespace", true, []injectionPod{
 			{name: "good", labelled: true, injected: currentSidecar},
@@ -51,12 +53,16 @@ func TestPodsWithoutSidecarAreReported(t *testing.T) {
 			{name: "unknown", labelled: true, injected: "unknown"},
 			{name: "missed", reason: controllers.ReasonSidecarNotInjected},
 			{name: "old", labelled: true, injected: "v0.0.1", reason: controllers.ReasonSidecarOutdated},
-		}},
+		}, controllers.ReasonSidecarNotInjected},
+		{"outdated only", true, []injectionPod{
+			{name: "good", labelled: true, injected: currentSidecar},
+			{name: "old", labelled: true, injected: "0.0.9", reason: controllers.ReasonSidecarOutdated},
+		}, controllers.ReasonSidecarOutdated},
 		{"namespace not opted in", false, []injectionPod{
 			{name: "plain"},
 			{name: "labelled-good", labelled: true, injected: currentSidecar},
 			{name: "labelled-missed", labelled: true, reason: controllers.ReasonSidecarNotInjected},
-		}},
+		}, controllers.ReasonSidecarNotInjected},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -91,11 +97,12 @@ func TestPodsWithoutSidecarAreReported(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					if len(events) != 1 {
-						return fmt.Errorf("pod %s has %d %s Events, want 1: %q", p.name, len(events), p.reason, notes(events))
+					// Once: a repeated Event would be a series.
+					if len(events) != 1 || events[0].Series != nil {
+						return fmt.Errorf("pod %s has %s Events %q, want one", p.name, p.reason, notes(events))
 					}
 				}
-				return podsWithoutSidecarIs(ctx, ns, metav1.ConditionTrue, controllers.ReasonSidecarNotInjected, reported, quiet)
+				return podsWithoutSidecarIs(ctx, ns, metav1.ConditionTrue, c.reason, reported, quiet)
 			}
 			envtestsuite.Eventually(t, reportedWithin, poll, "the pods without a supported sidecar are reported", wantTrue)
 			for _, p := range quiet {
@@ -177,4 +184,39 @@ func podsWithoutSidecarIs(ctx context.Context, ns string, status metav1.Conditio
 		}
 	}
 	return nil
+}
+
+// TestPodsWithoutSidecarFollowsOptInAndSelectors checks the other changes
+// that report or clear a pod: its namespace opting in and out, and a
+// Subscription created after the pod.
+func TestPodsWithoutSidecarFollowsOptInAndSelectors(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	late := injectionPod{name: "late"}
+	if err := k8sClient.Create(ctx, injectionTestPod(ns, late)); err != nil {
+		t.Fatal(err)
+	}
+	topic := newTopic(ns, "x-topic", "x.>")
+	topic.Spec.Publishers = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}
+	if err := k8sClient.Create(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	// The pod predates the opt-in: it runs without the sidecar as much as
+	// a pod the webhook missed.
+	optIn(t, ns)
+	// Created after the opt-in, the Subscription is reported on by the
+	// reconcile its own creation queues, or by the opt-in's.
+	if err := k8sClient.Create(ctx, newSubscription(ns, "x-sub", "x.>", map[string]string{"app": "x"})); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the pod is reported once the namespace opted in", func() error {
+		return podsWithoutSidecarIs(ctx, ns, metav1.ConditionTrue, controllers.ReasonSidecarNotInjected, []injectionPod{late}, nil)
+	})
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, v1alpha1.InjectLabel)
+	if err := k8sClient.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the condition clears once the namespace opted out", func() error {
+		return podsWithoutSidecarIs(ctx, ns, metav1.ConditionFalse, controllers.ReasonAllInjected, nil, nil)
+	})
 }
