@@ -53,15 +53,15 @@ func newInjectionCache(mgr ctrl.Manager) (cache.Cache, error) {
 }
 
 // keepInjectionMetadata drops what the injection status never reads from
-// the cached metadata: managed fields, and every annotation but the
-// injected version and the mirror marker (applications keep large ones).
-// Labels stay: selectors match them.
+// the cached metadata: managed fields, owner references, finalizers, and
+// every annotation but the injected version and the mirror marker
+// (applications keep large ones). Labels stay: selectors match them.
 var keepInjectionMetadata toolscache.TransformFunc = func(obj any) (any, error) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return obj, nil
 	}
-	m.ManagedFields = nil
+	m.ManagedFields, m.OwnerReferences, m.Finalizers = nil, nil, nil
 	var kept map[string]string
 	for _, k := range []string{v1alpha1.InjectedAnnotation, mirrorPodAnnotation} {
 		if v, ok := m.Annotations[k]; ok {

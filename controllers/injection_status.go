@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
@@ -103,7 +104,7 @@ func (r *InjectionStatusReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 	}
 	slices.SortFunc(found, func(a, b unsupported) int { return strings.Compare(a.name, b.name) })
-	r.warn(namespace, found)
+	r.warn(ctx, namespace, found)
 	return ctrl.Result{}, r.writeConditions(ctx, namespace, found)
 }
 
@@ -144,7 +145,7 @@ func (r *InjectionStatusReconciler) judge(pod *metav1.PartialObjectMetadata, nam
 
 // warn records one Warning Event on each pod found that has none yet, and
 // forgets the pods of namespace that are no longer found.
-func (r *InjectionStatusReconciler) warn(namespace string, found []unsupported) {
+func (r *InjectionStatusReconciler) warn(ctx context.Context, namespace string, found []unsupported) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	before := r.warned[namespace]
@@ -152,7 +153,11 @@ func (r *InjectionStatusReconciler) warn(namespace string, found []unsupported) 
 	for _, u := range found {
 		uid := types.UID(u.uid)
 		now[uid] = u.reason
-		if before[uid] == u.reason || r.Recorder == nil {
+		if before[uid] == u.reason {
+			continue
+		}
+		logf.FromContext(ctx).Info("a pod runs without a supported sidecar", "pod", u.name, "reason", u.reason, "version", u.version)
+		if r.Recorder == nil {
 			continue
 		}
 		pod := podMeta()
