@@ -150,12 +150,19 @@ func TestConflictingTopicsAreReported(t *testing.T) {
 }
 
 func newPod(ns, name string, labels map[string]string) *corev1.Pod {
-	return &corev1.Pod{
+	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
 		// Scheduled: there is no scheduler in envtest, and propagation
 		// counts only scheduled pods.
 		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}},
 	}
+	if labels[v1alpha1.InjectLabel] == v1alpha1.InjectEnabled {
+		// As the webhook marks a pod it injected: without it the pod is
+		// reported as missing its sidecar, and that status write would
+		// disturb the tests that count writes.
+		pod.Annotations = map[string]string{v1alpha1.InjectedAnnotation: currentSidecar}
+	}
+	return pod
 }
 
 func newSubscription(ns, name, subject string, selector map[string]string) *v1alpha1.Subscription {

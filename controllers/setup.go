@@ -49,6 +49,10 @@ type Setup struct {
 	// ReportPods is how many pods a Subscription's status.pods lists
 	// (DefaultReportPods when zero).
 	ReportPods int
+	// MinSidecarVersion is the oldest sidecar the operator supports
+	// (MinSidecarVersion when empty): older ones are reported like pods
+	// without the sidecar.
+	MinSidecarVersion string
 }
 
 // SetupReconcilers registers every reconciler of the operator with mgr.
@@ -79,6 +83,10 @@ func SetupReconcilers(mgr ctrl.Manager, setup Setup) error {
 		if err := writer.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the report status writer: %w", err)
 		}
+	}
+	injection := &InjectionStatusReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(v1alpha1.FieldManagerInjection), MinVersion: setup.MinSidecarVersion}
+	if err := injection.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the injection status: %w", err)
 	}
 	if setup.OnSynced != nil {
 		sync := &initialSync{reader: mgr.GetCache(), reconciler: pods, done: setup.OnSynced, log: mgr.GetLogger().WithName("initial-sync")}

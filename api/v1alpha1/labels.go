@@ -6,6 +6,10 @@ const (
 	InjectLabel = "weighstation.io/inject"
 	// InjectEnabled is InjectLabel's value that enables the sidecar.
 	InjectEnabled = "enabled"
+	// InjectedAnnotation is set by the injection webhook on every pod it
+	// gave the sidecar; its value is the sidecar's version. An opted-in
+	// pod without it missed injection (see ConditionPodsWithoutSidecar).
+	InjectedAnnotation = "weighstation.io/injected"
 )
 
 // Pod annotations that shape the pod's subject permissions (ACLs).
@@ -32,7 +36,8 @@ const (
 //	  conditions Ready, ConfigRejected
 //	aggregate, pods[], dropped, killed,               FieldManagerReports
 //	  Topic publish, condition Degraded
-//	condition PodsWithoutSidecar                      FieldManagerInjection (a later issue)
+//	condition PodsWithoutSidecar                      FieldManagerInjection
+//	  Events SidecarNotInjected, SidecarOutdated (on pods)
 const (
 	FieldManagerReconciler  = "weighstation-operator"
 	FieldManagerPropagation = "weighstation-propagation"
@@ -59,4 +64,9 @@ const (
 	// refused configuration, tripped breakers, or drops for reasons that
 	// mean loss (overflow, budget, shed, connection, shutdown).
 	ConditionDegraded = "Degraded"
+	// ConditionPodsWithoutSidecar: some pod the resource selects (a
+	// Subscription's selector, a Topic's publishers) was opted in for the
+	// sidecar but runs without it (the webhook was not called), or with a
+	// sidecar older than the operator supports.
+	ConditionPodsWithoutSidecar = "PodsWithoutSidecar"
 )

@@ -169,7 +169,9 @@ func startPod(t *testing.T, ns, name string, labels map[string]string, brokerURL
 		all[k] = v
 	}
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: all},
+		// Marked as the webhook marks a pod it injected: this pod runs a
+		// sidecar, and the operator would report it otherwise.
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: all, Annotations: map[string]string{v1alpha1.InjectedAnnotation: "v1.0.0"}},
 		Spec: corev1.PodSpec{
 			NodeName:           "node-1",
 			ServiceAccountName: name,

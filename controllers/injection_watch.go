@@ -1,0 +1,92 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/weighstation/weighstation/api/v1alpha1"
+)
+
+// injectionBatch gathers the pod changes of one namespace (a rollout
+// creates many pods at once) into one pass; it is far below the 10 s
+// within which a missed pod is reported.
+const injectionBatch = 200 * time.Millisecond
+
+// injectionChanged passes the pod and namespace updates that can change
+// what is reported: a metadata watch sees every status update of a pod,
+// and these are most of them.
+var injectionChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld, e.ObjectNew
+		// Labels decide opting in and which objects select a pod.
+		return !semanticEqual(o.GetLabels(), n.GetLabels()) ||
+			o.GetAnnotations()[v1alpha1.InjectedAnnotation] != n.GetAnnotations()[v1alpha1.InjectedAnnotation] ||
+			(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil)
+	},
+}
+
+// SetupWithManager registers the reconciler and its cache with mgr.
+func (r *InjectionStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if _, err := parseMinSidecarVersion(r.MinVersion); err != nil {
+		return err
+	}
+	injection, err := newInjectionCache(mgr)
+	if err != nil {
+		return fmt.Errorf("creating the injection cache: %w", err)
+	}
+	if err := mgr.Add(injection); err != nil {
+		return fmt.Errorf("adding the injection cache: %w", err)
+	}
+	r.Pods = injection
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("injection-status").
+		WatchesRawSource(source.Kind(injection, client.Object(podMeta()), enqueueAfter(injectionBatch, r.namespaceOfPod), injectionChanged)).
+		WatchesRawSource(source.Kind(injection, client.Object(namespaceMeta()), enqueueAfter(injectionBatch, namespaceItself), injectionChanged)).
+		// Status writes change no generation; a selector change does.
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&v1alpha1.Subscription{}), enqueueAfter(injectionBatch, namespaceOf), predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&v1alpha1.Topic{}), enqueueAfter(injectionBatch, namespaceOf), predicate.GenerationChangedPredicate{})).
+		Complete(r)
+}
+
+// namespaceOfPod requeues a pod's namespace when the pod may be reported
+// or may have been: it is opted in by its label or its namespace's, or
+// the namespace has reported pods (a pod leaving them).
+func (r *InjectionStatusReconciler) namespaceOfPod(ctx context.Context, pod client.Object) []reconcile.Request {
+	req := []reconcile.Request{{NamespacedName: types.NamespacedName{Name: pod.GetNamespace()}}}
+	if isInjected(pod) {
+		return req
+	}
+	r.mu.Lock()
+	_, warned := r.warned[pod.GetNamespace()]
+	r.mu.Unlock()
+	if warned {
+		return req
+	}
+	optedIn, _, err := r.namespaceOptedIn(ctx, pod.GetNamespace())
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "reading a pod's namespace", "pod", pod.GetName())
+		return req
+	}
+	if optedIn {
+		return req
+	}
+	return nil
+}
+
+func namespaceItself(_ context.Context, ns client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: ns.GetName()}}}
+}
+
+func namespaceOf(_ context.Context, obj client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: obj.GetNamespace()}}}
+}
