@@ -20,9 +20,12 @@ func appPod() *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "shop", Labels: map[string]string{"app": "shop"}},
 		Spec: corev1.PodSpec{
-			InitContainers: []corev1.Container{{Name: "migrate", Image: "migrate"}},
-			Containers:     []corev1.Container{{Name: "app", Image: "app"}},
-			Volumes:        []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			// Set, as ServiceAccount admission would (envtest has none):
+			// the projected token needs it.
+			ServiceAccountName: "app",
+			InitContainers:     []corev1.Container{{Name: "migrate", Image: "migrate"}},
+			Containers:         []corev1.Container{{Name: "app", Image: "app"}},
+			Volumes:            []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 		},
 	}
 }
