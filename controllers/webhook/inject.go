@@ -80,7 +80,7 @@ func (c Config) Validate() error {
 	case c.Audience == "":
 		return errors.New("-xds-audience must not be empty")
 	case c.TokenExpirationSeconds < MinTokenExpiration:
-		return fmt.Errorf("-sidecar-token-expiration must be at least %ds (the apiserver refuses shorter projected tokens), got %ds", MinTokenExpiration, c.TokenExpirationSeconds)
+		return fmt.Errorf("-sidecar-token-expiration must be at least 10m (the apiserver refuses shorter projected tokens), got %ds", c.TokenExpirationSeconds)
 	}
 	if err := c.Resources.Validate(); err != nil {
 		return fmt.Errorf("the sidecar's resources: %w", err)
