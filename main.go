@@ -161,6 +161,18 @@ func runOperator(args []string) error {
 	if err := checkReportFlags(*reportWindow, *reportInterval, *reportPods, *reportWrite); err != nil {
 		return err
 	}
+	injectionFlags := webhookFlags{
+		configuration: *webhookCfg, listen: *webhookListen, service: *webhookService, namespace: *namespace,
+		image: *sidecarImage, broker: *sidecarBroker, operator: *sidecarOperator, xdsService: *xdsService, xdsListen: *xdsListen,
+		audience: *xdsAudience, tokenExpiration: *sidecarTokenExpiration, resources: sidecarResources,
+	}
+	var injectionConfig webhook.Config
+	if *webhookCfg != "" {
+		var err error
+		if injectionConfig, err = injectionFlags.config(); err != nil {
+			return err
+		}
+	}
 	if *namespace == "" {
 		return errors.New("-namespace is required outside a cluster (default: $POD_NAMESPACE): the operator keeps its CA Secret there, and its leader election Lease unless -leader-election-namespace names another")
 	}
@@ -254,15 +266,7 @@ func runOperator(args []string) error {
 		runnables = append(runnables, routes)
 	}
 	if *webhookCfg != "" {
-		injection, err := webhookRunnables(mgr, authority, webhookFlags{
-			configuration: *webhookCfg, listen: *webhookListen, service: *webhookService, namespace: *namespace,
-			image: *sidecarImage, broker: *sidecarBroker, operator: *sidecarOperator, xdsService: *xdsService, xdsListen: *xdsListen,
-			audience: *xdsAudience, tokenExpiration: *sidecarTokenExpiration, resources: sidecarResources,
-		}, log.WithName("webhook"))
-		if err != nil {
-			return err
-		}
-		runnables = append(runnables, injection...)
+		runnables = append(runnables, webhookRunnables(mgr, authority, injectionFlags, injectionConfig, log.WithName("webhook"))...)
 	}
 	if *podName != "" {
 		labeler := &controllers.LeaderLabeler{Client: mgr.GetClient(), Pod: types.NamespacedName{Namespace: *namespace, Name: *podName}, Log: log.WithName("leader-label")}

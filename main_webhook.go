@@ -29,13 +29,14 @@ type webhookFlags struct {
 // until it is back.
 const webhookCABundleInterval = 10 * time.Second
 
-// webhookRunnables returns the webhook's server and its caBundle writer.
-func webhookRunnables(mgr ctrl.Manager, authority *pki.Authority, f webhookFlags, log logr.Logger) ([]manager.Runnable, error) {
+// config checks the flags and returns what every sidecar gets. It runs
+// before the operator looks for a cluster, so a bad flag is said at once.
+func (f webhookFlags) config() (webhook.Config, error) {
 	operator := f.operator
 	if operator == "" {
 		_, port, err := net.SplitHostPort(f.xdsListen)
 		if err != nil {
-			return nil, fmt.Errorf("-xds-listen %q: %w", f.xdsListen, err)
+			return webhook.Config{}, fmt.Errorf("-xds-listen %q: %w", f.xdsListen, err)
 		}
 		operator = net.JoinHostPort(f.xdsService+"."+f.namespace+".svc", port)
 	}
@@ -51,8 +52,13 @@ func webhookRunnables(mgr ctrl.Manager, authority *pki.Authority, f webhookFlags
 		MetricsPort:            webhook.DefaultMetricsPort,
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("the sidecar-injection webhook: %w", err)
+		return webhook.Config{}, fmt.Errorf("the sidecar-injection webhook: %w", err)
 	}
+	return cfg, nil
+}
+
+// webhookRunnables returns the webhook's server and its caBundle writer.
+func webhookRunnables(mgr ctrl.Manager, authority *pki.Authority, f webhookFlags, cfg webhook.Config, log logr.Logger) []manager.Runnable {
 	// The apiserver reaches the webhook by its Service; 127.0.0.1 and
 	// localhost are for a webhook registered by URL (tests, and an
 	// operator run outside the cluster).
@@ -73,5 +79,5 @@ func webhookRunnables(mgr ctrl.Manager, authority *pki.Authority, f webhookFlags
 		Client: mgr.GetClient(), Name: f.configuration, Bundle: authority.Bundle,
 		Changed: webhookBundleChanged, Interval: webhookCABundleInterval, Log: log.WithName("ca-bundle"),
 	}
-	return []manager.Runnable{server, bundle}, nil
+	return []manager.Runnable{server, bundle}
 }
