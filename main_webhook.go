@@ -71,6 +71,7 @@ func webhookRunnables(mgr ctrl.Manager, authority *pki.Authority, f webhookFlags
 			Config: cfg,
 			// The manager's cache: Namespace metadata only, watched.
 			Namespaces: mgr.GetCache(),
+			APIReader:  mgr.GetAPIReader(),
 			Excluded:   []string{f.namespace, "kube-system"},
 		},
 		Log: log,

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,6 +40,9 @@ type Injector struct {
 	Config Config
 	// Namespaces reads Namespace metadata (the manager's cache).
 	Namespaces client.Reader
+	// APIReader, if set, reads a namespace the cache does not hold yet: a
+	// namespace and its first pods are often created together.
+	APIReader client.Reader
 	// Excluded are namespaces never touched (the operator's, kube-system),
 	// whatever the webhook configuration's selector says.
 	Excluded []string
@@ -79,7 +83,12 @@ func (i *Injector) optedIn(ctx context.Context, namespace string, pod *corev1.Po
 		return true, nil
 	}
 	ns := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}}
-	if err := i.Namespaces.Get(ctx, types.NamespacedName{Name: namespace}, ns); err != nil {
+	key := types.NamespacedName{Name: namespace}
+	err := i.Namespaces.Get(ctx, key, ns)
+	if apierrors.IsNotFound(err) && i.APIReader != nil {
+		err = i.APIReader.Get(ctx, key, ns)
+	}
+	if err != nil {
 		return false, fmt.Errorf("reading the labels of namespace %s: %w", namespace, err)
 	}
 	return ns.Labels[v1alpha1.InjectLabel] == v1alpha1.InjectEnabled, nil
