@@ -77,7 +77,7 @@ func webhookRunnables(mgr ctrl.Manager, authority *pki.Authority, f webhookFlags
 		Log: log,
 	}
 	bundle := &webhook.CABundle{
-		Client: mgr.GetClient(), Name: f.configuration, Bundle: authority.Bundle,
+		Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Name: f.configuration, Bundle: authority.Bundle,
 		Changed: webhookBundleChanged, Interval: webhookCABundleInterval, Log: log.WithName("ca-bundle"),
 	}
 	return []manager.Runnable{server, bundle}

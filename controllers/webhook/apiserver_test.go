@@ -135,7 +135,7 @@ func startWebhook(t *testing.T, operatorNS string) *Injector {
 			t.Errorf("webhook server: %v", err)
 		}
 	})
-	sync := &CABundle{Client: k8sClient, Name: name, Bundle: authority.Bundle, Log: testr.New(t)}
+	sync := &CABundle{Reader: k8sClient, Writer: k8sClient, Name: name, Bundle: authority.Bundle, Log: testr.New(t)}
 	if wrote, err := sync.Sync(ctx); err != nil || !wrote {
 		t.Fatalf("CABundle.Sync = %v, %v; want the bundle written", wrote, err)
 	}

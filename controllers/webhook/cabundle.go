@@ -35,7 +35,11 @@ const maxAttempts = 5
 // the webhook, from the same CA): replicas write the same bytes, and an
 // update conflict makes the loser read again.
 type CABundle struct {
-	Client client.Client
+	// Reader reads the configuration straight from the apiserver (the
+	// manager's APIReader): the RBAC rule, limited to one name, allows
+	// get but no list or watch, so no cache can hold it.
+	Reader client.Reader
+	Writer client.Writer
 	// Name is the MutatingWebhookConfiguration's.
 	Name string
 	// Bundle returns the CA bundle (the Authority's), nil until it has one.
@@ -59,7 +63,7 @@ func (c *CABundle) Sync(ctx context.Context) (bool, error) {
 	var lastErr error
 	for range maxAttempts {
 		var cfg admissionregistrationv1.MutatingWebhookConfiguration
-		if err := c.Client.Get(ctx, types.NamespacedName{Name: c.Name}, &cfg); err != nil {
+		if err := c.Reader.Get(ctx, types.NamespacedName{Name: c.Name}, &cfg); err != nil {
 			return false, fmt.Errorf("reading the MutatingWebhookConfiguration %s (-webhook-configuration): %w", c.Name, err)
 		}
 		changed := false
@@ -73,7 +77,7 @@ func (c *CABundle) Sync(ctx context.Context) (bool, error) {
 			return false, nil
 		}
 		// The resourceVersion read makes a concurrent write conflict.
-		if err := c.Client.Update(ctx, &cfg); err != nil {
+		if err := c.Writer.Update(ctx, &cfg); err != nil {
 			if apierrors.IsConflict(err) {
 				lastErr = err
 				continue

@@ -42,7 +42,7 @@ func TestCABundleFollowsTheCA(t *testing.T) {
 	var current atomic.Pointer[[]byte]
 	current.Store(&bundles[0])
 	changed := make(chan struct{}, 1)
-	c := &CABundle{Client: k8sClient, Name: cfg.Name, Bundle: func() []byte { return *current.Load() }, Changed: changed, Interval: eventuallyTimeout * 10, Log: testr.New(t)}
+	c := &CABundle{Reader: k8sClient, Writer: k8sClient, Name: cfg.Name, Bundle: func() []byte { return *current.Load() }, Changed: changed, Interval: eventuallyTimeout * 10, Log: testr.New(t)}
 	done := make(chan error, 1)
 	go func() { done <- c.Start(ctx) }()
 	t.Cleanup(func() {
