@@ -41,6 +41,7 @@ import (
 	"github.com/weighstation/weighstation/controllers"
 	"github.com/weighstation/weighstation/controllers/pki"
 	"github.com/weighstation/weighstation/controllers/reports"
+	"github.com/weighstation/weighstation/controllers/webhook"
 	"github.com/weighstation/weighstation/controllers/xds"
 	"github.com/weighstation/weighstation/internal/sidecarcmd"
 	"github.com/weighstation/weighstation/internal/version"
@@ -57,6 +58,10 @@ const DefaultXDSAudience = "weighstation.io/xds"
 
 // bundleChanged wakes the CA bundle publisher when the CA changes.
 var bundleChanged = make(chan struct{}, 1)
+
+// webhookBundleChanged wakes the webhook's caBundle writer when the CA
+// changes.
+var webhookBundleChanged = make(chan struct{}, 1)
 
 const usage = `usage: weighstation <command> [flags]
 
@@ -129,6 +134,15 @@ func runOperator(args []string) error {
 	reportInterval := fs.Duration("report-interval", reports.DefaultInterval, "the sidecars' -report-interval: a pod that misses two is marked stale")
 	reportPods := fs.Int("report-pods", controllers.DefaultReportPods, fmt.Sprintf("how many pods, the worst by p99, a Subscription's status.pods lists (at most %d)", v1alpha1.MaxReportedPods))
 	reportWrite := fs.Duration("report-write-interval", controllers.DefaultReportWriteInterval, "the least time between two report writes of one object's status (each write is also a material change)")
+	webhookCfg := fs.String("webhook-configuration", "", "name of the MutatingWebhookConfiguration of the sidecar-injection webhook ("+webhook.Name+"): the operator serves it on -webhook-listen and writes its CA bundle into this configuration (the RBAC rule allows "+webhook.DefaultConfigurationName+" only); empty: no webhook")
+	webhookListen := fs.String("webhook-listen", ":9444", "address of the sidecar-injection webhook (TLS, from the operator's CA)")
+	webhookService := fs.String("webhook-service", "weighstation-sidecar-injector", "name of the Service in front of the webhook, in -namespace; its DNS names go into the webhook's serving certificate")
+	sidecarImage := fs.String("sidecar-image", "", "the image injected sidecars run "+webhook.SidecarBinary+" from: the operator's own image (required with -webhook-configuration)")
+	sidecarBroker := fs.String("sidecar-broker", "", "the injected sidecars' -broker URL, e.g. nats://weighstation-broker.weighstation-system.svc:4222 (required with -webhook-configuration)")
+	sidecarOperator := fs.String("sidecar-operator-address", "", "the injected sidecars' -operator address (default: -xds-service's DNS name in -namespace, with -xds-listen's port)")
+	sidecarTokenExpiration := fs.Duration("sidecar-token-expiration", time.Hour, "lifetime of the injected sidecars' projected identity tokens (at least 10m; the kubelet renews them at 80%)")
+	sidecarResources := webhook.DefaultResources()
+	sidecarResources.RegisterFlags(fs)
 	defaults := meshconfig.DefaultPolicy
 	fs.Int64Var(&defaults.MaxMessageBytes, "default-max-message-bytes", defaults.MaxMessageBytes, "largest message on subjects no Topic governs")
 	fs.Int64Var(&defaults.PublishRate.MessagesPerSecond, "default-messages-per-second", defaults.PublishRate.MessagesPerSecond, "per-pod publish rate on subjects no Topic governs")
@@ -146,6 +160,18 @@ func runOperator(args []string) error {
 	}
 	if err := checkReportFlags(*reportWindow, *reportInterval, *reportPods, *reportWrite); err != nil {
 		return err
+	}
+	injectionFlags := webhookFlags{
+		configuration: *webhookCfg, listen: *webhookListen, service: *webhookService, namespace: *namespace,
+		image: *sidecarImage, broker: *sidecarBroker, operator: *sidecarOperator, xdsService: *xdsService, xdsListen: *xdsListen,
+		audience: *xdsAudience, tokenExpiration: *sidecarTokenExpiration, resources: sidecarResources,
+	}
+	var injectionConfig webhook.Config
+	if *webhookCfg != "" {
+		var err error
+		if injectionConfig, err = injectionFlags.config(); err != nil {
+			return err
+		}
 	}
 	if *namespace == "" {
 		return errors.New("-namespace is required outside a cluster (default: $POD_NAMESPACE): the operator keeps its CA Secret there, and its leader election Lease unless -leader-election-namespace names another")
@@ -193,9 +219,11 @@ func runOperator(args []string) error {
 		DNSNames:   pki.ServiceDNSNames(*xdsService, *namespace),
 		Log:        log.WithName("ca"),
 		OnBundleChange: func([]byte) {
-			select {
-			case bundleChanged <- struct{}{}:
-			default: // a republish is already due
+			for _, ch := range []chan struct{}{bundleChanged, webhookBundleChanged} {
+				select {
+				case ch <- struct{}{}:
+				default: // a republish is already due
+				}
 			}
 		},
 	})
@@ -236,6 +264,9 @@ func runOperator(args []string) error {
 			return fmt.Errorf("-broker-routes-service: %w", err)
 		}
 		runnables = append(runnables, routes)
+	}
+	if *webhookCfg != "" {
+		runnables = append(runnables, webhookRunnables(mgr, authority, injectionFlags, injectionConfig, log.WithName("webhook"))...)
 	}
 	if *podName != "" {
 		labeler := &controllers.LeaderLabeler{Client: mgr.GetClient(), Pod: types.NamespacedName{Namespace: *namespace, Name: *podName}, Log: log.WithName("leader-label")}

@@ -476,6 +476,10 @@ func TestOperatorCommandLineErrors(t *testing.T) {
 		{"a retry period too long to renew", []string{"-namespace", "ns", "-leader-elect-retry-period", "9s"},
 			"-leader-elect-renew-deadline (10s) must be longer than 1.2 times -leader-elect-retry-period (9s)"},
 		{"a zero duration", []string{"-namespace", "ns", "-leader-elect-retry-period", "0s"}, "must be positive"},
+		{"a webhook without the sidecar's image", []string{"-namespace", "ns", "-webhook-configuration", "weighstation-sidecar-injector"},
+			"-sidecar-image is required with -webhook-configuration"},
+		{"a sidecar memory limit under its budget", []string{"-namespace", "ns", "-webhook-configuration", "w", "-sidecar-image", "img", "-sidecar-broker", "nats://b:4222",
+			"-sidecar-memory-request", "64Mi", "-sidecar-memory-limit", "80Mi"}, "-sidecar-memory-limit: 80Mi is below 96Mi"},
 	}
 	bin := buildBinary(t)
 	for _, tc := range tests {

@@ -47,11 +47,14 @@ func (d *demo) controlPlane() error {
 	d.p.block("$ kubectl version", version)
 
 	d.p.say("installing the chart with helm: CRDs, RBAC, Services, the broker's token Secret, the operator's Deployment and the broker's StatefulSet")
-	out, err := d.tools.helmOut("install", release, d.o.chart, "--namespace", releaseNamespace, "--create-namespace")
+	// No injection webhook: the operator runs outside this control plane,
+	// where the apiserver cannot reach its Service, and the demo's pods
+	// carry the sidecar in their own spec (manifests/pods.yaml).
+	out, err := d.tools.helmOut("install", release, d.o.chart, "--namespace", releaseNamespace, "--create-namespace", "--set", "webhook.enabled=false")
 	if err != nil {
 		return err
 	}
-	d.p.block("$ helm install "+release+" "+d.o.chart+" --namespace "+releaseNamespace+" --create-namespace", firstLines(out, 6))
+	d.p.block("$ helm install "+release+" "+d.o.chart+" --namespace "+releaseNamespace+" --create-namespace --set webhook.enabled=false", firstLines(out, 6))
 	if _, err := d.tools.kubectlShow(d.p, "wait", "--for=condition=Established", "--timeout=60s",
 		"crd/topics.weighstation.io", "crd/subscriptions.weighstation.io"); err != nil {
 		return err

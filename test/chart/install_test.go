@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -84,6 +86,9 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 
 	// A Topic, which uninstalling must keep.
 	appNS := envtestsuite.NewNamespace(t, c, "apps-")
+	t.Run("the sidecar-injection webhook", func(t *testing.T) {
+		checkWebhookInstalled(t, c, ns, appNS)
+	})
 	topic := &v1alpha1.Topic{ObjectMeta: metav1.ObjectMeta{Namespace: appNS, Name: "orders"}, Spec: v1alpha1.TopicSpec{Subject: "orders.created"}}
 	envtestsuite.Eventually(t, waitTimeout, 50*time.Millisecond, "creating a Topic", func() error { return c.Create(ctx, topic) })
 
@@ -112,6 +117,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 			&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weighstation-broker"}},
 			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "weighstation-operator"}},
 			&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "weighstation-operator"}},
+			&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "weighstation-sidecar-injector"}},
 		}
 		for _, o := range gone {
 			envtestsuite.Eventually(t, waitTimeout, 50*time.Millisecond, "uninstalling removes "+o.GetName(), func() error {
@@ -164,6 +170,7 @@ func checkInstalled(t *testing.T, c client.Client, ns string) []byte {
 	for _, o := range []client.Object{
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weighstation-broker"}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weighstation-operator-metrics"}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weighstation-sidecar-injector"}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weighstation-operator"}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weighstation-broker"}},
 		&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weighstation-broker"}},

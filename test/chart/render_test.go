@@ -53,6 +53,7 @@ var valueSets = []struct {
 	{"broker cluster with route TLS", []string{"broker.replicas=3"}},
 	{"external NATS", []string{"broker.enabled=false", "externalNATS.url=nats://nats.example:4222"}},
 	{"one operator, service monitor", []string{"operator.replicas=1", "metrics.serviceMonitor.enabled=true"}},
+	{"no injection webhook", []string{"webhook.enabled=false"}},
 }
 
 // Every container runs non-root, on a read-only root filesystem, with no
@@ -448,6 +449,11 @@ func TestBadValuesAreRefused(t *testing.T) {
 		{[]string{"broker.maxPending=1000"}, "broker.maxPending must be at least broker.maxPayload"},
 		{[]string{"broker.extraArgs={token}"}, "/broker/extraArgs/0"},
 		{[]string{"operator.goMemLimit=400MB"}, "/operator/goMemLimit"},
+		{[]string{"webhook.failurePolicy=Sometimes"}, "/webhook/failurePolicy"},
+		{[]string{"webhook.timeoutSeconds=31"}, "/webhook/timeoutSeconds"},
+		{[]string{"sidecar.tokenExpirationSeconds=300"}, "/sidecar/tokenExpirationSeconds"},
+		{[]string{"sidecar.resources.limits.memory=lots"}, "/sidecar/resources/limits/memory"},
+		{[]string{"sidecar.resourceBounds.cpu.max=null"}, "missing property 'max'"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.set, ","), func(t *testing.T) {

@@ -63,6 +63,19 @@ app.kubernetes.io/component: broker
 {{- printf "%s-xds" (include "weighstation.fullname" .) }}
 {{- end }}
 
+{{/* The webhook's Service; the operator puts its DNS names in the webhook's certificate. */}}
+{{- define "weighstation.webhookServiceName" -}}
+{{- printf "%s-sidecar-injector" (include "weighstation.fullname" .) }}
+{{- end }}
+
+{{/*
+The MutatingWebhookConfiguration. A fixed name: the operator's RBAC
+(generated from its code) lets it write that one configuration's caBundle.
+*/}}
+{{- define "weighstation.webhookConfigurationName" -}}
+weighstation-sidecar-injector
+{{- end }}
+
 {{- define "weighstation.broker.serviceName" -}}
 {{- printf "%s-broker" (include "weighstation.fullname" .) }}
 {{- end }}

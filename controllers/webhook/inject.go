@@ -1,0 +1,213 @@
+package webhook
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/controllers/pki"
+)
+
+// Names the injection gives a pod. The container's name is what tells an
+// injected pod apart, with InjectedAnnotation.
+const (
+	ContainerName = "weighstation-sidecar"
+	// InjectedAnnotation records the operator version that injected the
+	// pod. A pod that has it and the container is left as it is.
+	InjectedAnnotation = "weighstation.io/injected"
+	// SidecarBinary is the sidecar's own binary in the operator's image:
+	// a binary of its own, so the sidecar pays for none of the operator's
+	// packages in memory.
+	SidecarBinary = "/weighstation-sidecar"
+
+	tokenVolume = "weighstation-xds-token"
+	caVolume    = "weighstation-ca"
+	tokenDir    = "/var/run/secrets/weighstation.io/xds"
+	caDir       = "/etc/weighstation/ca"
+)
+
+// Ports of the sidecar on the pod's address. The pod's containers share
+// it, so they are declared on the container, where a clash shows.
+const (
+	DefaultHealthPort  = 9090
+	DefaultMetricsPort = 9091
+	// MinTokenExpiration is the least the kubelet and the apiserver accept
+	// for a projected token (10 minutes).
+	MinTokenExpiration = 600
+)
+
+// ErrClaimedSidecar refuses a pod that already has a container named
+// ContainerName that this webhook did not add: the sidecar would run
+// twice, or a container of the pod's choosing would pose as it.
+var ErrClaimedSidecar = errors.New("the pod already has a container named " + ContainerName + " that the sidecar injector did not add (no " + InjectedAnnotation + " annotation): remove it and let the webhook add the sidecar, or turn injection off for this pod (label " + v1alpha1.InjectLabel + ")")
+
+// Config is what every injected sidecar gets.
+type Config struct {
+	// Image is the operator's own image, which holds SidecarBinary.
+	Image           string
+	ImagePullPolicy corev1.PullPolicy
+	// Operator is the xDS address (Service DNS name:port), the sidecar's
+	// -operator.
+	Operator string
+	// Broker is the sidecar's -broker URL.
+	Broker string
+	// Audience and TokenExpirationSeconds are the projected
+	// ServiceAccount token's, by which the operator knows the pod.
+	Audience               string
+	TokenExpirationSeconds int64
+	// Version goes into InjectedAnnotation.
+	Version     string
+	Resources   Resources
+	HealthPort  int32
+	MetricsPort int32
+}
+
+// Validate refuses a Config that would inject a broken sidecar, naming
+// the operator's flags.
+func (c Config) Validate() error {
+	switch {
+	case c.Image == "":
+		return errors.New("-sidecar-image is required with -webhook-configuration: the sidecar runs " + SidecarBinary + " from the operator's own image")
+	case c.Operator == "":
+		return errors.New("the sidecar's -operator address (the xDS Service DNS name and port) is required")
+	case c.Broker == "":
+		return errors.New("-sidecar-broker is required with -webhook-configuration: the sidecar's -broker URL")
+	case c.Audience == "":
+		return errors.New("-xds-audience must not be empty")
+	case c.TokenExpirationSeconds < MinTokenExpiration:
+		return fmt.Errorf("-sidecar-token-expiration must be at least 10m (the apiserver refuses shorter projected tokens), got %ds", c.TokenExpirationSeconds)
+	}
+	if err := c.Resources.Validate(); err != nil {
+		return fmt.Errorf("the sidecar's resources: %w", err)
+	}
+	return nil
+}
+
+// Inject adds the sidecar to pod, in place. It returns false, and leaves
+// pod alone, when pod was injected already (the annotation and the
+// container), so that a re-invocation changes nothing. It refuses a pod
+// that claims the sidecar's container name without the annotation
+// (ErrClaimedSidecar), resource annotations out of bounds, and a pod that
+// already uses the sidecar's volume names.
+func Inject(pod *corev1.Pod, c Config) (bool, error) {
+	if hasContainer(pod, ContainerName) {
+		if _, ok := pod.Annotations[InjectedAnnotation]; ok {
+			return false, nil
+		}
+		return false, ErrClaimedSidecar
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == tokenVolume || v.Name == caVolume {
+			return false, fmt.Errorf("the pod already has a volume named %s, which the sidecar injector adds for the sidecar: rename it", v.Name)
+		}
+	}
+	res, err := c.Resources.For(pod.Annotations)
+	if err != nil {
+		return false, err
+	}
+	// First among the init containers: a native sidecar starts before the
+	// init containers after it, which may then use the mesh too.
+	pod.Spec.InitContainers = append([]corev1.Container{container(c, res)}, pod.Spec.InitContainers...)
+	pod.Spec.Volumes = append(pod.Spec.Volumes, volumes(c)...)
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	// The label is how the operator finds sidecar pods (its pod cache
+	// holds only these), whichever way the pod opted in.
+	pod.Labels[v1alpha1.InjectLabel] = v1alpha1.InjectEnabled
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[InjectedAnnotation] = c.Version
+	return true, nil
+}
+
+func hasContainer(pod *corev1.Pod, name string) bool {
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, ctr := range list {
+			if ctr.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// container is the sidecar: a native sidecar (an init container that
+// restarts, Kubernetes 1.29 and later), so it starts before the
+// application and stops after it.
+func container(c Config, res corev1.ResourceRequirements) corev1.Container {
+	fieldEnv := func(name, path string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
+	}
+	return corev1.Container{
+		Name:            ContainerName,
+		Image:           c.Image,
+		ImagePullPolicy: c.ImagePullPolicy,
+		Command:         []string{SidecarBinary},
+		Args: []string{
+			"-listen=127.0.0.1:4222",
+			"-broker=" + c.Broker,
+			"-operator=" + c.Operator,
+			"-identity-token-file=" + tokenDir + "/token",
+			// The sidecar re-reads the bundle, which the kubelet refreshes
+			// in the mounted ConfigMap when the CA rotates.
+			"-ca-file=" + caDir + "/" + pki.BundleKey,
+			"-health-listen=:" + strconv.Itoa(int(c.HealthPort)),
+			// On the pod's address, for Prometheus.
+			"-metrics-listen=:" + strconv.Itoa(int(c.MetricsPort)),
+		},
+		// The sidecar's identity: -pod-name, -pod-namespace and -pod-uid
+		// default to these.
+		Env: []corev1.EnvVar{
+			fieldEnv("POD_NAME", "metadata.name"),
+			fieldEnv("POD_NAMESPACE", "metadata.namespace"),
+			fieldEnv("POD_UID", "metadata.uid"),
+		},
+		Ports: []corev1.ContainerPort{
+			{Name: "ws-health", ContainerPort: c.HealthPort, Protocol: corev1.ProtocolTCP},
+			{Name: "ws-metrics", ContainerPort: c.MetricsPort, Protocol: corev1.ProtocolTCP},
+		},
+		Resources:     res,
+		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+		// The application containers start once the sidecar is ready:
+		// /readyz answers once it has its configuration.
+		StartupProbe: &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("ws-health")}},
+			PeriodSeconds:    1,
+			FailureThreshold: 120,
+		},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: tokenVolume, MountPath: tokenDir, ReadOnly: true},
+			{Name: caVolume, MountPath: caDir, ReadOnly: true},
+		},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot:             ptr.To(true),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			AllowPrivilegeEscalation: ptr.To(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}
+}
+
+// volumes are the sidecar's identity token, bound to the pod, and the
+// operator's CA bundle. The broker token Secret is not mounted: per-pod
+// broker credentials come over xDS.
+func volumes(c Config) []corev1.Volume {
+	return []corev1.Volume{
+		{Name: tokenVolume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+				Audience: c.Audience, ExpirationSeconds: ptr.To(c.TokenExpirationSeconds), Path: "token",
+			}}},
+		}}},
+		{Name: caVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: pki.DefaultBundleConfigMapName},
+		}}},
+	}
+}

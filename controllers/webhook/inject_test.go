@@ -1,0 +1,206 @@
+package webhook
+
+import (
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/weighstation/weighstation/api/v1alpha1"
+)
+
+func appPod() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "shop", Labels: map[string]string{"app": "shop"}},
+		Spec: corev1.PodSpec{
+			// Set, as ServiceAccount admission would (envtest has none):
+			// the projected token needs it.
+			ServiceAccountName: "app",
+			InitContainers:     []corev1.Container{{Name: "migrate", Image: "migrate"}},
+			Containers:         []corev1.Container{{Name: "app", Image: "app"}},
+			Volumes:            []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		},
+	}
+}
+
+// checkInjected asserts, field by field, that pod carries the sidecar
+// that c describes, and kept what it had (appPod's containers and volume).
+// The envtest suite uses it on what the apiserver stored.
+func checkInjected(t *testing.T, pod *corev1.Pod, c Config) {
+	t.Helper()
+	if got := pod.Labels[v1alpha1.InjectLabel]; got != v1alpha1.InjectEnabled {
+		t.Errorf("label %s = %q, want %q", v1alpha1.InjectLabel, got, v1alpha1.InjectEnabled)
+	}
+	if got := pod.Annotations[InjectedAnnotation]; got != c.Version {
+		t.Errorf("annotation %s = %q, want %q", InjectedAnnotation, got, c.Version)
+	}
+	if n := len(pod.Spec.InitContainers); n != 2 || pod.Spec.InitContainers[1].Name != "migrate" {
+		t.Fatalf("init containers: %d, want the sidecar first and then migrate: %+v", n, pod.Spec.InitContainers)
+	}
+	if len(pod.Spec.Containers) != 1 || pod.Spec.Containers[0].Name != "app" {
+		t.Errorf("containers changed: %+v", pod.Spec.Containers)
+	}
+	s := pod.Spec.InitContainers[0]
+	if s.Name != ContainerName || s.Image != c.Image {
+		t.Errorf("sidecar %s image %s, want %s image %s", s.Name, s.Image, ContainerName, c.Image)
+	}
+	if s.RestartPolicy == nil || *s.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		t.Errorf("restartPolicy %v, want Always (a native sidecar)", s.RestartPolicy)
+	}
+	if !slices.Equal(s.Command, []string{"/weighstation-sidecar"}) {
+		t.Errorf("command %q", s.Command)
+	}
+	wantArgs := []string{
+		"-listen=127.0.0.1:4222",
+		"-broker=" + c.Broker,
+		"-operator=" + c.Operator,
+		"-identity-token-file=/var/run/secrets/weighstation.io/xds/token",
+		"-ca-file=/etc/weighstation/ca/ca.crt",
+		"-health-listen=:9090",
+		"-metrics-listen=:9091",
+	}
+	if !slices.Equal(wantArgs, s.Args) {
+		t.Errorf("args %q, want %q", s.Args, wantArgs)
+	}
+	for _, a := range s.Args {
+		if strings.HasPrefix(a, "-token-file") {
+			t.Errorf("the broker token must not be passed: %s", a)
+		}
+	}
+	wantEnv := map[string]string{"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace", "POD_UID": "metadata.uid"}
+	if len(s.Env) != len(wantEnv) {
+		t.Errorf("env: %+v", s.Env)
+	}
+	for _, e := range s.Env {
+		if e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != wantEnv[e.Name] {
+			t.Errorf("env %s: %+v, want the downward API's %s", e.Name, e.ValueFrom, wantEnv[e.Name])
+		}
+	}
+	p := s.StartupProbe
+	if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.String() != "ws-health" {
+		t.Errorf("startupProbe %+v, want GET /readyz on ws-health", p)
+	}
+	ports := map[string]int32{}
+	for _, cp := range s.Ports {
+		ports[cp.Name] = cp.ContainerPort
+	}
+	if !maps.Equal(map[string]int32{"ws-health": 9090, "ws-metrics": 9091}, ports) {
+		t.Errorf("ports %v, want ws-health 9090 and ws-metrics 9091", ports)
+	}
+	want := c.Resources
+	for name, v := range map[string]struct{ got, want resource.Quantity }{
+		"cpu request":    {s.Resources.Requests[corev1.ResourceCPU], want.CPURequest},
+		"cpu limit":      {s.Resources.Limits[corev1.ResourceCPU], want.CPULimit},
+		"memory request": {s.Resources.Requests[corev1.ResourceMemory], want.MemoryRequest},
+		"memory limit":   {s.Resources.Limits[corev1.ResourceMemory], want.MemoryLimit},
+	} {
+		if v.got.Cmp(v.want) != 0 {
+			t.Errorf("%s = %s, want %s", name, v.got.String(), v.want.String())
+		}
+	}
+	sc := s.SecurityContext
+	switch {
+	case sc == nil:
+		t.Fatal("no securityContext")
+	case sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot:
+		t.Error("runAsNonRoot is not true")
+	case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
+		t.Error("readOnlyRootFilesystem is not true")
+	case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
+		t.Error("allowPrivilegeEscalation is not false")
+	case sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}):
+		t.Errorf("capabilities %+v, want drop ALL", sc.Capabilities)
+	case sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
+		t.Errorf("seccompProfile %+v, want RuntimeDefault", sc.SeccompProfile)
+	}
+	mounts := map[string]string{}
+	for _, m := range s.VolumeMounts {
+		if !m.ReadOnly {
+			t.Errorf("mount %s is writable", m.Name)
+		}
+		mounts[m.Name] = m.MountPath
+	}
+	if wantMounts := map[string]string{"weighstation-xds-token": "/var/run/secrets/weighstation.io/xds", "weighstation-ca": "/etc/weighstation/ca"}; !maps.Equal(wantMounts, mounts) {
+		t.Errorf("mounts %v, want %v", mounts, wantMounts)
+	}
+	vols := map[string]corev1.VolumeSource{}
+	for _, v := range pod.Spec.Volumes {
+		vols[v.Name] = v.VolumeSource
+	}
+	if len(vols) != 3 || vols["data"].EmptyDir == nil {
+		t.Errorf("volumes: %+v, want data and the sidecar's two", pod.Spec.Volumes)
+	}
+	if tok := vols["weighstation-xds-token"].Projected; tok == nil || len(tok.Sources) != 1 || tok.Sources[0].ServiceAccountToken == nil {
+		t.Errorf("token volume %+v, want a projected ServiceAccount token", tok)
+	} else if sat := tok.Sources[0].ServiceAccountToken; sat.Audience != c.Audience || sat.ExpirationSeconds == nil || *sat.ExpirationSeconds < 600 || sat.Path != "token" {
+		t.Errorf("projected token %+v, want audience %s, expiration >= 600, path token", sat, c.Audience)
+	}
+	if cm := vols["weighstation-ca"].ConfigMap; cm == nil || cm.Name != "weighstation-ca-bundle" {
+		t.Errorf("CA volume %+v, want ConfigMap weighstation-ca-bundle", cm)
+	}
+}
+
+func TestInject(t *testing.T) {
+	pod := appPod()
+	changed, err := Inject(pod, testConfig())
+	if err != nil || !changed {
+		t.Fatalf("Inject = %v, %v", changed, err)
+	}
+	checkInjected(t, pod, testConfig())
+
+	// Re-invocation: the injected pod is left exactly as it is.
+	again := pod.DeepCopy()
+	changed, err = Inject(again, testConfig())
+	if err != nil || changed {
+		t.Fatalf("Inject on an injected pod = %v, %v; want unchanged", changed, err)
+	}
+	if !equality.Semantic.DeepEqual(pod, again) {
+		t.Errorf("re-invocation changed the pod:\nbefore %+v\nafter  %+v", pod, again)
+	}
+}
+
+// TestInjectRefuses: pods the webhook will not inject, and why.
+func TestInjectRefuses(t *testing.T) {
+	claimed := func(init bool) *corev1.Pod {
+		p := appPod()
+		ctr := corev1.Container{Name: ContainerName, Image: "evil"}
+		if init {
+			p.Spec.InitContainers = append(p.Spec.InitContainers, ctr)
+		} else {
+			p.Spec.Containers = append(p.Spec.Containers, ctr)
+		}
+		return p
+	}
+	volume := appPod()
+	volume.Spec.Volumes = append(volume.Spec.Volumes, corev1.Volume{Name: "weighstation-ca"})
+	for _, tc := range []struct {
+		name    string
+		pod     *corev1.Pod
+		wantErr error
+	}{
+		{"a sidecar-named init container it did not add", claimed(true), ErrClaimedSidecar},
+		{"a sidecar-named container it did not add", claimed(false), ErrClaimedSidecar},
+		{"a volume named like the sidecar's", volume, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := tc.pod.DeepCopy()
+			changed, err := Inject(tc.pod, testConfig())
+			if err == nil || changed {
+				t.Fatalf("Inject = %v, %v; want a refusal", changed, err)
+			}
+			if tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
+				t.Errorf("error %v, want %v", err, tc.wantErr)
+			}
+			if !equality.Semantic.DeepEqual(before, tc.pod) {
+				t.Errorf("a refused pod was changed: %+v", tc.pod)
+			}
+		})
+	}
+}
