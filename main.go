@@ -242,6 +242,7 @@ func runOperator(args []string) error {
 	if err := controllers.SetupReconcilers(mgr, controllers.Setup{
 		Sink: publisher, Defaults: defaults, OnSynced: publisher.MarkSynced, Tracker: tracker, Served: publisher.ChangedAt,
 		Reports: reportService.Store(), ReportWriteInterval: *reportWrite, ReportPods: *reportPods,
+		NotInjected: webhook.ExcludedNamespaces(*namespace),
 	}); err != nil {
 		return err
 	}

@@ -72,7 +72,7 @@ func webhookRunnables(mgr ctrl.Manager, authority *pki.Authority, f webhookFlags
 			// The manager's cache: Namespace metadata only, watched.
 			Namespaces: mgr.GetCache(),
 			APIReader:  mgr.GetAPIReader(),
-			Excluded:   []string{f.namespace, "kube-system"},
+			Excluded:   webhook.ExcludedNamespaces(f.namespace),
 		},
 		Log: log,
 	}

@@ -61,6 +61,9 @@ type InjectionStatusReconciler struct {
 	// MinVersion is the oldest supported sidecar (MinSidecarVersion when
 	// empty).
 	MinVersion string
+	// Excluded are namespaces whose pods are never reported: the webhook
+	// never injects them (webhook.ExcludedNamespaces).
+	Excluded []string
 
 	mu sync.Mutex
 	// warned holds, per namespace, the pods already given an Event, by
@@ -96,6 +99,9 @@ func (r *InjectionStatusReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	pods := podMetaList()
 	if err := r.Pods.List(ctx, pods, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing the pods of %s: %w", namespace, err)
+	}
+	if slices.Contains(r.Excluded, namespace) {
+		pods.Items = nil // never injected, so never missing a sidecar
 	}
 	var found []unsupported
 	for i := range pods.Items {

@@ -2,10 +2,13 @@ package controllers_test
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -122,6 +125,57 @@ func TestPodsWithoutSidecarAreReported(t *testing.T) {
 				return podsWithoutSidecarIs(ctx, ns, metav1.ConditionFalse, controllers.ReasonAllInjected, nil, nil)
 			})
 		})
+	}
+}
+
+// neverInjectedNamespace is, for the suite's operator, a namespace the
+// webhook never injects (as the operator's own and kube-system are).
+const neverInjectedNamespace = "never-injected"
+
+// TestANamespaceNeverInjectedIsNeverReported: a pod that missed injection
+// in an excluded namespace, even one labelled for injection, gets no Event
+// and no condition. A missed pod in another namespace, created after it,
+// is the sentinel: once it is reported, the excluded one was judged.
+func TestANamespaceNeverInjectedIsNeverReported(t *testing.T) {
+	ctx := context.Background()
+	if err := k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: neverInjectedNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	optIn(t, neverInjectedNamespace)
+	sub := newSubscription(neverInjectedNamespace, "x-sub-"+strings.ToLower(rand.Text()[:6]), "x.>", map[string]string{"app": "x"})
+	if err := k8sClient.Create(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	excluded := injectionPod{name: "missed-" + strings.ToLower(rand.Text()[:6]), labelled: true}
+	if err := k8sClient.Create(ctx, injectionTestPod(neverInjectedNamespace, excluded)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(ctx, injectionTestPod(neverInjectedNamespace, excluded)) })
+
+	sentinelNs := newNamespace(t)
+	optIn(t, sentinelNs)
+	sentinel := injectionPod{name: "sentinel", reason: controllers.ReasonSidecarNotInjected}
+	if err := k8sClient.Create(ctx, injectionTestPod(sentinelNs, sentinel)); err != nil {
+		t.Fatal(err)
+	}
+	envtestsuite.Eventually(t, reportedWithin, poll, "the sentinel is reported", func() error {
+		events, err := eventsAbout(sentinelNs, "Pod", sentinel.name, sentinel.reason)
+		if err == nil && len(events) != 1 {
+			err = fmt.Errorf("%d Events", len(events))
+		}
+		return err
+	})
+	for _, reason := range []string{controllers.ReasonSidecarNotInjected, controllers.ReasonSidecarOutdated} {
+		if events, err := eventsAbout(neverInjectedNamespace, "Pod", excluded.name, reason); err != nil || len(events) > 0 {
+			t.Errorf("the excluded namespace's pod: %s Events %q (%v), want none", reason, notes(events), err)
+		}
+	}
+	var got v1alpha1.Subscription
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), &got); err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionPodsWithoutSidecar); c != nil {
+		t.Errorf("the excluded namespace's Subscription has %s=%s: %s", c.Type, c.Status, c.Message)
 	}
 }
 

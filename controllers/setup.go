@@ -53,6 +53,9 @@ type Setup struct {
 	// (MinSidecarVersion when empty): older ones are reported like pods
 	// without the sidecar.
 	MinSidecarVersion string
+	// NotInjected are the namespaces the webhook never injects
+	// (webhook.ExcludedNamespaces): their pods are never reported.
+	NotInjected []string
 }
 
 // SetupReconcilers registers every reconciler of the operator with mgr.
@@ -84,7 +87,7 @@ func SetupReconcilers(mgr ctrl.Manager, setup Setup) error {
 			return fmt.Errorf("setting up the report status writer: %w", err)
 		}
 	}
-	injection := &InjectionStatusReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(v1alpha1.FieldManagerInjection), MinVersion: setup.MinSidecarVersion}
+	injection := &InjectionStatusReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(v1alpha1.FieldManagerInjection), MinVersion: setup.MinSidecarVersion, Excluded: setup.NotInjected}
 	if err := injection.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the injection status: %w", err)
 	}

@@ -78,6 +78,7 @@ func runSuite(m *testing.M) int {
 			// Writes at once: no deferred write requeues an object, so a
 			// test sees only the reconciles its own change caused.
 			PropagationWriteInterval: time.Nanosecond,
+			NotInjected:              []string{neverInjectedNamespace},
 		}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1

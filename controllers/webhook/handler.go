@@ -29,6 +29,12 @@ const Name = "sidecar-injector.weighstation.io"
 // Path is where the server answers the webhook.
 const Path = "/inject-sidecar"
 
+// ExcludedNamespaces are the namespaces never injected, and so never
+// reported for a missing sidecar: the operator's own and kube-system.
+func ExcludedNamespaces(operatorNamespace string) []string {
+	return []string{operatorNamespace, "kube-system"}
+}
+
 // Injector decides, for each Pod CREATE, whether the pod opted in, and
 // injects the sidecar if so. It is an admission.Handler.
 //

@@ -18,8 +18,9 @@ import (
 const (
 	ContainerName = "weighstation-sidecar"
 	// InjectedAnnotation records the operator version that injected the
-	// pod. A pod that has it and the container is left as it is.
-	InjectedAnnotation = "weighstation.io/injected"
+	// pod. A pod that has it and the container is left as it is; the
+	// operator reports opted-in pods without it (PodsWithoutSidecar).
+	InjectedAnnotation = v1alpha1.InjectedAnnotation
 	// SidecarBinary is the sidecar's own binary in the operator's image:
 	// a binary of its own, so the sidecar pays for none of the operator's
 	// packages in memory.
