@@ -39,6 +39,11 @@ func TestCABundleFollowsTheCA(t *testing.T) {
 	if err := k8sClient.Create(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { // the name is fixed: the next run (-count) creates it again
+		if err := k8sClient.Delete(context.Background(), cfg); err != nil {
+			t.Errorf("deleting the webhook configuration: %v", err)
+		}
+	})
 	var current atomic.Pointer[[]byte]
 	current.Store(&bundles[0])
 	changed := make(chan struct{}, 1)
