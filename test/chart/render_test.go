@@ -266,36 +266,31 @@ func TestConfigurations(t *testing.T) {
 			}
 		}
 	}
-	brokerArgs := func(want []string, absent ...string) check {
-		return func(t *testing.T, objs []*unstructured.Unstructured) {
-			args := typed[appsv1.StatefulSet](t, one(t, objs, "StatefulSet", "weighstation-broker")).Spec.Template.Spec.Containers[0].Args
-			for _, a := range want {
-				if !slices.Contains(args, a) {
-					t.Errorf("broker args %v lack %s", args, a)
+	// argsCheck checks a workload's first container's args: each of want
+	// present, none starting with one of absent.
+	argsCheck := func(what string, argsOf func(*testing.T, []*unstructured.Unstructured) []string) func(want []string, absent ...string) check {
+		return func(want []string, absent ...string) check {
+			return func(t *testing.T, objs []*unstructured.Unstructured) {
+				args := argsOf(t, objs)
+				for _, a := range want {
+					if !slices.Contains(args, a) {
+						t.Errorf("%s args %v lack %s", what, args, a)
+					}
 				}
-			}
-			for _, a := range absent {
-				if slices.ContainsFunc(args, func(s string) bool { return strings.HasPrefix(s, a) }) {
-					t.Errorf("broker args %v have %s", args, a)
-				}
-			}
-		}
-	}
-	operatorArgs := func(want []string, absent ...string) check {
-		return func(t *testing.T, objs []*unstructured.Unstructured) {
-			args := typed[appsv1.Deployment](t, one(t, objs, "Deployment", "weighstation-operator")).Spec.Template.Spec.Containers[0].Args
-			for _, a := range want {
-				if !slices.Contains(args, a) {
-					t.Errorf("operator args %v lack %s", args, a)
-				}
-			}
-			for _, a := range absent {
-				if slices.ContainsFunc(args, func(s string) bool { return strings.HasPrefix(s, a) }) {
-					t.Errorf("operator args %v have %s", args, a)
+				for _, a := range absent {
+					if slices.ContainsFunc(args, func(s string) bool { return strings.HasPrefix(s, a) }) {
+						t.Errorf("%s args %v have %s", what, args, a)
+					}
 				}
 			}
 		}
 	}
+	brokerArgs := argsCheck("broker", func(t *testing.T, objs []*unstructured.Unstructured) []string {
+		return typed[appsv1.StatefulSet](t, one(t, objs, "StatefulSet", "weighstation-broker")).Spec.Template.Spec.Containers[0].Args
+	})
+	operatorArgs := argsCheck("operator", func(t *testing.T, objs []*unstructured.Unstructured) []string {
+		return typed[appsv1.Deployment](t, one(t, objs, "Deployment", "weighstation-operator")).Spec.Template.Spec.Containers[0].Args
+	})
 	// routeTLSMounted checks that the brokers mount the route certificate
 	// Secret, read-only and required, where their flags point, or not at
 	// all.
