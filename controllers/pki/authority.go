@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/weighstation/weighstation/internal/keep"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -345,18 +346,13 @@ func (a *Authority) install(set caSet) error {
 	return nil
 }
 
-// firstRetry is how soon Start tries again after a first failed Ensure. It
-// is quick because the usual failure at startup is an API server
-// that is briefly unavailable. Later retries double, up to CheckInterval.
-const firstRetry = time.Second
-
 // Start calls Ensure at once and then every CheckInterval, until ctx ends.
 // It retries sooner after a failure. It is a manager.Runnable, so add it
 // with mgr.Add. Failures are logged and retried rather than returned,
 // because a transient API error must not stop the operator. ReadyCheck
 // reports whether a certificate is being served.
 func (a *Authority) Start(ctx context.Context) error {
-	return keepEnsured(ctx, a.opts.CheckInterval, a.Ensure, a.log, "the CA and the serving certificate")
+	return keep.Run(ctx, a.opts.CheckInterval, nil, a.Ensure, a.log, "the CA and the serving certificate")
 }
 
 // NeedLeaderElection is false: every replica serves, so every replica

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/weighstation/weighstation/internal/keep"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -189,7 +190,7 @@ func (r *RouteCertificate) renewal(stored map[string][]byte, s *served, now time
 // Authority, until ctx ends, retrying sooner after a failure (the
 // Authority's first load included). It is a manager.Runnable.
 func (r *RouteCertificate) Start(ctx context.Context) error {
-	return keepEnsured(ctx, r.authority.opts.CheckInterval, r.Ensure, r.log, "the brokers' route certificate")
+	return keep.Run(ctx, r.authority.opts.CheckInterval, nil, r.Ensure, r.log, "the brokers' route certificate")
 }
 
 // NeedLeaderElection is false: replicas agree through the Secret, and the

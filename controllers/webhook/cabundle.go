@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/weighstation/weighstation/internal/keep"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -90,37 +91,12 @@ func (c *CABundle) Sync(ctx context.Context) (bool, error) {
 	return false, fmt.Errorf("the MutatingWebhookConfiguration %s changed under each of %d attempts: %w", c.Name, maxAttempts, lastErr)
 }
 
-// firstRetry is how soon Start retries a failed Sync; retries double up to
-// Interval.
-const firstRetry = time.Second
-
 // Start syncs at once, on every Changed, and every Interval, until ctx
 // ends. Failures are logged and retried: the CA or the configuration may
 // not exist yet.
 func (c *CABundle) Start(ctx context.Context) error {
-	retry := firstRetry
-	for {
-		wait := c.Interval
-		if _, err := c.Sync(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			wait = min(retry, c.Interval)
-			retry *= 2
-			c.Log.Error(err, "keeping the webhook's CA bundle", "retryIn", wait)
-		} else {
-			retry = firstRetry
-		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil
-		case <-c.Changed:
-			timer.Stop()
-		case <-timer.C:
-		}
-	}
+	sync := func(ctx context.Context) error { _, err := c.Sync(ctx); return err }
+	return keep.Run(ctx, c.Interval, c.Changed, sync, c.Log, "the webhook's CA bundle")
 }
 
 // NeedLeaderElection is false: see CABundle.
