@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weighstation/weighstation/internal/poll"
+
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,19 +89,11 @@ func NewNamespace(t *testing.T, c client.Client, prefix string) string {
 	return ns.Name
 }
 
-// Eventually polls check every poll until it returns nil, and fails the
+// Eventually polls check every interval until it returns nil, and fails the
 // test with its last error after timeout.
-func Eventually(t *testing.T, timeout, poll time.Duration, what string, check func() error) {
+func Eventually(t *testing.T, timeout, interval time.Duration, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after %s: %v", what, timeout, err)
-		}
-		time.Sleep(poll)
+	if err := poll.Until(timeout, interval, check); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weighstation/weighstation/internal/poll"
+
 	"github.com/weighstation/weighstation/internal/proctest"
 )
 
@@ -44,15 +46,7 @@ func run(t *testing.T, args ...string) *proctest.Process { return proctest.Start
 // test with its last error after timeout.
 func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after %s: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := poll.Until(timeout, 100*time.Millisecond, check); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 }
