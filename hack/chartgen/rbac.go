@@ -67,12 +67,12 @@ func rbacTemplate(source string, data []byte) ([]byte, error) {
 		}
 		switch role.Kind {
 		case "ClusterRole":
-			fmt.Fprintf(&b, clusterRoleTemplate, name, escape(rules), name, name)
+			fmt.Fprintf(&b, roleTemplate, role.Kind, "", name, escape(rules))
 		case "Role":
 			if role.Metadata.Namespace != placeholderNamespace {
 				return nil, fmt.Errorf("Role %s is in %q, not the markers' placeholder %q", role.Metadata.Name, role.Metadata.Namespace, placeholderNamespace)
 			}
-			fmt.Fprintf(&b, roleTemplate, name, escape(rules), name, name)
+			fmt.Fprintf(&b, roleTemplate, role.Kind, releaseNamespace, name, escape(rules))
 		default:
 			return nil, fmt.Errorf("unexpected kind %q", role.Kind)
 		}
@@ -99,54 +99,33 @@ func checkRules(kind string, rules []rbacv1.PolicyRule) error {
 	return nil
 }
 
-const clusterRoleTemplate = `---
+// roleTemplate renders a Role or a ClusterRole and its binding to the
+// operator's ServiceAccount: kind, the namespace line (empty for a
+// cluster-wide role), the name and the rules.
+const roleTemplate = `---
 apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
+kind: %[1]s
 metadata:
-  name: %s
-  labels:
+  name: %[3]s
+%[2]s  labels:
     {{- include "weighstation.operator.labels" . | nindent 4 }}
 rules:
-%s---
+%[4]s---
 apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
+kind: %[1]sBinding
 metadata:
-  name: %s
-  labels:
+  name: %[3]s
+%[2]s  labels:
     {{- include "weighstation.operator.labels" . | nindent 4 }}
 roleRef:
   apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: %s
+  kind: %[1]s
+  name: %[3]s
 subjects:
 - kind: ServiceAccount
   namespace: {{ .Release.Namespace }}
   name: {{ include "weighstation.operator.serviceAccountName" . }}
 `
 
-const roleTemplate = `---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata:
-  name: %s
-  namespace: {{ .Release.Namespace }}
-  labels:
-    {{- include "weighstation.operator.labels" . | nindent 4 }}
-rules:
-%s---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata:
-  name: %s
-  namespace: {{ .Release.Namespace }}
-  labels:
-    {{- include "weighstation.operator.labels" . | nindent 4 }}
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: Role
-  name: %s
-subjects:
-- kind: ServiceAccount
-  namespace: {{ .Release.Namespace }}
-  name: {{ include "weighstation.operator.serviceAccountName" . }}
-`
+// releaseNamespace is a namespaced role's namespace line.
+const releaseNamespace = "  namespace: {{ .Release.Namespace }}\n"
