@@ -46,22 +46,37 @@ type ReportStatusReconciler struct {
 	// v1alpha1.MaxReportedPods).
 	Pods int
 
-	mu        sync.Mutex
-	lastWrite map[types.NamespacedName]time.Time // by keyOf
-	// written holds the noise bands of each Subscription's latencies as
-	// last written, for the next test of a material change.
-	written map[types.NamespacedName]latencyBands
+	mu     sync.Mutex
+	writes map[types.NamespacedName]lastWrite // by keyOf
+}
+
+// lastWrite is an object's last report write: when (the write interval
+// runs from it), and for a Subscription the noise bands of the latencies
+// it wrote, for the next test of a material change.
+type lastWrite struct {
+	at    time.Time
+	bands latencyBands
 }
 
 // latencyBands are the noise bands of one status's latencies, by
 // latencyMoved's names of them.
 type latencyBands map[string]reports.Bands
 
+// The names of a status's distributions, for latencyBands and the
+// material-change messages.
+const (
+	endToEnd = "end-to-end"
+	dwell    = "dwell"
+)
+
+// podDistribution names a listed pod's distribution ("pod a dwell").
+func podDistribution(pod, distribution string) string { return "pod " + pod + " " + distribution }
+
 func bandsOfSummary(s reports.SubscriptionSummary, listed []v1alpha1.SubscriptionPodStatus) latencyBands {
-	out := latencyBands{"end-to-end": s.EndToEnd.Bands, "dwell": s.Dwell.Bands}
+	out := latencyBands{endToEnd: s.EndToEnd.Bands, dwell: s.Dwell.Bands}
 	for i := range listed { // s.Pods in the same order
-		out["pod "+s.Pods[i].Pod+" end-to-end"] = s.Pods[i].EndToEnd.Bands
-		out["pod "+s.Pods[i].Pod+" dwell"] = s.Pods[i].Dwell.Bands
+		out[podDistribution(s.Pods[i].Pod, endToEnd)] = s.Pods[i].EndToEnd.Bands
+		out[podDistribution(s.Pods[i].Pod, dwell)] = s.Pods[i].Dwell.Bands
 	}
 	return out
 }
@@ -105,22 +120,13 @@ func (r *ReportStatusReconciler) subscription(ctx context.Context, sub *v1alpha1
 	setCondition(&next.Conditions, sub.Generation, v1alpha1.ConditionDegraded, status, reason, msg)
 	nextBands := bandsOfSummary(summary, next.Pods)
 	r.mu.Lock()
-	written := r.written[key]
+	written := r.writes[key].bands
 	r.mu.Unlock()
 	why := materialSubscriptionChange(&sub.Status, &next, movedBeyondNoise{written: written, next: nextBands})
 	if why == "" {
 		return 0, nil
 	}
-	wait, err := r.write(ctx, sub, v1alpha1.GroupVersion.WithKind("Subscription"), key, why, &sub.Status, &next)
-	if err == nil && wait == 0 {
-		r.mu.Lock()
-		if r.written == nil {
-			r.written = map[types.NamespacedName]latencyBands{}
-		}
-		r.written[key] = nextBands
-		r.mu.Unlock()
-	}
-	return wait, err
+	return r.write(ctx, sub, v1alpha1.GroupVersion.WithKind("Subscription"), key, why, &sub.Status, &next, nextBands)
 }
 
 // fillSubscription sets the report fields of st from summary (ok: some pod
@@ -209,26 +215,37 @@ func (r *ReportStatusReconciler) topic(ctx context.Context, topic *v1alpha1.Topi
 	if why == "" {
 		return 0, nil
 	}
-	return r.write(ctx, topic, v1alpha1.GroupVersion.WithKind("Topic"), key, why, &topic.Status, &next)
+	return r.write(ctx, topic, v1alpha1.GroupVersion.WithKind("Topic"), key, why, &topic.Status, &next, nil)
 }
 
 // write applies the report part of the status, at most once per
-// WriteInterval per object; it returns when to come back for a write it
-// deferred.
-func (r *ReportStatusReconciler) write(ctx context.Context, obj client.Object, gvk schemaGVK, key types.NamespacedName, why string, current, next any) (time.Duration, error) {
+// WriteInterval per object, and remembers bands, the noise bands of the
+// latencies it writes (nil for a Topic); it returns when to come back for
+// a write it deferred.
+func (r *ReportStatusReconciler) write(ctx context.Context, obj client.Object, gvk schemaGVK, key types.NamespacedName, why string, current, next any, bands latencyBands) (time.Duration, error) {
 	r.mu.Lock()
 	if wait := r.untilWritableLocked(key); wait > 0 {
 		r.mu.Unlock()
 		return wait, nil
 	}
-	if r.lastWrite == nil {
-		r.lastWrite = map[types.NamespacedName]time.Time{}
+	if r.writes == nil {
+		r.writes = map[types.NamespacedName]lastWrite{}
 	}
-	r.lastWrite[key] = time.Now()
+	// The interval runs from the attempt, failed or not; the bands are
+	// those written, so they change only once the write succeeded.
+	last := r.writes[key]
+	last.at = time.Now()
+	r.writes[key] = last
 	r.mu.Unlock()
 	if err := reportStatus.apply(ctx, r.Client, obj, gvk, current, next); err != nil {
 		return 0, err
 	}
+	r.mu.Lock()
+	if last, ok := r.writes[key]; ok { // not forgotten meanwhile
+		last.bands = bands
+		r.writes[key] = last
+	}
+	r.mu.Unlock()
 	logf.FromContext(ctx).V(1).Info("report status written", "object", key, "why", why)
 	return 0, nil
 }
@@ -242,7 +259,7 @@ func (r *ReportStatusReconciler) untilWritable(key types.NamespacedName) time.Du
 }
 
 func (r *ReportStatusReconciler) untilWritableLocked(key types.NamespacedName) time.Duration {
-	last, ok := r.lastWrite[key]
+	last, ok := r.writes[key]
 	if !ok {
 		return 0
 	}
@@ -250,14 +267,13 @@ func (r *ReportStatusReconciler) untilWritableLocked(key types.NamespacedName) t
 	if interval <= 0 {
 		interval = DefaultReportWriteInterval
 	}
-	return max(interval-time.Since(last), 0)
+	return max(interval-time.Since(last.at), 0)
 }
 
 func (r *ReportStatusReconciler) forget(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.lastWrite, key)
-	delete(r.written, key)
+	delete(r.writes, key)
 }
 
 // SetupWithManager registers the reconciler, fed by the report store's

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/controllers/reports"
 )
 
 // What makes a new report status worth a write. Latency moves with every
@@ -56,10 +57,10 @@ func materialSubscriptionChange(cur, next *v1alpha1.SubscriptionStatus, moved la
 		if !slices.Equal(a.Dropped, b.Dropped) {
 			return "drops by reason changed"
 		}
-		if why := latencyMoved("end-to-end", &a.LatencySummary, &b.LatencySummary, moved); why != "" {
+		if why := latencyMoved(endToEnd, &a.LatencySummary, &b.LatencySummary, moved); why != "" {
 			return why
 		}
-		if why := latencyMoved("dwell", a.Dwell, b.Dwell, moved); why != "" {
+		if why := latencyMoved(dwell, a.Dwell, b.Dwell, moved); why != "" {
 			return why
 		}
 	}
@@ -123,10 +124,10 @@ func podChanged(a, b *v1alpha1.SubscriptionPodStatus, moved latencyJudge) string
 	case !slices.Equal(a.Dropped, b.Dropped):
 		return fmt.Sprintf("pod %s drops changed", b.Name)
 	}
-	if why := latencyMoved("pod "+b.Name+" end-to-end", a.Latency, b.Latency, moved); why != "" {
+	if why := latencyMoved(podDistribution(b.Name, endToEnd), a.Latency, b.Latency, moved); why != "" {
 		return why
 	}
-	return latencyMoved("pod "+b.Name+" dwell", a.Dwell, b.Dwell, moved)
+	return latencyMoved(podDistribution(b.Name, dwell), a.Dwell, b.Dwell, moved)
 }
 
 // p99Moved reports whether the pod that joined the list is apart, by its
@@ -138,7 +139,7 @@ func p99Moved(left, joined *v1alpha1.SubscriptionPodStatus, moved latencyJudge) 
 	if left.Latency == nil {
 		return false
 	}
-	return moved.between("pod "+left.Name+" end-to-end", "pod "+joined.Name+" end-to-end", 2, left.Latency.P99.Duration, joined.Latency.P99.Duration)
+	return moved.between(podDistribution(left.Name, endToEnd), podDistribution(joined.Name, endToEnd), reports.BandP99, left.Latency.P99.Duration, joined.Latency.P99.Duration)
 }
 
 // materialTopicChange is materialSubscriptionChange for a Topic's publish

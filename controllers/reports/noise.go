@@ -43,8 +43,18 @@ const (
 type Band struct{ Low, High time.Duration }
 
 // Bands are a Latency's: P50, P90, P99, P999, P9999 and Max, in that
-// order.
+// order (the Band* indexes).
 type Bands [6]Band
+
+// Indexes into Bands.
+const (
+	BandP50 = iota
+	BandP90
+	BandP99
+	BandP999
+	BandP9999
+	BandMax
+)
 
 // Apart reports whether two bands are more than one bucket apart: a move
 // that sampling noise does not explain.
@@ -81,7 +91,7 @@ func bandsOf(h *hdr.Histogram, maxValue int64) (values [5]int64, bands Bands) {
 		values[i] = v[3*i+1]
 		bands[i] = Band{Low: micros(v[3*i]), High: micros(min(v[3*i+2], maxValue))}
 	}
-	bands[5] = Band{Low: micros(v[len(v)-1]), High: micros(maxValue)}
+	bands[BandMax] = Band{Low: micros(v[len(v)-1]), High: micros(maxValue)}
 	return values, bands
 }
 
