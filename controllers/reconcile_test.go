@@ -364,8 +364,14 @@ func TestSubscriptionStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A pod that is not scheduled is not counted: no sidecar runs for it.
+	// It was injected (the annotation), as newPod's pods are: one without
+	// it would be reported PodsWithoutSidecar, a third writer's condition.
 	if err := k8sClient.Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "billing-pending", Labels: map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled, "app": "billing"}},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: "billing-pending",
+			Labels:      map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled, "app": "billing"},
+			Annotations: map[string]string{v1alpha1.InjectedAnnotation: currentSidecar},
+		},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}},
 	}); err != nil {
 		t.Fatal(err)
