@@ -23,6 +23,8 @@ func runBroker(args []string) error {
 	fs := flag.NewFlagSet("broker", flag.ExitOnError)
 	o := broker.DefaultOptions
 	fs.StringVar(&o.Listen, "listen", o.Listen, "client address")
+	trustDir := fs.String("trust-dir", "", "directory holding the operator's "+broker.TrustOperatorFile+", "+broker.TrustSystemAccountFile+" and "+broker.TrustAccountFile+
+		" (the mounted weighstation-broker-trust ConfigMap): sidecars present the credential the operator issued them, and the operator pushes revocations over the system account; instead of -token-file and -sidecar-nkeys")
 	tokenFile := fs.String("token-file", "", "file holding the token every sidecar must present")
 	nkeysFlag := fs.String("sidecar-nkeys", "", "comma-separated public nkeys of the sidecars allowed in (instead of a token)")
 	maxPayload := fs.Int("max-payload", int(o.MaxPayload), "largest message, in bytes")
@@ -42,9 +44,18 @@ func runBroker(args []string) error {
 		return err
 	}
 	log := logOpts.New().WithName("broker")
-	if *nkeysFlag != "" {
+	switch {
+	case *trustDir != "" && (*nkeysFlag != "" || *tokenFile != ""):
+		return errors.New("-trust-dir, -token-file and -sidecar-nkeys are three ways to admit sidecars: give one")
+	case *trustDir != "":
+		trust, err := broker.ReadTrust(*trustDir)
+		if err != nil {
+			return err
+		}
+		o.Trust = trust
+	case *nkeysFlag != "":
 		o.SidecarNkeys = strings.Split(*nkeysFlag, ",")
-	} else {
+	default:
 		token, err := tokenfile.Read(*tokenFile)
 		if err != nil {
 			return err
@@ -90,6 +101,14 @@ func runBroker(args []string) error {
 			s.Shutdown()
 			return errors.New("the broker did not become ready within 30s")
 		}
+	}
+	if o.Trust != nil {
+		if err := o.Trust.LoadAccount(s); err != nil {
+			s.Shutdown()
+			return err
+		}
+		log.Info("admitting sidecars with the operator's credentials", "operator", o.Trust.Operator.Subject, "account", o.Trust.Account.Subject,
+			"revoked", len(o.Trust.Account.Revocations))
 	}
 	var metricsDone <-chan error
 	if *metricsListen != "" {

@@ -39,6 +39,7 @@ import (
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/controllers"
+	"github.com/weighstation/weighstation/controllers/brokercreds"
 	"github.com/weighstation/weighstation/controllers/pki"
 	"github.com/weighstation/weighstation/controllers/reports"
 	"github.com/weighstation/weighstation/controllers/webhook"
@@ -127,6 +128,11 @@ func runOperator(args []string) error {
 	xdsService := fs.String("xds-service", "weighstation-xds", "name of the Service in front of the xDS server; its DNS names go into the serving certificate")
 	xdsAudience := fs.String("xds-audience", DefaultXDSAudience, "audience of the projected ServiceAccount tokens that sidecars present")
 	brokerRoutesService := fs.String("broker-routes-service", "", "name of the brokers' headless Service, in -namespace: the operator keeps the Secret "+pki.RouteSecretName+" there, a route certificate from its CA for every broker behind it (weighstation broker -cluster-tls-*); empty: no such Secret")
+	brokerURL := fs.String("broker-url", "", "the brokers' client URL (e.g. nats://weighstation-broker:4222): the operator connects there as the system account's user and pushes the account JWT, whose revocation list revokes the broker credentials of deleted pods at once; "+
+		"empty: the brokers learn revocations from the "+brokercreds.TrustConfigMapName+" ConfigMap at their next start only")
+	revocationLimits := brokercreds.DefaultLimits
+	fs.DurationVar(&revocationLimits.Retention, "broker-revocation-retention", revocationLimits.Retention, "how long a deleted pod's broker credential stays on the account's revocation list")
+	fs.IntVar(&revocationLimits.MaxEntries, "broker-max-revocations", revocationLimits.MaxEntries, fmt.Sprintf("the most entries of the revocation list, oldest dropped first (at most %d: the account JWT must fit in a ConfigMap and a broker message)", brokercreds.MaxEntriesLimit))
 	caSecret := fs.String("ca-secret", pki.DefaultSecretName, "name of the Secret, in -namespace, that holds the operator's CA")
 	podName := fs.String("pod-name", os.Getenv("POD_NAME"), "the operator's own Pod (default $POD_NAME): the leader labels it "+controllers.LeaderLabel+" for the xDS Service; empty: no label")
 	bundleResync := fs.Duration("ca-bundle-resync", 10*time.Second, "how often the CA bundle ConfigMap is checked in every namespace with sidecar pods (a new namespace's first pod waits at most this long for it)")
@@ -159,6 +165,9 @@ func runOperator(args []string) error {
 			defaults.PublishRate.BytesBurst, defaults.MaxMessageBytes)
 	}
 	if err := checkReportFlags(*reportWindow, *reportInterval, *reportPods, *reportWrite); err != nil {
+		return err
+	}
+	if err := revocationLimits.Validate(); err != nil {
 		return err
 	}
 	injectionFlags := webhookFlags{
@@ -246,17 +255,26 @@ func runOperator(args []string) error {
 	}); err != nil {
 		return err
 	}
+	credentialMetrics := brokercreds.NewMetrics(metrics.Registry)
+	keeper := &brokercreds.Keeper{
+		Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: *namespace, Pods: mgr.GetCache(),
+		BrokerURL: *brokerURL, Limits: revocationLimits, Metrics: credentialMetrics, Log: log.WithName("broker-credentials"),
+	}
+	credentials := &brokercreds.Service{Keeper: keeper, Pods: mgr.GetCache(), Metrics: credentialMetrics, Log: log.WithName("broker-credentials")}
 	xdsServer := xds.NewServer(publisher, tracker, xds.Options{
 		Listen:        *xdsListen,
 		TLS:           authority.TLSConfig(),
 		Authenticator: xds.TokenReviewer{Client: mgr.GetClient(), Pods: mgr.GetCache(), Audience: *xdsAudience},
 		Registerer:    metrics.Registry,
 		Log:           log.WithName("xds"),
-		// The sidecars' reports arrive on their xDS connection, behind the
-		// same authentication.
-		Services: map[string]func(grpc.ServiceRegistrar){xdsv1.Reports_Stream_FullMethodName: reportService.Register},
+		// The sidecars' reports arrive, and their broker credentials leave,
+		// on their xDS connection, behind the same authentication.
+		Services: map[string]func(grpc.ServiceRegistrar){
+			xdsv1.Reports_Stream_FullMethodName:          reportService.Register,
+			xdsv1.BrokerCredentials_Issue_FullMethodName: credentials.Register,
+		},
 	})
-	runnables := []manager.Runnable{authority, xdsServer, reportService.Store(), &controllers.BundlePublisher{
+	runnables := []manager.Runnable{authority, xdsServer, reportService.Store(), keeper, &controllers.BundlePublisher{
 		Client: mgr.GetClient(), Bundle: authority.Bundle, Changed: bundleChanged, Interval: *bundleResync, Log: log.WithName("ca-bundle"),
 	}}
 	if *brokerRoutesService != "" {

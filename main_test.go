@@ -50,7 +50,7 @@ func TestOperatorCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := buildBinary(t)
-	metricsAddr, probeAddr, xdsAddr := natstest.FreeAddr(t), natstest.FreeAddr(t), natstest.FreeAddr(t)
+	metricsAddr, probeAddr, xdsAddr, brokerAddr := natstest.FreeAddr(t), natstest.FreeAddr(t), natstest.FreeAddr(t), natstest.FreeAddr(t)
 	logs := &proctest.LockedBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -59,7 +59,8 @@ func TestOperatorCommand(t *testing.T) {
 	})
 	cmd := exec.Command(bin, "operator",
 		"-metrics-bind-address", metricsAddr, "-health-probe-bind-address", probeAddr,
-		"-leader-elect", "-leader-election-namespace", "default", "-namespace", "default", "-xds-listen", xdsAddr, "-ca-bundle-resync", "200ms", "-pod-name", "operator-0")
+		"-leader-elect", "-leader-election-namespace", "default", "-namespace", "default", "-xds-listen", xdsAddr, "-ca-bundle-resync", "200ms", "-pod-name", "operator-0",
+		"-broker-url", "nats://"+brokerAddr)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -127,7 +128,7 @@ func TestOperatorCommand(t *testing.T) {
 		}
 		return conn.Close()
 	})
-	configuresASidecarProcess(t, c, bin, xdsAddr)
+	configuresASidecarProcess(t, c, bin, xdsAddr, brokerAddr)
 	waitFor(t, "the operator's xDS metrics count the sidecar's stream and its ACK", func() error {
 		if err := get200("http://"+metricsAddr+"/metrics", "weighstation_operator_xds_streams 1"); err != nil {
 			return err
@@ -215,12 +216,14 @@ func noRBACRefusals(t *testing.T, logs string) {
 	}
 }
 
-// configuresASidecarProcess runs `weighstation sidecar -operator` as a pod's
-// sidecar would: its pod's token from the apiserver, the CA bundle the
-// operator published into the namespace, TLS to the xDS server. The sidecar
-// starts before its broker exists and is ready once the operator's
-// configuration is in force.
-func configuresASidecarProcess(t *testing.T, c client.Client, bin, xdsAddr string) {
+// configuresASidecarProcess runs `weighstation sidecar -operator` as an
+// injected pod's sidecar would: its pod's token from the apiserver, the CA
+// bundle the operator published into the namespace, TLS to the xDS server,
+// and the broker credential the operator issues it. The sidecar starts
+// before its broker exists and is ready once the operator's configuration
+// is in force; then `weighstation broker -trust-dir`, from the ConfigMap
+// the operator wrote, admits it.
+func configuresASidecarProcess(t *testing.T, c client.Client, bin, xdsAddr, brokerAddr string) {
 	t.Helper()
 	ctx := context.Background()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "app"}}
@@ -228,8 +231,9 @@ func configuresASidecarProcess(t *testing.T, c client.Client, bin, xdsAddr strin
 		t.Fatal(err)
 	}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "app-0", Labels: map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled}},
-		Spec:       corev1.PodSpec{NodeName: "node-1", ServiceAccountName: "app", Containers: []corev1.Container{{Name: "app", Image: "app"}}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "app-0", Labels: map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled},
+			Annotations: map[string]string{v1alpha1.InjectedAnnotation: "v0.1.0"}},
+		Spec: corev1.PodSpec{NodeName: "node-1", ServiceAccountName: "app", Containers: []corev1.Container{{Name: "app", Image: "app"}}},
 	}
 	if err := c.Create(ctx, pod); err != nil {
 		t.Fatal(err)
@@ -255,8 +259,9 @@ func configuresASidecarProcess(t *testing.T, c client.Client, bin, xdsAddr strin
 		return os.WriteFile(caFile, []byte(cm.Data["ca.crt"]), 0o600)
 	})
 	healthAddr := natstest.FreeAddr(t)
-	sidecarLogs := process(t, "sidecar", "-listen", natstest.FreeAddr(t), "-broker", "nats://"+natstest.FreeAddr(t),
-		"-token-file", tokenFile, "-metrics-listen", "", "-health-listen", healthAddr,
+	sidecarAddr := natstest.FreeAddr(t)
+	sidecarLogs := process(t, "sidecar", "-listen", sidecarAddr, "-broker", "nats://"+brokerAddr,
+		"-metrics-listen", "", "-health-listen", healthAddr,
 		"-operator", xdsAddr, "-operator-server-name", "weighstation-xds.default.svc", "-ca-file", caFile,
 		"-identity-token-file", tokenFile, "-pod-name", pod.Name, "-pod-namespace", "default", "-pod-uid", string(pod.UID))
 	waitFor(t, "the sidecar is ready with the operator's configuration", func() error {
@@ -264,6 +269,36 @@ func configuresASidecarProcess(t *testing.T, c client.Client, bin, xdsAddr strin
 	})
 	if !strings.Contains(sidecarLogs.String(), `"msg":"configuration applied"`) {
 		t.Fatalf("the sidecar did not log its configuration:\n%s", sidecarLogs.String())
+	}
+	trustDir := t.TempDir()
+	waitFor(t, "the operator writes the broker trust ConfigMap", func() error {
+		var cm corev1.ConfigMap
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "weighstation-broker-trust"}, &cm); err != nil {
+			return err
+		}
+		for name, content := range cm.Data {
+			if err := os.WriteFile(filepath.Join(trustDir, name), []byte(content), 0o600); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	process(t, "broker", "-listen", brokerAddr, "-trust-dir", trustDir)
+	waitFor(t, "the sidecar reaches the broker with the credential the operator issued it", func() error {
+		return get200("http://"+healthAddr+"/readyz?verbose", "[+]broker ok")
+	})
+	// An application on the sidecar reaches the mesh through it; without
+	// the sidecar's credential, the broker admits nobody.
+	app, err := nats.Connect("nats://" + sidecarAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	if _, err := app.Request("nobody.answers", nil, 5*time.Second); !errors.Is(err, nats.ErrNoResponders) {
+		t.Errorf("a request through the sidecar: %v, want the broker's no-responders answer", err)
+	}
+	if _, err := nats.Connect("nats://" + brokerAddr); err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+		t.Errorf("a client without a credential reached the broker: %v", err)
 	}
 }
 

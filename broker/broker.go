@@ -1,7 +1,9 @@
 // Package broker runs weighstation's embedded NATS broker: nats-server/v2
 // inside our binary, with every limit explicit and authentication that only
-// sidecars can pass (they alone hold the token), so applications can reach
-// the mesh only through their sidecar and its policy.
+// sidecars can pass, so applications can reach the mesh only through their
+// sidecar and its policy. Sidecars authenticate with the per-pod credential
+// the operator issued them (Trust), or, run by hand, with a shared token or
+// their nkeys.
 package broker
 
 import (
@@ -27,6 +29,9 @@ type Options struct {
 	// SidecarNkeys are the public nkeys (U...) of the sidecars allowed in;
 	// each sidecar proves its key by signing the broker's nonce.
 	SidecarNkeys []string
+	// Trust admits the sidecars that hold a credential the operator issued
+	// (ReadTrust); instead of Token and SidecarNkeys.
+	Trust *Trust
 	// MaxPayload is the largest message, in bytes.
 	MaxPayload int32
 	// MaxPending is the most bytes buffered for one client (a sidecar)
@@ -56,11 +61,18 @@ var DefaultOptions = Options{
 
 // New configures a broker; Start it with (*server.Server).Start.
 func New(o Options) (*server.Server, error) {
-	if o.Token == "" && len(o.SidecarNkeys) == 0 {
-		return nil, errors.New("broker: a token or sidecar nkeys are required, so that only sidecars can connect")
+	given := 0
+	for _, set := range []bool{o.Token != "", len(o.SidecarNkeys) > 0, o.Trust != nil} {
+		if set {
+			given++
+		}
 	}
-	if o.Token != "" && len(o.SidecarNkeys) > 0 {
-		return nil, errors.New("broker: give a token or sidecar nkeys, not both")
+	switch given {
+	case 0:
+		return nil, errors.New("broker: the operator's trust, a token or sidecar nkeys are required, so that only sidecars can connect")
+	case 1:
+	default:
+		return nil, errors.New("broker: give one of the operator's trust, a token or sidecar nkeys")
 	}
 	if o.MaxPayload < 1 || o.MaxPending < int64(o.MaxPayload) || o.MaxConnections < 1 {
 		return nil, fmt.Errorf("broker: limits must be positive and max_pending at least max_payload, got %+v", o)
@@ -86,6 +98,11 @@ func New(o Options) (*server.Server, error) {
 		MaxConn:       o.MaxConnections,
 		NoSigs:        true,
 		WriteDeadline: 10 * time.Second,
+	}
+	if o.Trust != nil {
+		if err := o.Trust.apply(opts); err != nil {
+			return nil, fmt.Errorf("broker: %w", err)
+		}
 	}
 	if o.RouteTLS != nil && o.ClusterListen == "" {
 		// Without routes the files would go unused, and a mistake in the

@@ -60,7 +60,7 @@ func TestExplicitLimitsAreRequired(t *testing.T) {
 		want   string
 	}{
 		{"no credentials", func(o *broker.Options) { o.Token = "" }, "a token or sidecar nkeys are required"},
-		{"token and nkeys", func(o *broker.Options) { o.SidecarNkeys = []string{"UABC"} }, "not both"},
+		{"token and nkeys", func(o *broker.Options) { o.SidecarNkeys = []string{"UABC"} }, "give one of"},
 		{"bad nkey", func(o *broker.Options) { o.Token, o.SidecarNkeys = "", []string{"not-a-key"} }, "not a public user nkey"},
 		{"pending below payload", func(o *broker.Options) { o.MaxPending = 10 }, "max_pending at least max_payload"},
 		{"no connections", func(o *broker.Options) { o.MaxConnections = 0 }, "limits must be positive"},

@@ -81,6 +81,39 @@ func TestAPIServerCallsWebhook(t *testing.T) {
 			}
 		}
 	})
+	t.Run("an application container that mounts the sidecar's token is refused", func(t *testing.T) {
+		pod := appPod()
+		pod.Name, pod.Namespace, pod.GenerateName = "", labelledNS, "steals-"
+		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: tokenVolume, MountPath: "/stolen"})
+		err := k8sClient.Create(ctx, pod)
+		if err == nil {
+			t.Fatal("the apiserver stored a pod whose application mounts the sidecar's token")
+		}
+		for _, want := range []string{Name, "only the sidecar may hold a token", tokenVolume} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("refusal %q does not say %q", err, want)
+			}
+		}
+	})
+	t.Run("an ephemeral container that mounts the sidecar's token is refused", func(t *testing.T) {
+		pod := createPod(t, labelledNS, nil, nil)
+		debug := func(name string, mounts ...corev1.VolumeMount) error {
+			p := pod.DeepCopy()
+			p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{
+				EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: name, Image: "busybox", VolumeMounts: mounts}})
+			return k8sClient.SubResource("ephemeralcontainers").Update(ctx, p)
+		}
+		err := debug("steal", corev1.VolumeMount{Name: tokenVolume, MountPath: "/stolen"})
+		if err == nil || !strings.Contains(err.Error(), Name) || !strings.Contains(err.Error(), "ephemeral container steal mounts volume "+tokenVolume) {
+			t.Fatalf("adding an ephemeral container that mounts the sidecar's token: %v; want a refusal from %s naming it", err, Name)
+		}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			t.Fatal(err)
+		}
+		if err := debug("look", corev1.VolumeMount{Name: caVolume, MountPath: "/ca"}); err != nil {
+			t.Fatalf("an ephemeral container that mounts only the CA bundle: %v", err)
+		}
+	})
 	t.Run("refused resource annotations name the annotation", func(t *testing.T) {
 		pod := appPod()
 		pod.Name, pod.Namespace, pod.GenerateName = "", labelledNS, "big-"
@@ -165,6 +198,9 @@ func webhookConfiguration(name, url, operatorNS string) *admissionregistrationv1
 			Rules: []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+			}, {
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/ephemeralcontainers"}},
 			}},
 		}},
 	}

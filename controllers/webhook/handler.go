@@ -63,6 +63,9 @@ func (i *Injector) Handle(ctx context.Context, req admission.Request) admission.
 	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the pod: %w", err))
 	}
+	if req.SubResource == "ephemeralcontainers" {
+		return checkEphemeral(&pod)
+	}
 	in, err := i.optedIn(ctx, req.Namespace, &pod)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
@@ -82,6 +85,16 @@ func (i *Injector) Handle(ctx context.Context, req admission.Request) admission.
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("encoding the injected pod: %w", err))
 	}
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
+}
+
+// checkEphemeral refuses an ephemeral container (kubectl debug) that
+// mounts the sidecar's token volume: the pod's spec is fixed after
+// creation except for these, which may mount the pod's volumes.
+func checkEphemeral(pod *corev1.Pod) admission.Response {
+	if name, ok := mountsVolume(pod, tokenVolume); ok {
+		return admission.Denied(fmt.Sprintf("%v: ephemeral container %s mounts volume %s", ErrSidecarToken, name, tokenVolume))
+	}
+	return admission.Allowed("no container mounts the sidecar's token")
 }
 
 func (i *Injector) optedIn(ctx context.Context, namespace string, pod *corev1.Pod) (bool, error) {

@@ -3,6 +3,7 @@ package webhook
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,6 +47,12 @@ const (
 // ContainerName that this webhook did not add: the sidecar would run
 // twice, or a container of the pod's choosing would pose as it.
 var ErrClaimedSidecar = errors.New("the pod already has a container named " + ContainerName + " that the sidecar injector did not add (no " + InjectedAnnotation + " annotation): remove it and let the webhook add the sidecar, or turn injection off for this pod (label " + v1alpha1.InjectLabel + ")")
+
+// ErrSidecarToken refuses a pod whose own containers could read a token
+// for the sidecar's audience: with it, a container of the pod would pass
+// the operator's TokenReview as the pod, and be issued the sidecar's
+// broker credential.
+var ErrSidecarToken = errors.New("only the sidecar may hold a token for its audience (it proves the pod to the operator, which issues the pod's broker credential on it)")
 
 // Config is what every injected sidecar gets.
 type Config struct {
@@ -91,21 +98,32 @@ func (c Config) Validate() error {
 
 // Inject adds the sidecar to pod, in place. It returns false, and leaves
 // pod alone, when pod was injected already (the annotation and the
-// container), so that a re-invocation changes nothing. It refuses a pod
-// that claims the sidecar's container name without the annotation
-// (ErrClaimedSidecar), resource annotations out of bounds, and a pod that
-// already uses the sidecar's volume names.
+// container as this injector makes them), so that a re-invocation changes
+// nothing. It refuses a pod that claims the sidecar's container name
+// without the annotation (ErrClaimedSidecar) or with a container other than
+// the one it would add, a pod whose other containers could read a token
+// for the sidecar's audience (ErrSidecarToken), resource annotations out of
+// bounds, and a pod that already uses the sidecar's volume names.
 func Inject(pod *corev1.Pod, c Config) (bool, error) {
 	if hasContainer(pod, ContainerName) {
-		if _, ok := pod.Annotations[InjectedAnnotation]; ok {
-			return false, nil
+		if _, ok := pod.Annotations[InjectedAnnotation]; !ok {
+			return false, ErrClaimedSidecar
 		}
-		return false, ErrClaimedSidecar
+		// The annotation is the pod's to write: the sidecar and its volumes
+		// must be exactly what this injector adds, or a container of the
+		// pod's choosing would hold the sidecar's token.
+		if err := checkSidecarIsOurs(pod, c); err != nil {
+			return false, err
+		}
+		return false, checkTokenHolders(pod, c)
 	}
 	for _, v := range pod.Spec.Volumes {
 		if v.Name == tokenVolume || v.Name == caVolume {
 			return false, fmt.Errorf("the pod already has a volume named %s, which the sidecar injector adds for the sidecar: rename it", v.Name)
 		}
+	}
+	if err := checkTokenHolders(pod, c); err != nil {
+		return false, err
 	}
 	res, err := c.Resources.For(pod.Annotations)
 	if err != nil {
@@ -126,6 +144,88 @@ func Inject(pod *corev1.Pod, c Config) (bool, error) {
 	}
 	pod.Annotations[InjectedAnnotation] = c.Version
 	return true, nil
+}
+
+// checkTokenHolders refuses a pod in which a container other than the
+// sidecar mounts the sidecar's token volume, or a volume other than it
+// projects a token for the sidecar's audience.
+func checkTokenHolders(pod *corev1.Pod, c Config) error {
+	for _, v := range pod.Spec.Volumes {
+		if v.Name != tokenVolume && projectsTokenFor(v, c.Audience) {
+			return fmt.Errorf("%w: volume %s projects a ServiceAccount token for audience %s", ErrSidecarToken, v.Name, c.Audience)
+		}
+	}
+	if name, ok := mountsVolume(pod, tokenVolume); ok {
+		return fmt.Errorf("%w: container %s mounts volume %s", ErrSidecarToken, name, tokenVolume)
+	}
+	return nil
+}
+
+// checkSidecarIsOurs refuses a pod whose sidecar container does not run
+// what Inject adds with c (the image, command and arguments: the sidecar's
+// binary is what keeps the token and the credential from the rest of the
+// pod), or whose sidecar token volume is not the one Inject adds. The
+// apiserver defaults what Inject leaves out before a re-invocation, so the
+// rest is not compared.
+func checkSidecarIsOurs(pod *corev1.Pod, c Config) error {
+	want := container(c, corev1.ResourceRequirements{})
+	i := slices.IndexFunc(pod.Spec.InitContainers, func(ctr corev1.Container) bool { return ctr.Name == ContainerName })
+	if i < 0 {
+		return fmt.Errorf("%w (its %s container is not a native sidecar)", ErrClaimedSidecar, ContainerName)
+	}
+	have := pod.Spec.InitContainers[i]
+	if have.Image != want.Image || !slices.Equal(have.Command, want.Command) || !slices.Equal(have.Args, want.Args) {
+		return fmt.Errorf("%w (its %s container does not run what the injector adds)", ErrClaimedSidecar, ContainerName)
+	}
+	wantToken := volumes(c)[0].Projected.Sources[0].ServiceAccountToken
+	j := slices.IndexFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == tokenVolume })
+	if j < 0 || pod.Spec.Volumes[j].Projected == nil || len(pod.Spec.Volumes[j].Projected.Sources) != 1 ||
+		pod.Spec.Volumes[j].Projected.Sources[0].ServiceAccountToken == nil ||
+		pod.Spec.Volumes[j].Projected.Sources[0].ServiceAccountToken.Audience != wantToken.Audience {
+		return fmt.Errorf("%w (its volume %s is not the one the injector adds)", ErrClaimedSidecar, tokenVolume)
+	}
+	return nil
+}
+
+// projectsTokenFor reports whether v projects a ServiceAccount token for
+// audience.
+func projectsTokenFor(v corev1.Volume, audience string) bool {
+	if v.Projected == nil {
+		return false
+	}
+	for _, src := range v.Projected.Sources {
+		if src.ServiceAccountToken != nil && src.ServiceAccountToken.Audience == audience {
+			return true
+		}
+	}
+	return false
+}
+
+// mountsVolume returns a container of pod (an init, application or
+// ephemeral one) other than the sidecar that mounts the volume named
+// volume. (Inject refuses a container named like the sidecar that it did
+// not add before it asks.)
+func mountsVolume(pod *corev1.Pod, volume string) (string, bool) {
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, ctr := range list {
+			if ctr.Name == ContainerName {
+				continue
+			}
+			for _, m := range ctr.VolumeMounts {
+				if m.Name == volume {
+					return ctr.Name, true
+				}
+			}
+		}
+	}
+	for _, ctr := range pod.Spec.EphemeralContainers {
+		for _, m := range ctr.VolumeMounts {
+			if m.Name == volume {
+				return ctr.Name, true
+			}
+		}
+	}
+	return "", false
 }
 
 func hasContainer(pod *corev1.Pod, name string) bool {

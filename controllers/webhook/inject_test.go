@@ -166,8 +166,38 @@ func TestInject(t *testing.T) {
 	}
 }
 
+// annotatedImpostor is a pod that writes the injector's annotation itself,
+// with a container named like the sidecar that runs something else.
+func annotatedImpostor() *corev1.Pod {
+	p := appPod()
+	p.Annotations = map[string]string{InjectedAnnotation: "v0.1.0"}
+	p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: ContainerName, Image: "evil", Command: []string{"/steal"}})
+	return p
+}
+
+// injectedThen injects a pod, then changes it with change: what a
+// re-invocation would see if the pod had been written that way.
+func injectedThen(change func(*corev1.Pod)) *corev1.Pod {
+	p := appPod()
+	if _, err := Inject(p, testConfig()); err != nil {
+		panic(err)
+	}
+	change(p)
+	return p
+}
+
 // TestInjectRefuses: pods the webhook will not inject, and why.
 func TestInjectRefuses(t *testing.T) {
+	// A token projected for another audience is the pod's own business.
+	if changed, err := Inject(func() *corev1.Pod {
+		p := appPod()
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "vault-token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: "vault", Path: "token"}}},
+		}}})
+		return p
+	}(), testConfig()); err != nil || !changed {
+		t.Errorf("a pod with a token for another audience: %v, %v; want it injected", changed, err)
+	}
 	claimed := func(init bool) *corev1.Pod {
 		p := appPod()
 		ctr := corev1.Container{Name: ContainerName, Image: "evil"}
@@ -180,6 +210,30 @@ func TestInjectRefuses(t *testing.T) {
 	}
 	volume := appPod()
 	volume.Spec.Volumes = append(volume.Spec.Volumes, corev1.Volume{Name: "weighstation-ca"})
+	// The sidecar's token volume does not exist before injection, but a
+	// container may name it in a mount, to be given it by the injection.
+	mounts := func(into func(*corev1.Pod, corev1.VolumeMount)) *corev1.Pod {
+		p := appPod()
+		into(p, corev1.VolumeMount{Name: tokenVolume, MountPath: "/stolen"})
+		return p
+	}
+	appMount := mounts(func(p *corev1.Pod, m corev1.VolumeMount) {
+		p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts, m)
+	})
+	initMount := mounts(func(p *corev1.Pod, m corev1.VolumeMount) {
+		p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: "setup", Image: "setup", VolumeMounts: []corev1.VolumeMount{m}})
+	})
+	ephemeralMount := mounts(func(p *corev1.Pod, m corev1.VolumeMount) {
+		p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{
+			EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", Image: "debug", VolumeMounts: []corev1.VolumeMount{m}}})
+	})
+	ownToken := func(audience string) *corev1.Pod {
+		p := appPod()
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "my-token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: audience, Path: "token"}}},
+		}}})
+		return p
+	}
 	for _, tc := range []struct {
 		name    string
 		pod     *corev1.Pod
@@ -188,6 +242,21 @@ func TestInjectRefuses(t *testing.T) {
 		{"a sidecar-named init container it did not add", claimed(true), ErrClaimedSidecar},
 		{"a sidecar-named container it did not add", claimed(false), ErrClaimedSidecar},
 		{"a volume named like the sidecar's", volume, nil},
+		{"an application container mounting the sidecar's token volume", appMount, ErrSidecarToken},
+		{"an init container mounting the sidecar's token volume", initMount, ErrSidecarToken},
+		{"an ephemeral container mounting the sidecar's token volume", ephemeralMount, ErrSidecarToken},
+		{"a token projected for the sidecar's audience", ownToken(testConfig().Audience), ErrSidecarToken},
+		{"the injected annotation on a sidecar of its own", annotatedImpostor(), ErrClaimedSidecar},
+		{"an injected pod whose application mounts the sidecar's token", injectedThen(func(p *corev1.Pod) {
+			p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: tokenVolume, MountPath: "/stolen"})
+		}), ErrSidecarToken},
+		{"an injected pod whose sidecar token is for another audience", injectedThen(func(p *corev1.Pod) {
+			for i := range p.Spec.Volumes {
+				if p.Spec.Volumes[i].Name == tokenVolume {
+					p.Spec.Volumes[i].Projected.Sources[0].ServiceAccountToken.Audience = "elsewhere"
+				}
+			}
+		}), ErrClaimedSidecar},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := tc.pod.DeepCopy()

@@ -62,9 +62,9 @@ type Options struct {
 	// Registerer takes the server's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	Log        logr.Logger
-	// Services are more streaming services served beside delta ADS on the
-	// same listener, behind the same authentication (IdentityFrom gives
-	// a stream's pod), keyed by the full names of their methods; each
+	// Services are more services served beside delta ADS on the same
+	// listener, behind the same authentication (IdentityFrom gives a
+	// call's pod), keyed by the full names of their methods; each
 	// registers itself on the gRPC server.
 	Services map[string]func(grpc.ServiceRegistrar)
 }
@@ -147,6 +147,7 @@ func (s *Server) Start(ctx context.Context) error {
 	close(s.ready)
 	grpcOpts := []grpc.ServerOption{
 		grpc.StreamInterceptor(s.authenticate),
+		grpc.UnaryInterceptor(s.authenticateUnary),
 		// Sidecars hold one stream each for their lifetime; keepalives find
 		// the ones whose pod vanished without a FIN.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
@@ -215,39 +216,60 @@ func IdentityFrom(ctx context.Context) (Identity, bool) {
 // was admitted, naming the pod it was admitted as.
 const AcceptedHeader = "weighstation-accepted-pod"
 
-// authenticate admits a stream once this replica serves and the caller
-// proved which pod it is; the stream ends when the caller's token expires.
-func (s *Server) authenticate(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if _, other := s.opts.Services[info.FullMethod]; info.FullMethod != deltaADSMethod && !other {
+// admit checks that this replica serves method and that the caller of ctx
+// proved which pod it is with a token that has not expired; it returns
+// the pod and how long its token remains valid.
+func (s *Server) admit(ctx context.Context, method string) (Identity, time.Duration, error) {
+	if _, other := s.opts.Services[method]; method != deltaADSMethod && !other {
 		s.metrics.refused.WithLabelValues("method").Inc()
-		return status.Errorf(codes.Unimplemented, "%s is not served: weighstation serves delta ADS and its own services only", info.FullMethod)
+		return Identity{}, 0, status.Errorf(codes.Unimplemented, "%s is not served: weighstation serves delta ADS and its own services only", method)
 	}
 	if !s.pub.Synced() {
 		s.metrics.refused.WithLabelValues("not_ready").Inc()
-		return status.Error(codes.Unavailable, "this operator replica does not serve configuration now (not the leader, or still computing every pod); retry")
+		return Identity{}, 0, status.Error(codes.Unavailable, "this operator replica does not serve configuration now (not the leader, or still computing every pod); retry")
 	}
-	token, err := bearerToken(ss.Context())
+	token, err := bearerToken(ctx)
 	if err != nil {
 		s.metrics.refused.WithLabelValues("no_token").Inc()
-		return status.Error(codes.Unauthenticated, err.Error())
+		return Identity{}, 0, status.Error(codes.Unauthenticated, err.Error())
 	}
-	id, err := s.opts.Authenticator.Authenticate(ss.Context(), token)
+	id, err := s.opts.Authenticator.Authenticate(ctx, token)
 	if err != nil {
 		reason := "unauthenticated"
 		if !errors.Is(err, errUnauthenticated) {
 			reason = "review_failed" // the apiserver, not the caller
 		}
 		s.metrics.refused.WithLabelValues(reason).Inc()
-		s.opts.Log.Info("refused an xDS stream", "reason", err.Error(), "peer", peerOf(ss.Context()))
+		s.opts.Log.Info("refused an xDS call", "method", method, "reason", err.Error(), "peer", peerOf(ctx))
 		if reason == "review_failed" {
-			return status.Errorf(codes.Unavailable, "checking the token: %v", err)
+			return Identity{}, 0, status.Errorf(codes.Unavailable, "checking the token: %v", err)
 		}
-		return status.Error(codes.Unauthenticated, err.Error())
+		return Identity{}, 0, status.Error(codes.Unauthenticated, err.Error())
 	}
 	remaining := id.Expiry.Sub(s.opts.Now())
 	if remaining <= 0 {
 		s.metrics.refused.WithLabelValues("expired").Inc()
-		return status.Errorf(codes.Unauthenticated, "the token of %s expired at %s", id.NodeID(), id.Expiry.Format(time.RFC3339))
+		return Identity{}, 0, status.Errorf(codes.Unauthenticated, "the token of %s expired at %s", id.NodeID(), id.Expiry.Format(time.RFC3339))
+	}
+	return id, remaining, nil
+}
+
+// authenticateUnary admits a call of one of Services' unary methods as
+// authenticate admits a stream.
+func (s *Server) authenticateUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	id, _, err := s.admit(ctx, info.FullMethod)
+	if err != nil {
+		return nil, err
+	}
+	return handler(context.WithValue(ctx, identityKey{}, id), req)
+}
+
+// authenticate admits a stream once this replica serves and the caller
+// proved which pod it is; the stream ends when the caller's token expires.
+func (s *Server) authenticate(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	id, remaining, err := s.admit(ss.Context(), info.FullMethod)
+	if err != nil {
+		return err
 	}
 	// Tell the sidecar it is in, before any configuration: a reconnecting
 	// sidecar that holds the current versions gets no response at all.

@@ -50,11 +50,11 @@ func (d *demo) controlPlane() error {
 	// No injection webhook: the operator runs outside this control plane,
 	// where the apiserver cannot reach its Service, and the demo's pods
 	// carry the sidecar in their own spec (manifests/pods.yaml).
-	out, err := d.tools.helmOut("install", release, d.o.chart, "--namespace", releaseNamespace, "--create-namespace", "--set", "webhook.enabled=false")
+	out, err := d.tools.helmOut("install", release, d.o.chart, "--namespace", releaseNamespace, "--create-namespace", "--set", "webhook.enabled=false", "--set", "broker.auth.mode=token")
 	if err != nil {
 		return err
 	}
-	d.p.block("$ helm install "+release+" "+d.o.chart+" --namespace "+releaseNamespace+" --create-namespace --set webhook.enabled=false", firstLines(out, 6))
+	d.p.block("$ helm install "+release+" "+d.o.chart+" --namespace "+releaseNamespace+" --create-namespace --set webhook.enabled=false --set broker.auth.mode=token", firstLines(out, 6))
 	if _, err := d.tools.kubectlShow(d.p, "wait", "--for=condition=Established", "--timeout=60s",
 		"crd/topics.weighstation.io", "crd/subscriptions.weighstation.io"); err != nil {
 		return err

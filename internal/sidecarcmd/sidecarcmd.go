@@ -35,6 +35,7 @@ import (
 	"github.com/weighstation/weighstation/internal/version"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar"
+	"github.com/weighstation/weighstation/sidecar/brokercred"
 	"github.com/weighstation/weighstation/sidecar/configfile"
 	"github.com/weighstation/weighstation/sidecar/report"
 	"github.com/weighstation/weighstation/sidecar/upstream"
@@ -48,7 +49,7 @@ func Run(args []string) error {
 	opts := sidecar.DefaultOptions
 	fs.StringVar(&opts.Listen, "listen", opts.Listen, "where the application connects")
 	brokerURL := fs.String("broker", "nats://weighstation-broker:4222", "the broker's URL")
-	tokenFile := fs.String("token-file", "", "file holding the broker token (the application never sees it)")
+	tokenFile := fs.String("token-file", "", "file holding the broker token, for a broker run with -token-file (without it and -nkey-seed-file, a sidecar with -operator asks the operator for its own broker credential, held in memory only)")
 	nkeySeedFile := fs.String("nkey-seed-file", "", "file holding the sidecar's nkey seed, instead of a token")
 	configPath := fs.String("config", "", "pod configuration file (JSON or YAML), reloaded on change; empty: the documented defaults, and the sidecar is ready at once")
 	reload := fs.Duration("reload-interval", time.Second, "how often the configuration file is checked")
@@ -113,25 +114,32 @@ func Run(args []string) error {
 		return err
 	}
 	defer metrics.close()
-	var credentials nats.Option
-	if *nkeySeedFile != "" {
+	var credentials []nats.Option
+	var issued *brokercred.Holder // the operator's credential; nil with a token or nkey
+	switch {
+	case *nkeySeedFile != "" && *tokenFile != "":
+		return errors.New("-token-file and -nkey-seed-file are two broker credentials: give one")
+	case *nkeySeedFile != "":
 		opt, err := nats.NkeyOptionFromSeed(*nkeySeedFile)
 		if err != nil {
 			return fmt.Errorf("reading the nkey seed: %w", err)
 		}
-		credentials = opt
-	} else {
+		credentials = []nats.Option{opt}
+	case *tokenFile != "" || xdsOpts.Address == "":
 		token, err := tokenfile.Read(*tokenFile)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w (or give -operator, and the operator issues this sidecar its broker credential)", err)
 		}
-		credentials = nats.Token(token)
+		credentials = []nats.Option{nats.Token(token)}
+	default:
+		issued = brokercred.New()
+		credentials = issued.Options()
 	}
 	// The broker may not be there yet (it restarts, or the cluster is
 	// coming up): nats.go keeps trying (upstream.ConnectOptions) while the
 	// sidecar serves its applications and holds their publishes, bounded.
 	link := upstream.NewLink(log.WithName("broker"))
-	nc, err := nats.Connect(*brokerURL, append(append(upstream.ConnectOptions(), link.Options()...), credentials)...)
+	nc, err := nats.Connect(*brokerURL, append(append(upstream.ConnectOptions(), link.Options()...), credentials...)...)
 	if err != nil {
 		return fmt.Errorf("connecting to the broker %s: %w", *brokerURL, err)
 	}
@@ -168,7 +176,7 @@ func Run(args []string) error {
 		// documented defaults govern meanwhile.
 		xdsOpts.Apply = s.SetConfig
 		xdsOpts.Log = log.WithName("xds")
-		if err := startXDS(operatorCtx, xdsOpts, *caFile, *serverName, reporter, log); err != nil {
+		if err := startXDS(operatorCtx, xdsOpts, *caFile, *serverName, reporter, issued, log); err != nil {
 			return err
 		}
 	case *configPath == "":
@@ -235,11 +243,12 @@ func withMetrics(h http.Handler, collectors ...prometheus.Collector) http.Handle
 	return mux
 }
 
-// startXDS runs the xDS client, and the reporter unless it is nil, in the
+// startXDS runs the xDS client, the reporter unless it is nil, and the
+// request for the broker credential unless issued is nil, in the
 // background, on one connection to the operator. Its trust comes from the
 // CA bundle file, which may not be mounted yet when the pod starts (the
 // operator publishes it into the namespace): it is retried until it is.
-func startXDS(ctx context.Context, opts xdsclient.Options, caFile, serverName string, reporter *report.Reporter, log logr.Logger) error {
+func startXDS(ctx context.Context, opts xdsclient.Options, caFile, serverName string, reporter *report.Reporter, issued *brokercred.Holder, log logr.Logger) error {
 	if serverName == "" {
 		host, _, err := net.SplitHostPort(opts.Address)
 		if err != nil {
@@ -284,6 +293,13 @@ func startXDS(ctx context.Context, opts xdsclient.Options, caFile, serverName st
 			return
 		}
 		var wg sync.WaitGroup
+		if issued != nil {
+			wg.Go(func() {
+				if err := issued.Fetch(ctx, conn, opts.TokenFile, opts.PodUID, log.WithName("broker-credential")); err != nil && ctx.Err() == nil {
+					log.Error(err, "the broker credential")
+				}
+			})
+		}
 		if reporter != nil {
 			wg.Go(func() {
 				if err := reporter.Run(ctx, conn); err != nil {

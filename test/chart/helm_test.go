@@ -60,6 +60,21 @@ func helm(t *testing.T, env []string, args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
+// helmWithLog runs bin/helm with args and returns its stdout and stderr
+// (where --debug logs), or its error with both.
+func helmWithLog(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), helmTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, helmBinary(t), args...)
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)
+	var out, log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &log
+	err = cmd.Run()
+	return out.String(), log.String(), err
+}
+
 // render is `helm template` of the chart as release "weighstation" in
 // namespace "mesh" with values set (key=value), parsed.
 func render(t *testing.T, set ...string) []*unstructured.Unstructured {

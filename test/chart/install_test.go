@@ -76,9 +76,8 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		t.Fatalf("helm install: %v\n%s", err, out)
 	}
 
-	var token []byte
 	t.Run("installed objects", func(t *testing.T) {
-		token = checkInstalled(t, c, ns)
+		checkInstalled(t, c, ns)
 		if names := topicShortNames(t, c); len(names) != 0 {
 			t.Errorf("the older chart's Topic CRD has short names %v, want none", names)
 		}
@@ -99,19 +98,14 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		if names := topicShortNames(t, c); !slices.Equal(names, []string{"wtopic"}) {
 			t.Errorf("after the upgrade the Topic CRD's short names are %v, want [wtopic]", names)
 		}
-		secret := &corev1.Secret{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "weighstation-broker-token"}, secret); err != nil {
-			t.Fatal(err)
-		}
-		if string(secret.Data["token"]) != string(token) {
-			t.Error("the upgrade changed the broker token, which every sidecar holds")
-		}
 	})
 
-	t.Run("helm uninstall keeps the CRDs", func(t *testing.T) {
-		if out, err := helm(t, nil, append([]string{"uninstall", "weighstation", "--namespace", ns}, kc...)...); err != nil {
-			t.Fatalf("helm uninstall: %v\n%s", err, out)
+	t.Run("helm uninstall removes the webhook first and keeps the CRDs", func(t *testing.T) {
+		out, log, err := helmWithLog(t, append([]string{"uninstall", "weighstation", "--namespace", ns, "--debug"}, kc...)...)
+		if err != nil {
+			t.Fatalf("helm uninstall: %v\n%s\n%s", err, out, log)
 		}
+		checkWebhookDeletedFirst(t, log)
 		gone := []client.Object{
 			&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weighstation-operator"}},
 			&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weighstation-broker"}},
@@ -137,10 +131,67 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 			t.Errorf("Topic after uninstall: %v, want it kept", err)
 		}
 	})
+
+	t.Run("token mode keeps its token across upgrades", func(t *testing.T) { checkTokenMode(t, c, kc) })
 }
 
-// checkInstalled checks what the chart created, and returns the broker token.
-func checkInstalled(t *testing.T, c client.Client, ns string) []byte {
+// checkWebhookDeletedFirst checks, in helm's --debug log of an uninstall,
+// that the webhook configuration was deleted before anything else: helm
+// deletes kind by kind, each kind once the one before is gone, so a Fail
+// webhook never outlives its operator and blocks pod creation.
+func checkWebhookDeletedFirst(t *testing.T, log string) {
+	t.Helper()
+	var kinds []string
+	for line := range strings.Lines(log) {
+		if !strings.Contains(line, "starting delete resource") {
+			continue
+		}
+		_, kind, ok := strings.Cut(line, "kind=")
+		if !ok {
+			t.Fatalf("a delete without a kind in helm's log: %q", line)
+		}
+		kinds = append(kinds, strings.Fields(kind)[0])
+	}
+	if len(kinds) < 2 || kinds[0] != "MutatingWebhookConfiguration" || slices.Index(kinds[1:], "MutatingWebhookConfiguration") >= 0 {
+		t.Fatalf("helm deleted kinds in the order %v, want the MutatingWebhookConfiguration first, alone, then the rest (the operator's Deployment among them)", kinds)
+	}
+	if !slices.Contains(kinds, "Deployment") {
+		t.Errorf("helm deleted %v, without the operator's Deployment", kinds)
+	}
+}
+
+// checkTokenMode installs the chart in token mode (the broker admits one
+// shared token; no webhook), as a second release beside the CRDs the first
+// left, and checks that an upgrade keeps the token every sidecar holds.
+func checkTokenMode(t *testing.T, c client.Client, kc []string) {
+	t.Helper()
+	ctx := context.Background()
+	ns := envtestsuite.NewNamespace(t, c, "token-")
+	set := []string{"--set", "broker.auth.mode=token", "--set", "webhook.enabled=false", "--set", "crds.enabled=false"}
+	var tokens []string
+	for _, verb := range []string{"install", "upgrade"} {
+		if out, err := helm(t, nil, append(append([]string{verb, "tokened", chartDir, "--namespace", ns}, set...), kc...)...); err != nil {
+			t.Fatalf("helm %s in token mode: %v\n%s", verb, err, out)
+		}
+		if verb == "install" {
+			t.Cleanup(func() { _, _ = helm(t, nil, append([]string{"uninstall", "tokened", "--namespace", ns}, kc...)...) })
+		}
+		secret := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "tokened-weighstation-broker-token"}, secret); err != nil {
+			t.Fatal(err)
+		}
+		if len(secret.Data["token"]) < 32 {
+			t.Fatalf("broker token of %d bytes, want a random one of 48", len(secret.Data["token"]))
+		}
+		tokens = append(tokens, string(secret.Data["token"]))
+	}
+	if tokens[0] != tokens[1] {
+		t.Error("the upgrade changed the broker token, which every sidecar holds")
+	}
+}
+
+// checkInstalled checks what the chart created.
+func checkInstalled(t *testing.T, c client.Client, ns string) {
 	t.Helper()
 	ctx := context.Background()
 	get := func(o client.Object) bool {
@@ -199,11 +250,16 @@ func checkInstalled(t *testing.T, c client.Client, ns string) []byte {
 			return fmtErr("not established: %+v", crd.Status.Conditions)
 		})
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weighstation-broker-token"}}
-	if get(secret) && len(secret.Data["token"]) < 32 {
-		t.Errorf("broker token of %d bytes, want a random one of 48", len(secret.Data["token"]))
+	// The broker admits the credentials the operator issues: no shared
+	// token, and it waits for the trust ConfigMap the operator writes.
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "weighstation-broker-token"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("broker token Secret: %v, want none (broker.auth.mode operator)", err)
 	}
-	return secret.Data["token"]
+	if !slices.ContainsFunc(sts.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+		return v.ConfigMap != nil && v.ConfigMap.Name == "weighstation-broker-trust"
+	}) {
+		t.Errorf("broker volumes %+v, want the trust ConfigMap weighstation-broker-trust", sts.Spec.Template.Spec.Volumes)
+	}
 }
 
 func topicShortNames(t *testing.T, c client.Client) []string {

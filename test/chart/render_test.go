@@ -54,6 +54,7 @@ var valueSets = []struct {
 	{"external NATS", []string{"broker.enabled=false", "externalNATS.url=nats://nats.example:4222"}},
 	{"one operator, service monitor", []string{"operator.replicas=1", "metrics.serviceMonitor.enabled=true"}},
 	{"no injection webhook", []string{"webhook.enabled=false"}},
+	{"broker token", []string{"webhook.enabled=false", "broker.auth.mode=token"}},
 }
 
 // Every container runs non-root, on a read-only root filesystem, with no
@@ -239,10 +240,16 @@ func TestNetworkPolicyAdmitsOnlySidecars(t *testing.T) {
 		t.Fatalf("%d ingress rules, want 3 (sidecars, routes, metrics)", len(np.Spec.Ingress))
 	}
 	sidecars, routes, metrics := np.Spec.Ingress[0], np.Spec.Ingress[1], np.Spec.Ingress[2]
-	if len(sidecars.From) != 1 || sidecars.From[0].PodSelector == nil || sidecars.From[0].NamespaceSelector == nil ||
+	if len(sidecars.From) != 2 || sidecars.From[0].PodSelector == nil || sidecars.From[0].NamespaceSelector == nil ||
 		len(sidecars.From[0].PodSelector.MatchLabels) != 1 || sidecars.From[0].PodSelector.MatchLabels["weighstation.io/inject"] != "enabled" ||
 		len(sidecars.Ports) != 1 || sidecars.Ports[0].Port.IntValue() != 4222 {
-		t.Errorf("first rule %+v, want pods labelled weighstation.io/inject=enabled in any namespace, port 4222", sidecars)
+		t.Errorf("first rule %+v, want pods labelled weighstation.io/inject=enabled in any namespace, and the operator, port 4222", sidecars)
+	}
+	// The operator pushes revocations to the client port; only its own
+	// namespace's operator pods.
+	if len(sidecars.From) == 2 && (sidecars.From[1].NamespaceSelector != nil || sidecars.From[1].PodSelector == nil ||
+		sidecars.From[1].PodSelector.MatchLabels["app.kubernetes.io/component"] != "operator") {
+		t.Errorf("first rule's second peer %+v, want the operator's pods in the release namespace", sidecars.From[1])
 	}
 	if len(routes.From) != 1 || routes.From[0].NamespaceSelector != nil || routes.From[0].PodSelector.MatchLabels["app.kubernetes.io/component"] != "broker" ||
 		len(routes.Ports) != 1 || routes.Ports[0].Port.IntValue() != 6222 {
@@ -250,6 +257,20 @@ func TestNetworkPolicyAdmitsOnlySidecars(t *testing.T) {
 	}
 	if len(metrics.From) != 0 || len(metrics.Ports) != 1 || metrics.Ports[0].Port.IntValue() != 9092 {
 		t.Errorf("third rule %+v, want anyone, the metrics port 9092 alone", metrics)
+	}
+}
+
+// trustMounted checks that the broker mounts the trust ConfigMap the
+// operator writes, or does not.
+func trustMounted(want bool) func(t *testing.T, objs []*unstructured.Unstructured) {
+	return func(t *testing.T, objs []*unstructured.Unstructured) {
+		vols := typed[appsv1.StatefulSet](t, one(t, objs, "StatefulSet", "weighstation-broker")).Spec.Template.Spec.Volumes
+		got := slices.ContainsFunc(vols, func(v corev1.Volume) bool {
+			return v.ConfigMap != nil && v.ConfigMap.Name == "weighstation-broker-trust" && v.ConfigMap.Optional != nil && !*v.ConfigMap.Optional
+		})
+		if got != want {
+			t.Errorf("the broker mounts the trust ConfigMap weighstation-broker-trust (not optional): %t, want %t (volumes %+v)", got, want, vols)
+		}
 	}
 }
 
@@ -365,12 +386,16 @@ func TestConfigurations(t *testing.T) {
 	}{
 		{"defaults", nil, []check{
 			kept, noHooks, scraped,
-			has("PodDisruptionBudget", "weighstation-operator"), has("Secret", "weighstation-broker-token"),
+			has("PodDisruptionBudget", "weighstation-operator"), none("Secret"),
 			has("Service", "weighstation-broker"), has("Service", "weighstation-broker-routes"), has("Service", "weighstation-operator-metrics"),
 			has("ServiceAccount", "weighstation-broker"), has("NetworkPolicy", "weighstation-broker"),
-			none("ServiceMonitor"), brokerArgs([]string{"broker", "-listen=0.0.0.0:4222", "-token-file=/etc/weighstation/broker/token"}, "-routes", "-cluster-listen", "-cluster-tls-"),
+			none("ServiceMonitor"), brokerArgs([]string{"broker", "-listen=0.0.0.0:4222", "-trust-dir=/etc/weighstation/broker-trust"}, "-routes", "-cluster-listen", "-cluster-tls-", "-token-file"),
 			// One broker has no routes, so no route certificate.
-			routeTLSMounted(false), operatorArgs(nil, "-broker-routes-service"),
+			routeTLSMounted(false),
+			// The operator issues each sidecar its broker credential and
+			// pushes revocations to the brokers.
+			operatorArgs([]string{"-broker-url=nats://weighstation-broker.mesh.svc:4222", "-broker-revocation-retention=720h", "-broker-max-revocations=5000"}, "-broker-routes-service"),
+			trustMounted(true),
 			func(t *testing.T, objs []*unstructured.Unstructured) {
 				if n := len(find(objs, "PodDisruptionBudget")); n != 1 {
 					t.Errorf("%d PDBs, want the operator's alone (one broker)", n)
@@ -393,7 +418,11 @@ func TestConfigurations(t *testing.T) {
 			kept, none("StatefulSet"), none("NetworkPolicy"), none("Secret"),
 			has("Deployment", "weighstation-operator"), has("Service", "weighstation-xds"),
 		}},
-		{"existing token Secret", []string{"broker.auth.existingSecret=mine"}, []check{
+		{"broker token", []string{"webhook.enabled=false", "broker.auth.mode=token"}, []check{
+			has("Secret", "weighstation-broker-token"), trustMounted(false),
+			brokerArgs([]string{"-token-file=/etc/weighstation/broker/token"}, "-trust-dir"), operatorArgs(nil, "-broker-url"),
+		}},
+		{"existing token Secret", []string{"webhook.enabled=false", "broker.auth.mode=token", "broker.auth.existingSecret=mine"}, []check{
 			none("Secret"),
 			func(t *testing.T, objs []*unstructured.Unstructured) {
 				vols := typed[appsv1.StatefulSet](t, one(t, objs, "StatefulSet", "weighstation-broker")).Spec.Template.Spec.Volumes

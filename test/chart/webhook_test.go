@@ -40,8 +40,9 @@ func TestWebhook(t *testing.T) {
 		t.Errorf("sideEffects %v, want None", wh.SideEffects)
 	case wh.ReinvocationPolicy == nil || *wh.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy:
 		t.Errorf("reinvocationPolicy %v, want IfNeeded", wh.ReinvocationPolicy)
-	case len(wh.Rules) != 1 || !slices.Equal(wh.Rules[0].Resources, []string{"pods"}) || !slices.Equal(wh.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}):
-		t.Errorf("rules %+v, want Pod CREATE", wh.Rules)
+	case len(wh.Rules) != 2 || !slices.Equal(wh.Rules[0].Resources, []string{"pods"}) || !slices.Equal(wh.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) ||
+		!slices.Equal(wh.Rules[1].Resources, []string{"pods/ephemeralcontainers"}) || !slices.Equal(wh.Rules[1].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}):
+		t.Errorf("rules %+v, want Pod CREATE and pods/ephemeralcontainers UPDATE", wh.Rules)
 	case wh.ObjectSelector != nil:
 		t.Errorf("objectSelector %+v: the handler decides opt-in (pod or namespace label)", wh.ObjectSelector)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
 	"github.com/weighstation/weighstation/controllers"
+	"github.com/weighstation/weighstation/controllers/brokercreds"
 	"github.com/weighstation/weighstation/controllers/reports"
 	"github.com/weighstation/weighstation/controllers/xds"
 	"github.com/weighstation/weighstation/internal/natstest"
@@ -61,6 +62,14 @@ type operatorSettings struct {
 	// reportWindow is the operator's -report-window (default
 	// reportWindow).
 	reportWindow time.Duration
+	// brokerURL is the operator's -broker-url: where it pushes
+	// revocations (empty: it pushes none).
+	brokerURL string
+}
+
+// withBrokerURL sets the operator's -broker-url.
+func withBrokerURL(url string) func(*operatorSettings) {
+	return func(s *operatorSettings) { s.brokerURL = url }
 }
 
 // withReportWindow sets the operator's report window: a test that compares
@@ -105,13 +114,22 @@ func startOperator(t *testing.T, xdsAddr string, opts ...func(*operatorSettings)
 	}); err != nil {
 		t.Fatal(err)
 	}
+	credentialMetrics := brokercreds.NewMetrics(nil)
+	keeper := &brokercreds.Keeper{
+		Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: operatorNamespace, Pods: mgr.GetCache(),
+		BrokerURL: settings.brokerURL, Limits: brokercreds.DefaultLimits, Metrics: credentialMetrics, Log: mgr.GetLogger().WithName("broker-credentials"),
+	}
+	credentials := &brokercreds.Service{Keeper: keeper, Pods: mgr.GetCache(), Metrics: credentialMetrics, Log: mgr.GetLogger().WithName("broker-credentials")}
 	srv := xds.NewServer(pub, tracker, xds.Options{
 		Listen:        xdsAddr,
 		Authenticator: xds.TokenReviewer{Client: mgr.GetClient(), Pods: mgr.GetCache(), Audience: audience},
 		Log:           mgr.GetLogger().WithName("xds"),
-		Services:      map[string]func(grpc.ServiceRegistrar){xdsv1.Reports_Stream_FullMethodName: reportService.Register},
+		Services: map[string]func(grpc.ServiceRegistrar){
+			xdsv1.Reports_Stream_FullMethodName:           reportService.Register,
+			xdsv1.BrokerCredentials_Issue_FullMethodName: credentials.Register,
+		},
 	})
-	for _, r := range []manager.Runnable{srv, reportService.Store()} {
+	for _, r := range []manager.Runnable{srv, reportService.Store(), keeper} {
 		if err := mgr.Add(r); err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,147 @@
+package brokercreds
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/nats-io/nkeys"
+)
+
+// Keys of the Secret that holds the operator's NATS keys. The seeds are
+// nkeys' own text form (SO..., SA...); the user key secret is 32 random
+// bytes.
+const (
+	SecretOperatorKey      = "operator.nk"
+	SecretSystemAccountKey = "system-account.nk"
+	SecretAccountKey       = "account.nk"
+	SecretUserKeySecret    = "user-key-secret"
+)
+
+var secretKeys = []string{SecretOperatorKey, SecretSystemAccountKey, SecretAccountKey, SecretUserKeySecret}
+
+// userKeySecretBytes is the length of the secret that derives user keys.
+const userKeySecretBytes = 32
+
+// Keys are the operator's NATS signing keys.
+type Keys struct {
+	// Operator signs the account JWTs; the brokers trust its public key.
+	Operator nkeys.KeyPair
+	// System is the system account: the operator's own user in it pushes
+	// account updates to the brokers.
+	System nkeys.KeyPair
+	// Account is the account every sidecar's user belongs to, and signs
+	// their user JWTs.
+	Account nkeys.KeyPair
+	// userKeySecret derives each pod's user key from its UID (UserKey).
+	userKeySecret []byte
+}
+
+// ErrInvalidSecret wraps every reason a Secret cannot be read as Keys.
+var ErrInvalidSecret = errors.New("the broker keys Secret holds something the operator did not write")
+
+// GenerateKeys returns new, random Keys.
+func GenerateKeys() (Keys, error) {
+	var k Keys
+	var err error
+	if k.Operator, err = nkeys.CreateOperator(); err != nil {
+		return Keys{}, fmt.Errorf("creating the operator key: %w", err)
+	}
+	if k.System, err = nkeys.CreateAccount(); err != nil {
+		return Keys{}, fmt.Errorf("creating the system account key: %w", err)
+	}
+	if k.Account, err = nkeys.CreateAccount(); err != nil {
+		return Keys{}, fmt.Errorf("creating the account key: %w", err)
+	}
+	k.userKeySecret = make([]byte, userKeySecretBytes)
+	if _, err := rand.Read(k.userKeySecret); err != nil {
+		return Keys{}, fmt.Errorf("creating the user key secret: %w", err)
+	}
+	return k, nil
+}
+
+// ParseKeys reads Keys from a Secret's data. It returns false, and no
+// error, for data with none of the keys (a Secret the chart created
+// empty); some but not all, or a seed of the wrong kind, is an error.
+func ParseKeys(data map[string][]byte) (Keys, bool, error) {
+	present := 0
+	for _, name := range secretKeys {
+		if len(data[name]) > 0 {
+			present++
+		}
+	}
+	switch present {
+	case 0:
+		return Keys{}, false, nil
+	case len(secretKeys):
+	default:
+		return Keys{}, false, fmt.Errorf("%w: it has some of %v but not all", ErrInvalidSecret, secretKeys)
+	}
+	var k Keys
+	for _, s := range []struct {
+		name   string
+		prefix nkeys.PrefixByte
+		into   *nkeys.KeyPair
+	}{
+		{SecretOperatorKey, nkeys.PrefixByteOperator, &k.Operator},
+		{SecretSystemAccountKey, nkeys.PrefixByteAccount, &k.System},
+		{SecretAccountKey, nkeys.PrefixByteAccount, &k.Account},
+	} {
+		kp, err := nkeys.FromSeed(data[s.name])
+		if err != nil {
+			return Keys{}, false, fmt.Errorf("%w: %s: %w", ErrInvalidSecret, s.name, err)
+		}
+		if prefix, _, err := nkeys.DecodeSeed(data[s.name]); err != nil || prefix != s.prefix {
+			return Keys{}, false, fmt.Errorf("%w: %s is not a seed of kind %s", ErrInvalidSecret, s.name, s.prefix)
+		}
+		*s.into = kp
+	}
+	if len(data[SecretUserKeySecret]) != userKeySecretBytes {
+		return Keys{}, false, fmt.Errorf("%w: %s must be %d bytes, it has %d", ErrInvalidSecret, SecretUserKeySecret, userKeySecretBytes, len(data[SecretUserKeySecret]))
+	}
+	k.userKeySecret = slices.Clone(data[SecretUserKeySecret])
+	return k, true, nil
+}
+
+// SecretData encodes k as a Secret's data.
+func (k Keys) SecretData() (map[string][]byte, error) {
+	data := map[string][]byte{SecretUserKeySecret: slices.Clone(k.userKeySecret)}
+	for name, kp := range map[string]nkeys.KeyPair{SecretOperatorKey: k.Operator, SecretSystemAccountKey: k.System, SecretAccountKey: k.Account} {
+		seed, err := kp.Seed()
+		if err != nil {
+			return nil, fmt.Errorf("encoding %s: %w", name, err)
+		}
+		data[name] = seed
+	}
+	return data, nil
+}
+
+// UserKey is the user nkey of the pod with uid: the same for every
+// replica and every restart, so that revocation needs no record of what
+// was issued, and different for every pod, so that revoking one pod
+// revokes no other.
+func (k Keys) UserKey(uid string) (nkeys.KeyPair, error) {
+	if uid == "" {
+		return nil, errors.New("a pod UID is required to derive its user key")
+	}
+	mac := hmac.New(sha256.New, k.userKeySecret)
+	mac.Write([]byte("weighstation pod user key\x00"))
+	mac.Write([]byte(uid))
+	kp, err := nkeys.FromRawSeed(nkeys.PrefixByteUser, mac.Sum(nil))
+	if err != nil {
+		return nil, fmt.Errorf("deriving the user key of pod %s: %w", uid, err)
+	}
+	return kp, nil
+}
+
+func publicKey(kp nkeys.KeyPair) string {
+	pub, err := kp.PublicKey()
+	if err != nil {
+		// A key pair built by nkeys always has a public key.
+		panic(fmt.Sprintf("brokercreds: a key pair without a public key: %v", err))
+	}
+	return pub
+}

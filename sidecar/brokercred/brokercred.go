@@ -1,0 +1,152 @@
+// Package brokercred holds the sidecar's broker credential, which it asks
+// the operator for over its xDS connection (the operator's BrokerCredentials
+// service, behind the same authentication as the xDS stream), and presents
+// it to the broker.
+//
+// The credential stays in this process's memory: it is never written to a
+// file, so the pod's other containers, which share its volumes but not its
+// memory, cannot read it.
+package brokercred
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
+)
+
+// ErrNotYet is what the broker connection sees until the credential
+// arrives: nats.go then retries, as it does while the broker is down, and
+// the sidecar's outage buffer holds the application's publishes.
+var ErrNotYet = errors.New("the broker credential has not arrived from the operator yet")
+
+// Backoff bounds the waits between two requests that failed (the operator
+// restarting, not the leader yet): from the first to the last, doubling.
+var (
+	FirstBackoff = 100 * time.Millisecond
+	MaxBackoff   = 5 * time.Second
+)
+
+type credential struct {
+	jwt string
+	key nkeys.KeyPair
+}
+
+// Holder holds the credential. Its zero value holds none.
+type Holder struct {
+	cred atomic.Pointer[credential]
+	got  chan struct{}
+	// fetched counts the credentials received.
+	fetched atomic.Uint64
+}
+
+// New returns a Holder with no credential.
+func New() *Holder { return &Holder{got: make(chan struct{})} }
+
+// Options are the nats.Connect options that present the credential.
+// nats.go's default is to give up on a connection after the broker
+// refused the same credential twice; a sidecar never gives up on its
+// broker, and a refusal is logged and counted by the link.
+//
+// The callbacks are set directly rather than with nats.UserJWT, which
+// calls the JWT callback once when the options are processed and makes
+// nats.Connect fail if it has nothing yet: the sidecar connects before
+// its credential arrives, as it does before the broker is reachable.
+func (h *Holder) Options() []nats.Option {
+	return []nats.Option{
+		func(o *nats.Options) error {
+			o.UserJWT, o.SignatureCB = h.userJWT, h.sign
+			return nil
+		},
+		nats.IgnoreAuthErrorAbort(),
+	}
+}
+
+// Ready is closed once a credential is held.
+func (h *Holder) Ready() <-chan struct{} { return h.got }
+
+func (h *Holder) userJWT() (string, error) {
+	c := h.cred.Load()
+	if c == nil {
+		return "", ErrNotYet
+	}
+	return c.jwt, nil
+}
+
+func (h *Holder) sign(nonce []byte) ([]byte, error) {
+	c := h.cred.Load()
+	if c == nil {
+		return nil, ErrNotYet
+	}
+	return c.key.Sign(nonce)
+}
+
+// set checks and stores a credential from the operator.
+func (h *Holder) set(resp *xdsv1.BrokerCredential) error {
+	if resp.GetUserJwt() == "" {
+		return errors.New("the operator sent an empty user JWT")
+	}
+	key, err := nkeys.FromSeed(resp.GetUserSeed())
+	if err != nil {
+		return fmt.Errorf("the operator sent a user seed that is not one: %w", err)
+	}
+	first := h.cred.Swap(&credential{jwt: resp.GetUserJwt(), key: key}) == nil
+	h.fetched.Add(1)
+	if first {
+		close(h.got)
+	}
+	return nil
+}
+
+// Fetch asks the operator on conn for the credential of the pod with
+// podUID, presenting the token in tokenFile (read at each attempt: the
+// kubelet refreshes it), and retries with backoff until it gets one or
+// ctx ends.
+func (h *Holder) Fetch(ctx context.Context, conn grpc.ClientConnInterface, tokenFile, podUID string, log logr.Logger) error {
+	client := xdsv1.NewBrokerCredentialsClient(conn)
+	wait := FirstBackoff
+	for {
+		err := h.fetchOnce(ctx, client, tokenFile, podUID)
+		if err == nil {
+			log.Info("received the broker credential from the operator")
+			return nil
+		}
+		log.Info("asking the operator for the broker credential", "code", status.Code(err).String(), "reason", err.Error(), "retryIn", wait.String())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, MaxBackoff)
+	}
+}
+
+func (h *Holder) fetchOnce(ctx context.Context, client xdsv1.BrokerCredentialsClient, tokenFile, podUID string) error {
+	token, err := os.ReadFile(tokenFile)
+	if err != nil {
+		return fmt.Errorf("reading the identity token: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := client.Issue(ctx, &xdsv1.IssueBrokerCredentialRequest{PodUid: podUID})
+	if err != nil {
+		return err
+	}
+	return h.set(resp)
+}
+
+// Fetched counts the credentials received.
+func (h *Holder) Fetched() uint64 { return h.fetched.Load() }

@@ -1,0 +1,249 @@
+package system_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"github.com/nats-io/nats.go"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/weighstation/weighstation/api/v1alpha1"
+	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
+	"github.com/weighstation/weighstation/broker"
+	"github.com/weighstation/weighstation/controllers/brokercreds"
+	"github.com/weighstation/weighstation/internal/natstest"
+	"github.com/weighstation/weighstation/sidecar/brokercred"
+	"github.com/weighstation/weighstation/sidecar/xdsclient"
+)
+
+// startTrustingBroker starts the embedded broker at addr as the chart runs
+// it: with -trust-dir, the trust ConfigMap that the operator wrote.
+func startTrustingBroker(t *testing.T, addr string) {
+	t.Helper()
+	var cm corev1.ConfigMap
+	eventually(t, "the operator wrote the broker trust ConfigMap", func() error {
+		return k8sClient.Get(background(), types.NamespacedName{Namespace: operatorNamespace, Name: brokercreds.TrustConfigMapName}, &cm)
+	})
+	dir := t.TempDir()
+	for name, content := range cm.Data {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trust, err := broker.ReadTrust(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := broker.DefaultOptions
+	o.Listen, o.Trust = addr, trust
+	s, err := broker.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the broker did not start")
+	}
+	t.Cleanup(s.Shutdown)
+	if err := trust.LoadAccount(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tokenFileFor writes token where a sidecar reads it.
+func tokenFileFor(t *testing.T, token string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(f, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// issue asks the operator at xdsAddr for a credential with token, for the
+// pod with uid, once.
+func issue(t *testing.T, xdsAddr, token, uid string) error {
+	t.Helper()
+	conn, err := xdsclient.Dial(xdsAddr, insecure.NewCredentials())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(background(), "authorization", "Bearer "+token), 10*time.Second)
+	defer cancel()
+	_, err = xdsv1.NewBrokerCredentialsClient(conn).Issue(ctx, &xdsv1.IssueBrokerCredentialRequest{PodUid: uid})
+	return err
+}
+
+func isAuthorizationViolation(err error) bool {
+	return err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization violation")
+}
+
+// TestBrokerCredentials: a sidecar connects to the broker with the
+// credential the operator issued it; a client with none is refused; only
+// a pod the webhook injected gets one, and only with a token for the
+// sidecar's audience, for its own UID; and once the pod is deleted, the
+// broker closes its connection and refuses its credential.
+func TestBrokerCredentials(t *testing.T) {
+	ns := newNamespace(t)
+	xdsAddr, brokerAddr := natstest.FreeAddr(t), natstest.FreeAddr(t)
+	brokerURL := "nats://" + brokerAddr
+	op := startOperator(t, xdsAddr, withBrokerURL(brokerURL))
+	startTrustingBroker(t, brokerAddr)
+
+	injected, injectedToken := createInjectedPod(t, ns, "injected")
+	draining, drainingToken := createInjectedPod(t, ns, "draining")
+	notInjected, notInjectedToken := createPod(t, ns, "not-injected", audience)
+	_, wrongAudience := createPod(t, ns, "wrong-audience", "https://kubernetes.default.svc")
+	eventually(t, "the operator computed every pod", func() error {
+		if !op.pub.Synced() {
+			return errors.New("not synced")
+		}
+		return nil
+	})
+
+	holder := fetchCredential(t, xdsAddr, injectedToken, injected)
+	drainingHolder := fetchCredential(t, xdsAddr, drainingToken, draining)
+	drainingConn, err := nats.Connect(brokerURL, drainingHolder.Options()...)
+	if err != nil {
+		t.Fatalf("the second sidecar with its issued credential: %v", err)
+	}
+	defer drainingConn.Close()
+	reason := make(chan error, 1)
+	closed := make(chan struct{})
+	sidecarConn, err := nats.Connect(brokerURL, append(holder.Options(), nats.NoReconnect(),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			select {
+			case reason <- err:
+			default:
+			}
+		}),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }))...)
+	if err != nil {
+		t.Fatalf("the sidecar with its issued credential: %v", err)
+	}
+	defer sidecarConn.Close()
+	sub, err := sidecarConn.SubscribeSync("orders.created")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sidecarConn.Publish("orders.created", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.NextMsg(5 * time.Second); err != nil {
+		t.Fatalf("a message through the broker with the issued credential: %v", err)
+	}
+
+	if _, err := nats.Connect(brokerURL); !isAuthorizationViolation(err) {
+		t.Errorf("a client without a credential: %v, want an authorization violation", err)
+	}
+	// What an application container could try: it has no token for the
+	// sidecar's audience (the webhook refuses a pod that would give it
+	// one; TestInjectionKeepsTheSidecarTokenFromOtherContainers), so it
+	// presents another; or it is in a pod the webhook did not inject; or
+	// it holds a pod's token and asks for another pod's credential.
+	for _, tc := range []struct {
+		name       string
+		token, uid string
+		want       codes.Code
+	}{
+		{"a token for another audience", wrongAudience, string(injected.UID), codes.Unauthenticated},
+		{"a pod the webhook did not inject", notInjectedToken, string(notInjected.UID), codes.PermissionDenied},
+		{"another pod's UID", notInjectedToken, string(injected.UID), codes.PermissionDenied},
+		{"no token", "", string(injected.UID), codes.Unauthenticated},
+	} {
+		if err := issue(t, xdsAddr, tc.token, tc.uid); status.Code(err) != tc.want {
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.want)
+		}
+	}
+
+	// A pod being deleted keeps its credential while its sidecar drains:
+	// with a grace period, and no kubelet in envtest to end it, the pod
+	// stays, terminating.
+	if err := k8sClient.Delete(background(), draining); err != nil {
+		t.Fatal(err)
+	}
+	// Grace period 0: the pod object goes at once, as it does once the
+	// kubelet has stopped its containers.
+	if err := k8sClient.Delete(background(), injected, ctrlclient.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the deleted pod's broker connection was not closed within 20s")
+	}
+	select {
+	case err := <-reason:
+		if !strings.Contains(strings.ToLower(err.Error()), "revoked") {
+			t.Errorf("the broker closed the deleted pod's connection for %v, want its revocation", err)
+		}
+	default:
+		t.Error("the broker gave no reason for closing the deleted pod's connection")
+	}
+	if _, err := nats.Connect(brokerURL, holder.Options()...); !isAuthorizationViolation(err) {
+		t.Errorf("the deleted pod's credential: %v, want an authorization violation", err)
+	}
+	// The revocation that came after the terminating pod's deletion is
+	// the sentinel: the terminating pod was not revoked with it.
+	drainSub, err := drainingConn.SubscribeSync("still.draining")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := drainingConn.Publish("still.draining", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drainSub.NextMsg(5 * time.Second); err != nil {
+		t.Errorf("the terminating pod's sidecar lost its broker connection: %v", err)
+	}
+	again, err := nats.Connect(brokerURL, drainingHolder.Options()...)
+	if err != nil {
+		t.Errorf("the terminating pod's credential was refused: %v", err)
+	} else {
+		again.Close()
+	}
+}
+
+// createInjectedPod creates a scheduled pod as the webhook leaves it
+// (label and annotation) and returns it with a token for the sidecar's
+// audience.
+func createInjectedPod(t *testing.T, ns, name string) (*corev1.Pod, string) {
+	t.Helper()
+	p, token := createPod(t, ns, name, audience)
+	patch := ctrlclient.MergeFrom(p.DeepCopy())
+	p.Annotations = map[string]string{v1alpha1.InjectedAnnotation: "v0.1.0"}
+	if err := k8sClient.Patch(background(), p, patch); err != nil {
+		t.Fatal(err)
+	}
+	return p, token
+}
+
+// fetchCredential runs the sidecar's own path: brokercred asks the
+// operator over an xDS connection, with the pod's token.
+func fetchCredential(t *testing.T, xdsAddr, token string, p *corev1.Pod) *brokercred.Holder {
+	t.Helper()
+	holder := brokercred.New()
+	conn, err := xdsclient.Dial(xdsAddr, insecure.NewCredentials())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(background(), 20*time.Second)
+	defer cancel()
+	if err := holder.Fetch(ctx, conn, tokenFileFor(t, token), string(p.UID), testr.New(t)); err != nil {
+		t.Fatalf("pod %s's sidecar did not get its credential: %v", p.Name, err)
+	}
+	return holder
+}
