@@ -22,7 +22,11 @@ import (
 // times and the operator's CA rotates (the new CA is trusted, in the
 // caBundle, before it signs), while the apiserver keeps calling the
 // webhook with failurePolicy Fail: every pod created meanwhile is
-// injected. Certificates are backdated 5 minutes (clock skew), so with
+// injected. Meanwhile the xDS server serves with certificates from the
+// same Authority: a sidecar's stream opened before the rotation carries
+// every change through it without reconnecting, and sidecars that start
+// during it (new handshakes, trusting the bundle file as the kubelet
+// refreshes it) are configured. Certificates are backdated 5 minutes (clock skew), so with
 // lifetimes this short the CA is due at once and a leaf at each
 // handshake: the test sees many renewals and one rotation in seconds.
 func TestInjectionKeepsWorkingThroughRotations(t *testing.T) {
@@ -92,18 +96,22 @@ func TestInjectionKeepsWorkingThroughRotations(t *testing.T) {
 		return nil
 	})
 
+	streams := startXDSThroughRotation(ctx, t, authority)
+
 	// Until the new CA has signed a leaf and that leaf was renewed once.
 	serials, issuers := map[string]bool{}, map[string]bool{}
 	maxCAs, pods := 0, 0
 	deadline := time.Now().Add(40 * time.Second)
-	for len(issuers) < 2 || len(serials) < 4 {
+	for len(issuers) < 2 || len(serials) < 4 || !streams.sawRotation() {
 		if time.Now().After(deadline) {
-			t.Fatalf("after 40s: %d serving certificates from %d CAs (want 4 from 2), bundles of up to %d CAs", len(serials), len(issuers), maxCAs)
+			t.Fatalf("after 40s: %d webhook serving certificates from %d CAs (want 4 from 2), %d xDS ones from %d CAs (want 2 from 2), bundles of up to %d CAs",
+				len(serials), len(issuers), len(streams.serials), len(streams.issuers), maxCAs)
 		}
 		if _, ok := createPod(t, ns, nil, nil).Annotations[InjectedAnnotation]; !ok {
 			t.Fatalf("pod %d was stored without the sidecar", pods)
 		}
 		pods++
+		streams.step(ctx, t)
 		leaf, cas := served(t, ln.Addr().String(), authority.Bundle())
 		serials[leaf.SerialNumber.String()], issuers[leaf.Issuer.CommonName] = true, true
 		maxCAs = max(maxCAs, cas)
@@ -112,6 +120,7 @@ func TestInjectionKeepsWorkingThroughRotations(t *testing.T) {
 		t.Errorf("the bundle never held the old and the new CA together (at most %d)", maxCAs)
 	}
 	t.Logf("%d pods injected through %d serving certificates from %d CAs", pods, len(serials), len(issuers))
+	streams.check(t)
 }
 
 // served handshakes with the webhook as the apiserver does, trusting
