@@ -3,6 +3,7 @@ package benchharness
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -39,16 +40,29 @@ func Scrape(url string) (map[string]float64, error) {
 // WaitHTTPReady polls url until it answers 200, alive reports the
 // process behind it gone, or timeout passes.
 func WaitHTTPReady(url string, timeout time.Duration, alive func() error) error {
+	return WaitHTTPBody(url, "", timeout, alive)
+}
+
+// WaitHTTPBody polls url until it answers 200 with a body that contains
+// want, alive reports the process behind it gone, or timeout passes.
+func WaitHTTPBody(url, want string, timeout time.Duration, alive func() error) error {
 	deadline := time.Now().Add(timeout)
 	client := &http.Client{Timeout: 2 * time.Second}
 	for {
 		resp, err := client.Get(url)
 		if err == nil {
+			body, readErr := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			switch {
+			case readErr != nil:
+				err = readErr
+			case resp.StatusCode != http.StatusOK:
+				err = fmt.Errorf("status %s", resp.Status)
+			case !strings.Contains(string(body), want):
+				err = fmt.Errorf("no %q in %q", want, body)
+			default:
 				return nil
 			}
-			err = fmt.Errorf("status %s", resp.Status)
 		}
 		if err := alive(); err != nil {
 			return err

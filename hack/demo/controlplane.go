@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -14,20 +13,26 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
-	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/weighstation/weighstation/hack/benchharness"
 	"github.com/weighstation/weighstation/hack/benchharness/kubeenv"
 )
 
 // The chart's release: its name and namespace make the names of the
-// operator's ServiceAccount, the broker's token Secret and the xDS
-// Service, which kubeenv's constants (the operator's defaults) match.
+// operator's ServiceAccount, the webhook configuration, the broker's
+// Service and the xDS Service, which kubeenv's constants (the operator's
+// defaults) match.
 const (
-	release           = "weighstation"
-	releaseNamespace  = kubeenv.OperatorNamespace
-	operatorAccount   = release + "-operator"
-	brokerTokenSecret = release + "-broker-token"
+	release              = "weighstation"
+	releaseNamespace     = kubeenv.OperatorNamespace
+	operatorAccount      = release + "-operator"
+	webhookConfiguration = release + "-sidecar-injector"
+	// chartBrokerHost and chartBrokerURL are the broker Service's, as the
+	// chart gives them to the injected sidecars; chartImage the chart's
+	// image (the pod runner runs the local binary in its place).
+	chartBrokerHost = release + "-broker." + releaseNamespace + ".svc:4222"
+	chartBrokerURL  = "nats://" + chartBrokerHost
+	chartImage      = "ghcr.io/weighstation/weighstation:0.1.0"
 )
 
 // controlPlane is step 1: the apiserver and etcd, and the chart.
@@ -46,15 +51,12 @@ func (d *demo) controlPlane() error {
 	}
 	d.p.block("$ kubectl version", version)
 
-	d.p.say("installing the chart with helm: CRDs, RBAC, Services, the broker's token Secret, the operator's Deployment and the broker's StatefulSet")
-	// No injection webhook: the operator runs outside this control plane,
-	// where the apiserver cannot reach its Service, and the demo's pods
-	// carry the sidecar in their own spec (manifests/pods.yaml).
-	out, err := d.tools.helmOut("install", release, d.o.chart, "--namespace", releaseNamespace, "--create-namespace", "--set", "webhook.enabled=false", "--set", "broker.auth.mode=token")
+	d.p.say("installing the chart with helm: CRDs, RBAC, Services, the sidecar-injection webhook's configuration, the operator's Deployment and the broker's StatefulSet")
+	out, err := d.tools.helmOut("install", release, d.o.chart, "--namespace", releaseNamespace, "--create-namespace")
 	if err != nil {
 		return err
 	}
-	d.p.block("$ helm install "+release+" "+d.o.chart+" --namespace "+releaseNamespace+" --create-namespace --set webhook.enabled=false --set broker.auth.mode=token", firstLines(out, 6))
+	d.p.block("$ helm install "+release+" "+d.o.chart+" --namespace "+releaseNamespace+" --create-namespace", firstLines(out, 6))
 	if _, err := d.tools.kubectlShow(d.p, "wait", "--for=condition=Established", "--timeout=60s",
 		"crd/topics.weighstation.io", "crd/subscriptions.weighstation.io"); err != nil {
 		return err
@@ -85,20 +87,6 @@ func (d *demo) operatorKubeconfig(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("writing the operator's kubeconfig: %w", err)
 	}
 	return path, nil
-}
-
-// brokerToken copies the token the chart generated for the broker into a
-// file, for the broker and the sidecars (in a cluster: mounted Secrets).
-func (d *demo) brokerToken(ctx context.Context) (string, error) {
-	var s corev1.Secret
-	if err := d.cl.Client.Get(ctx, ctrlclient.ObjectKey{Namespace: releaseNamespace, Name: brokerTokenSecret}, &s); err != nil {
-		return "", fmt.Errorf("reading the chart's broker token: %w", err)
-	}
-	if len(s.Data["token"]) == 0 {
-		return "", fmt.Errorf("secret %s/%s has no token", releaseNamespace, brokerTokenSecret)
-	}
-	path := filepath.Join(d.dir, "broker.token")
-	return path, os.WriteFile(path, s.Data["token"], 0o600)
 }
 
 func firstLines(s string, n int) string {

@@ -25,10 +25,10 @@ type demo struct {
 	cl      *kubeenv.Cluster
 	op      *benchharness.Operator
 
-	brokerURL, brokerTokenFile string
-	pods                       map[string]*podrunner.Pod
-	apps                       map[string]*app
-	bench                      *benchharness.LoggedProc
+	brokerURL string
+	pods      map[string]*podrunner.Pod
+	apps      map[string]*app
+	bench     *benchharness.LoggedProc
 	// procs are the local processes besides the operator, for liveness.
 	procs []*benchharness.LoggedProc
 

@@ -47,7 +47,11 @@ func TestDemoShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"step 1/7", "step 2/7", "step 3/7", "step 4/7", "step 5/7", "step 6/7", "step 7/7", "$ kubectl get topics,subscriptions", "$ kubectl patch subscription spam-filter"} {
+	for _, want := range []string{"step 1/7", "step 2/7", "step 3/7", "step 4/7", "step 5/7", "step 6/7", "step 7/7", "$ kubectl get topics,subscriptions", "$ kubectl patch subscription spam-filter",
+		// The pods go through the webhook, and their sidecars run from
+		// what it injected.
+		"$ kubectl get pod orders-api -n demo -o yaml", "weighstation.io/injected:", "name: weighstation-sidecar", "restartPolicy: Always",
+		"the injected sidecar of orders-api, as the pod runner ran it", "-identity-token-file=", "-operator-server-name="} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the output has no %q", want)
 		}

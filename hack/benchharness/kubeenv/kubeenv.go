@@ -125,20 +125,37 @@ func (c *Cluster) PodToken(ctx context.Context, pod *corev1.Pod, audience string
 // namespace, and writes it to a file, as a pod mounts the ConfigMap's key.
 // alive reports the operator gone.
 func (c *Cluster) WaitBundle(ctx context.Context, namespace string, timeout time.Duration, alive func() error) (string, error) {
+	if err := c.WaitConfigMap(ctx, namespace, pki.DefaultBundleConfigMapName, c.Dir, timeout, alive); err != nil {
+		return "", err
+	}
+	return filepath.Join(c.Dir, pki.BundleKey), nil
+}
+
+// WaitConfigMap waits for the ConfigMap namespace/name to exist with data,
+// and writes each of its keys into a file of dir, as the kubelet mounts a
+// ConfigMap. alive reports the process that writes it gone.
+func (c *Cluster) WaitConfigMap(ctx context.Context, namespace, name, dir string, timeout time.Duration, alive func() error) error {
 	deadline := time.Now().Add(timeout)
-	key := types.NamespacedName{Namespace: namespace, Name: pki.DefaultBundleConfigMapName}
+	key := types.NamespacedName{Namespace: namespace, Name: name}
 	for {
 		var cm corev1.ConfigMap
 		err := c.Client.Get(ctx, key, &cm)
-		if err == nil && cm.Data[pki.BundleKey] != "" {
-			file := filepath.Join(c.Dir, pki.BundleKey)
-			return file, os.WriteFile(file, []byte(cm.Data[pki.BundleKey]), 0o600)
+		if err == nil && len(cm.Data) > 0 {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return err
+			}
+			for k, v := range cm.Data {
+				if err := os.WriteFile(filepath.Join(dir, k), []byte(v), 0o600); err != nil {
+					return err
+				}
+			}
+			return nil
 		}
 		if err := alive(); err != nil {
-			return "", err
+			return err
 		}
 		if time.Now().After(deadline) {
-			return "", errors.Join(fmt.Errorf("the operator did not publish the CA bundle %s within %s", key, timeout), err)
+			return errors.Join(fmt.Errorf("ConfigMap %s did not appear within %s", key, timeout), err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
