@@ -3,8 +3,6 @@ package brokercreds
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/weighstation/weighstation/broker"
+	"github.com/weighstation/weighstation/internal/natstest"
 )
 
 // startTrustingBroker starts a broker that trusts keys, as the chart runs
@@ -25,31 +24,7 @@ func startTrustingBroker(t *testing.T, keys Keys, revoked map[string]time.Time) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	for name, content := range trust.ConfigMapData() {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	read, err := broker.ReadTrust(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := broker.DefaultOptions
-	o.Listen, o.Trust = "127.0.0.1:0", read
-	s, err := broker.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("the broker did not start")
-	}
-	t.Cleanup(s.Shutdown)
-	if err := read.LoadAccount(s); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return natstest.StartTrustingBroker(t, trust.ConfigMapData(), "127.0.0.1:0")
 }
 
 func connectWith(url string, c Credential, opts ...nats.Option) (*nats.Conn, error) {

@@ -3,12 +3,16 @@ package natstest
 
 import (
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/weighstation/weighstation/broker"
 )
 
 // StartBroker runs an embedded nats-server on loopback until the test ends,
@@ -62,4 +66,37 @@ func FreePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// StartTrustingBroker runs weighstation's broker as the chart runs it with
+// -trust-dir: files (the trust ConfigMap's data, by file name) are written
+// into a directory it reads, and it listens on listen (host:port; port 0
+// for any) until the test ends.
+func StartTrustingBroker(t testing.TB, files map[string]string, listen string) *server.Server {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trust, err := broker.ReadTrust(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := broker.DefaultOptions
+	o.Listen, o.Trust = listen, trust
+	s, err := broker.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the broker did not start within 10s")
+	}
+	t.Cleanup(s.Shutdown)
+	if err := trust.LoadAccount(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

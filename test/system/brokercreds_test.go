@@ -21,7 +21,6 @@ import (
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
-	"github.com/weighstation/weighstation/broker"
 	"github.com/weighstation/weighstation/controllers/brokercreds"
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/sidecar/brokercred"
@@ -36,30 +35,7 @@ func startTrustingBroker(t *testing.T, addr string) {
 	eventually(t, "the operator wrote the broker trust ConfigMap", func() error {
 		return k8sClient.Get(background(), types.NamespacedName{Namespace: operatorNamespace, Name: brokercreds.TrustConfigMapName}, &cm)
 	})
-	dir := t.TempDir()
-	for name, content := range cm.Data {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	trust, err := broker.ReadTrust(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := broker.DefaultOptions
-	o.Listen, o.Trust = addr, trust
-	s, err := broker.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("the broker did not start")
-	}
-	t.Cleanup(s.Shutdown)
-	if err := trust.LoadAccount(s); err != nil {
-		t.Fatal(err)
-	}
+	natstest.StartTrustingBroker(t, cm.Data, addr)
 }
 
 // tokenFileFor writes token where a sidecar reads it.
