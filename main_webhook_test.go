@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -401,7 +402,7 @@ func TestWebhookRunnables(t *testing.T) {
 }
 
 // A -webhook-cert-dir without a usable certificate and key stops the
-// operator, naming the flag; so does one without the webhook it is for.
+// operator, naming the flag; one for another Service is served, and said.
 func TestWebhookCertDirErrors(t *testing.T) {
 	dir := t.TempDir()
 	flags := webhookFlags{configuration: webhook.DefaultConfigurationName, certDir: dir, service: "s", namespace: "ns"}
@@ -419,5 +420,18 @@ func TestWebhookCertDirErrors(t *testing.T) {
 	}
 	if files, err := (webhookFlags{configuration: webhook.DefaultConfigurationName}).servingFiles(logr.Discard()); files != nil || err != nil {
 		t.Errorf("servingFiles without -webhook-cert-dir = %v, %v; want nothing: the operator's CA", files, err)
+	}
+
+	// A certificate for another Service is served (its issuer may fix
+	// it, and the next one is read without a restart), and said.
+	writeWebhookPair(t, dir, newWebhookCA(t, "ca"))
+	var logged strings.Builder
+	log := funcr.New(func(prefix, args string) { logged.WriteString(args + "\n") }, funcr.Options{})
+	flags.service, flags.namespace = "another-injector", "weighstation-system"
+	if files, err := flags.servingFiles(log); err != nil || files == nil {
+		t.Fatalf("servingFiles of a certificate for another Service = %v, %v; want it served", files, err)
+	}
+	if !strings.Contains(logged.String(), "does not name its Service") || !strings.Contains(logged.String(), "another-injector.weighstation-system.svc") {
+		t.Errorf("a certificate for another Service is not said; the logs:\n%s", logged.String())
 	}
 }
