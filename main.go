@@ -24,6 +24,7 @@ import (
 	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
 
 	"google.golang.org/grpc"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -140,9 +141,10 @@ func runOperator(args []string) error {
 	reportInterval := fs.Duration("report-interval", reports.DefaultInterval, "the sidecars' -report-interval: a pod that misses two is marked stale")
 	reportPods := fs.Int("report-pods", controllers.DefaultReportPods, fmt.Sprintf("how many pods, the worst by p99, a Subscription's status.pods lists (at most %d)", v1alpha1.MaxReportedPods))
 	reportWrite := fs.Duration("report-write-interval", controllers.DefaultReportWriteInterval, "the least time between two report writes of one object's status (each write is also a material change)")
-	webhookCfg := fs.String("webhook-configuration", "", "name of the MutatingWebhookConfiguration of the sidecar-injection webhook ("+webhook.Name+"): the operator serves it on -webhook-listen and writes its CA bundle into this configuration (the RBAC rule allows "+webhook.DefaultConfigurationName+" only); empty: no webhook")
-	webhookListen := fs.String("webhook-listen", ":9444", "address of the sidecar-injection webhook (TLS, from the operator's CA)")
-	webhookService := fs.String("webhook-service", "weighstation-sidecar-injector", "name of the Service in front of the webhook, in -namespace; its DNS names go into the webhook's serving certificate")
+	webhookCfg := fs.String("webhook-configuration", "", "name of the MutatingWebhookConfiguration of the sidecar-injection webhook ("+webhook.Name+"): the operator serves it on -webhook-listen and, unless -webhook-cert-dir is set, writes its CA bundle into this configuration (the RBAC rule allows "+webhook.DefaultConfigurationName+" only); empty: no webhook")
+	webhookListen := fs.String("webhook-listen", ":9444", "address of the sidecar-injection webhook (TLS, from the operator's CA or -webhook-cert-dir)")
+	webhookService := fs.String("webhook-service", "weighstation-sidecar-injector", "name of the Service in front of the webhook, in -namespace; its DNS names go into the webhook's serving certificate (with -webhook-cert-dir, that certificate must carry them)")
+	webhookCertDir := fs.String("webhook-cert-dir", "", "a directory holding the webhook's serving certificate as "+corev1.TLSCertKey+" and "+corev1.TLSPrivateKeyKey+" (a mounted kubernetes.io/tls Secret, e.g. cert-manager's), read again when they change: the operator then neither issues the webhook's certificate from its CA nor writes the configuration's caBundle (the certificate's issuer does, e.g. cert-manager's cainjector); empty: the operator's CA")
 	sidecarImage := fs.String("sidecar-image", "", "the image injected sidecars run "+webhook.SidecarBinary+" from: the operator's own image (required with -webhook-configuration)")
 	sidecarBroker := fs.String("sidecar-broker", "", "the injected sidecars' -broker URL, e.g. nats://weighstation-broker.weighstation-system.svc:4222 (required with -webhook-configuration)")
 	sidecarOperator := fs.String("sidecar-operator-address", "", "the injected sidecars' -operator address (default: -xds-service's DNS name in -namespace, with -xds-listen's port)")
@@ -171,7 +173,7 @@ func runOperator(args []string) error {
 		return err
 	}
 	injectionFlags := webhookFlags{
-		configuration: *webhookCfg, listen: *webhookListen, service: *webhookService, namespace: *namespace,
+		configuration: *webhookCfg, listen: *webhookListen, service: *webhookService, namespace: *namespace, certDir: *webhookCertDir,
 		image: *sidecarImage, broker: *sidecarBroker, operator: *sidecarOperator, xdsService: *xdsService, xdsListen: *xdsListen,
 		audience: *xdsAudience, tokenExpiration: *sidecarTokenExpiration, resources: sidecarResources,
 	}
@@ -181,6 +183,8 @@ func runOperator(args []string) error {
 		if injectionConfig, err = injectionFlags.config(); err != nil {
 			return err
 		}
+	} else if *webhookCertDir != "" {
+		return errors.New("-webhook-cert-dir is set but -webhook-configuration is empty: the operator serves no webhook without it; set both, or neither")
 	}
 	if *namespace == "" {
 		return errors.New("-namespace is required outside a cluster (default: $POD_NAMESPACE): the operator keeps its CA Secret there, and its leader election Lease unless -leader-election-namespace names another")
@@ -192,6 +196,13 @@ func runOperator(args []string) error {
 		return err
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("operator")
+	// Read here, once logging is set up and before any cluster is looked
+	// for: a wrong directory is said at once.
+	webhookFiles, err := injectionFlags.servingFiles(log.WithName("webhook"))
+	if err != nil {
+		return err
+	}
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -221,7 +232,6 @@ func runOperator(args []string) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	log := ctrl.Log.WithName("operator")
 	authority, err := pki.New(mgr.GetAPIReader(), mgr.GetClient(), pki.Options{
 		Namespace:  *namespace,
 		SecretName: *caSecret,
@@ -285,7 +295,7 @@ func runOperator(args []string) error {
 		runnables = append(runnables, routes)
 	}
 	if *webhookCfg != "" {
-		runnables = append(runnables, webhookRunnables(mgr, authority, injectionFlags, injectionConfig, log.WithName("webhook"))...)
+		runnables = append(runnables, webhookRunnables(mgr, authority, injectionFlags, injectionConfig, webhookFiles, log.WithName("webhook"))...)
 	}
 	if *podName != "" {
 		labeler := &controllers.LeaderLabeler{Client: mgr.GetClient(), Pod: types.NamespacedName{Namespace: *namespace, Name: *podName}, Log: log.WithName("leader-label")}

@@ -494,10 +494,11 @@ func TestSidecarUsage(t *testing.T) {
 	}
 }
 
-// TestOperatorCommandLineErrors: without a cluster, a namespace or
-// consistent leader election timings, the operator stops at once and names
-// the flag to set.
+// TestOperatorCommandLineErrors: without a cluster, a namespace,
+// consistent leader election timings or a usable webhook certificate, the
+// operator stops at once and names the flag to set.
 func TestOperatorCommandLineErrors(t *testing.T) {
+	emptyDir := t.TempDir()
 	tests := []struct {
 		name string
 		args []string
@@ -515,6 +516,11 @@ func TestOperatorCommandLineErrors(t *testing.T) {
 			"-sidecar-image is required with -webhook-configuration"},
 		{"a sidecar memory limit under its budget", []string{"-namespace", "ns", "-webhook-configuration", "w", "-sidecar-image", "img", "-sidecar-broker", "nats://b:4222",
 			"-sidecar-memory-request", "64Mi", "-sidecar-memory-limit", "80Mi"}, "-sidecar-memory-limit: 80Mi is below 96Mi"},
+		{"a webhook certificate without the webhook", []string{"-namespace", "ns", "-webhook-cert-dir", "/etc/webhook-tls"},
+			"-webhook-cert-dir is set but -webhook-configuration is empty"},
+		// Said before any cluster is looked for (there is none here).
+		{"a webhook certificate directory without the files", []string{"-namespace", "ns", "-webhook-configuration", "w", "-sidecar-image", "img", "-sidecar-broker", "nats://b:4222",
+			"-webhook-cert-dir", emptyDir}, "-webhook-cert-dir " + emptyDir + ": reading the webhook's serving certificate"},
 	}
 	bin := buildBinary(t)
 	for _, tc := range tests {

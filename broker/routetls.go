@@ -48,7 +48,7 @@ func (o RouteTLS) tlsConfig() (*tls.Config, error) {
 	if maxAge <= 0 {
 		maxAge = tlsreload.DefaultMaxAge
 	}
-	pair, err := newKeyPairFiles(o.CertFile, o.KeyFile, maxAge, o.Log)
+	pair, err := tlsreload.NewKeyPair("the route certificate", o.CertFile, o.KeyFile, tlsreload.Options{MaxAge: maxAge, Log: o.Log})
 	if err != nil {
 		return nil, err
 	}
@@ -56,14 +56,13 @@ func (o RouteTLS) tlsConfig() (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("route CA: %w", err)
 	}
-	getCert := func() (*tls.Certificate, error) { return pair.get() }
 	// The side that accepts a route: it asks for the dialer's certificate
 	// and verifies it as a client's. A separate config, because nats-server
 	// gives both sides the same one and VerifyConnection cannot tell them
 	// apart; GetConfigForClient runs only on the accepting side.
 	accept := &tls.Config{
 		MinVersion:     tls.VersionTLS13,
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return getCert() },
+		GetCertificate: pair.GetCertificate,
 		// Go's own check would use a ClientCAs pool fixed here; the
 		// reloaded CAs are checked in VerifyConnection instead.
 		ClientAuth:       tls.RequireAnyClientCert,
@@ -75,8 +74,8 @@ func (o RouteTLS) tlsConfig() (*tls.Config, error) {
 	return &tls.Config{
 		MinVersion:           tls.VersionTLS13,
 		GetConfigForClient:   func(*tls.ClientHelloInfo) (*tls.Config, error) { return accept, nil },
-		GetCertificate:       func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return getCert() },
-		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return getCert() },
+		GetCertificate:       pair.GetCertificate,
+		GetClientCertificate: pair.GetClientCertificate,
 		// The dialing side: VerifyConnection checks the server's chain,
 		// usage and name against the CAs as they are now. ServerName is
 		// what nats-server sets from the route URL (a broker's DNS name).

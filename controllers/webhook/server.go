@@ -19,8 +19,9 @@ import (
 type Server struct {
 	// Listen is the address (the operator's -webhook-listen).
 	Listen string
-	// GetCertificate returns the serving certificate (the operator CA's,
-	// renewed without a restart).
+	// GetCertificate returns the serving certificate: the operator CA's,
+	// or the files of the operator's -webhook-cert-dir (cert-manager's);
+	// either is renewed without a restart.
 	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	Injector       *Injector
 	Log            logr.Logger

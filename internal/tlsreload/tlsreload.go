@@ -8,6 +8,11 @@
 // server's certificate fails to verify against what was read before.
 // Nothing runs in the background.
 //
+// KeyPair does the same for a server's (or a client's) own certificate and
+// key, such as a mounted kubernetes.io/tls Secret: the broker's route
+// certificate, and the webhook's serving certificate when cert-manager
+// issues it.
+//
 // The sidecar uses this package, so it must import nothing from Kubernetes
 // (k8s.io, sigs.k8s.io). Its test checks that.
 package tlsreload

@@ -55,6 +55,8 @@ var valueSets = []struct {
 	{"one operator, service monitor", []string{"operator.replicas=1", "metrics.serviceMonitor.enabled=true"}},
 	{"no injection webhook", []string{"webhook.enabled=false"}},
 	{"broker token", []string{"webhook.enabled=false", "broker.auth.mode=token"}},
+	{"cert-manager, the chart's CA", []string{"webhook.certManager.enabled=true"}},
+	{"cert-manager, a ClusterIssuer", []string{"webhook.certManager.enabled=true", "webhook.certManager.issuerRef.name=internal-ca", "webhook.certManager.issuerRef.kind=ClusterIssuer"}},
 }
 
 // Every container runs non-root, on a read-only root filesystem, with no
@@ -478,6 +480,13 @@ func TestBadValuesAreRefused(t *testing.T) {
 		{[]string{"sidecar.tokenExpirationSeconds=300"}, "/sidecar/tokenExpirationSeconds"},
 		{[]string{"sidecar.resources.limits.memory=lots"}, "/sidecar/resources/limits/memory"},
 		{[]string{"sidecar.resourceBounds.cpu.max=null"}, "missing property 'max'"},
+		{[]string{"webhook.certManager.enable=true"}, "additional properties 'enable' not allowed"},
+		{[]string{"webhook.certManager.enabled=true", "webhook.enabled=false"}, "webhook.certManager.enabled is true but webhook.enabled is false"},
+		{[]string{"webhook.certManager.enabled=true", "webhook.certManager.issuerRef.name=ca", "webhook.certManager.issuerRef.kind=CAIssuer"},
+			`webhook.certManager.issuerRef.kind must be Issuer or ClusterIssuer for group cert-manager.io, not "CAIssuer"`},
+		{[]string{"webhook.certManager.issuerRef.kind=issuer"}, "/webhook/certManager/issuerRef/kind"},
+		{[]string{"webhook.certManager.issuerRef.name=My_CA"}, "/webhook/certManager/issuerRef/name"},
+		{[]string{"webhook.certManager.issuerRef.group="}, "/webhook/certManager/issuerRef/group"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.set, ","), func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -140,4 +141,171 @@ func checkWebhookInstalled(t *testing.T, c client.Client, ns, appNS string) {
 	if err := c.Create(ctx, pod(ns)); err != nil {
 		t.Errorf("a pod in the release's namespace %s: %v, want it admitted without the webhook", ns, err)
 	}
+}
+
+// issuerRef is a cert-manager Certificate's spec.issuerRef.
+type issuerRef struct{ name, kind, group string }
+
+// certificate is what the tests read of a rendered cert-manager.io/v1
+// Certificate (cert-manager's CRDs and types are not here: unstructured).
+type certificate struct {
+	secretName string
+	dnsNames   []string
+	usages     []string
+	isCA       bool
+	rotation   string
+	issuer     issuerRef
+}
+
+func readCertificate(t *testing.T, o *unstructured.Unstructured) certificate {
+	t.Helper()
+	if o.GetAPIVersion() != "cert-manager.io/v1" || o.GetNamespace() != "mesh" {
+		t.Errorf("Certificate %s: apiVersion %s, namespace %q; want cert-manager.io/v1 in mesh", o.GetName(), o.GetAPIVersion(), o.GetNamespace())
+	}
+	str := func(path ...string) string {
+		v, _, _ := unstructured.NestedString(o.Object, append([]string{"spec"}, path...)...)
+		return v
+	}
+	strs := func(path ...string) []string {
+		v, _, _ := unstructured.NestedStringSlice(o.Object, append([]string{"spec"}, path...)...)
+		return v
+	}
+	isCA, _, _ := unstructured.NestedBool(o.Object, "spec", "isCA")
+	return certificate{
+		secretName: str("secretName"), dnsNames: strs("dnsNames"), usages: strs("usages"), isCA: isCA,
+		rotation: str("privateKey", "rotationPolicy"),
+		issuer:   issuerRef{str("issuerRef", "name"), str("issuerRef", "kind"), str("issuerRef", "group")},
+	}
+}
+
+// With webhook.certManager.enabled, cert-manager issues the webhook's
+// serving certificate: a Certificate for the webhook Service's DNS names,
+// whose Secret the operator mounts read-only and serves from
+// (-webhook-cert-dir, so that it writes no caBundle), and the annotation
+// by which cainjector writes the caBundle. Without an issuerRef the chart
+// brings its own CA Issuer. By default there is none of it. (helm
+// template only: cert-manager's CRDs are not installed here.)
+func TestWebhookCertManager(t *testing.T) {
+	const certDirArg = "-webhook-cert-dir"
+	t.Run("default: the operator's CA", func(t *testing.T) {
+		objs := render(t)
+		for _, kind := range []string{"Certificate", "Issuer", "ClusterIssuer"} {
+			if n := len(find(objs, kind)); n > 0 {
+				t.Errorf("%d %s rendered by default, want none", n, kind)
+			}
+		}
+		cfg := one(t, objs, "MutatingWebhookConfiguration", "weighstation-sidecar-injector")
+		if a, ok := cfg.GetAnnotations()["cert-manager.io/inject-ca-from"]; ok {
+			t.Errorf("the webhook configuration has cert-manager.io/inject-ca-from=%s by default: two caBundle writers", a)
+		}
+		spec := typed[appsv1.Deployment](t, one(t, objs, "Deployment", "weighstation-operator")).Spec.Template.Spec
+		if slices.ContainsFunc(spec.Containers[0].Args, func(a string) bool { return strings.HasPrefix(a, certDirArg) }) {
+			t.Errorf("operator args %q have %s by default: it would not write the caBundle", spec.Containers[0].Args, certDirArg)
+		}
+		if slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Secret != nil }) {
+			t.Errorf("the operator mounts a Secret by default: %+v", spec.Volumes)
+		}
+	})
+
+	// checkServing checks the serving Certificate, the configuration and
+	// the operator's Deployment, and returns the Certificate.
+	checkServing := func(t *testing.T, objs []*unstructured.Unstructured) certificate {
+		t.Helper()
+		cfg := typed[admissionregistrationv1.MutatingWebhookConfiguration](t, one(t, objs, "MutatingWebhookConfiguration", "weighstation-sidecar-injector"))
+		svc := cfg.Webhooks[0].ClientConfig.Service
+		if svc == nil {
+			t.Fatal("the webhook configuration calls no Service")
+		}
+		name := "weighstation-sidecar-injector"
+		cert := readCertificate(t, one(t, objs, "Certificate", name))
+		if want := []string{svc.Name + "." + svc.Namespace + ".svc", svc.Name + "." + svc.Namespace + ".svc.cluster.local"}; !slices.Equal(cert.dnsNames, want) {
+			t.Errorf("Certificate dnsNames %q, want %q: the names the apiserver calls the webhook Service by", cert.dnsNames, want)
+		}
+		if cert.secretName != "weighstation-sidecar-injector-tls" || cert.isCA || !slices.Contains(cert.usages, "server auth") {
+			t.Errorf("Certificate %+v: want secretName weighstation-sidecar-injector-tls, not a CA, usage server auth", cert)
+		}
+		if got, want := cfg.Annotations["cert-manager.io/inject-ca-from"], "mesh/"+name; got != want {
+			t.Errorf("webhook configuration annotation cert-manager.io/inject-ca-from=%q, want %q", got, want)
+		}
+		for _, wh := range cfg.Webhooks {
+			if len(wh.ClientConfig.CABundle) > 0 {
+				t.Errorf("webhook %s renders a caBundle: cainjector writes it", wh.Name)
+			}
+		}
+
+		spec := typed[appsv1.Deployment](t, one(t, objs, "Deployment", "weighstation-operator")).Spec.Template.Spec
+		i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == cert.secretName })
+		if i < 0 {
+			t.Fatalf("operator volumes %+v lack the Secret %s", spec.Volumes, cert.secretName)
+		}
+		vol := spec.Volumes[i]
+		if vol.Secret.Optional == nil || *vol.Secret.Optional || len(vol.Secret.Items) > 0 {
+			t.Errorf("webhook certificate volume %+v: want optional: false, every key (tls.crt, tls.key)", vol)
+		}
+		operator := spec.Containers[0]
+		j := slices.IndexFunc(operator.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == vol.Name })
+		if j < 0 {
+			t.Fatalf("operator mounts %+v lack volume %s", operator.VolumeMounts, vol.Name)
+		}
+		mount := operator.VolumeMounts[j]
+		if !mount.ReadOnly || mount.SubPath != "" {
+			t.Errorf("mount %+v: want read-only, the whole volume (a subPath is never updated by the kubelet)", mount)
+		}
+		for _, want := range []string{certDirArg + "=" + mount.MountPath, "-webhook-configuration=" + cfg.Name, "-webhook-service=" + svc.Name} {
+			if !slices.Contains(operator.Args, want) {
+				t.Errorf("operator args %q lack %s", operator.Args, want)
+			}
+		}
+		return cert
+	}
+
+	t.Run("an issuer of the user's", func(t *testing.T) {
+		for _, ref := range []issuerRef{
+			{"internal-ca", "ClusterIssuer", "cert-manager.io"},
+			{"mesh-ca", "Issuer", "cert-manager.io"},
+			{"pca", "AWSPCAClusterIssuer", "awspca.cert-manager.io"},
+		} {
+			t.Run(ref.kind, func(t *testing.T) {
+				objs := render(t, "webhook.certManager.enabled=true", "webhook.certManager.issuerRef.name="+ref.name,
+					"webhook.certManager.issuerRef.kind="+ref.kind, "webhook.certManager.issuerRef.group="+ref.group)
+				if cert := checkServing(t, objs); cert.issuer != ref {
+					t.Errorf("Certificate issuerRef %+v, want %+v", cert.issuer, ref)
+				}
+				if n := len(find(objs, "Certificate")) + len(find(objs, "Issuer")); n != 1 {
+					t.Errorf("%d Certificates and Issuers, want the serving Certificate alone: the chart brings no CA when an issuer is named", n)
+				}
+			})
+		}
+	})
+
+	t.Run("the chart's own CA", func(t *testing.T) {
+		objs := render(t, "webhook.certManager.enabled=true")
+		serving := checkServing(t, objs)
+		if serving.issuer.kind != "Issuer" || serving.issuer.group != "cert-manager.io" {
+			t.Fatalf("serving Certificate issuerRef %+v, want the chart's Issuer", serving.issuer)
+		}
+		caIssuer := one(t, objs, "Issuer", serving.issuer.name)
+		caSecret, _, _ := unstructured.NestedString(caIssuer.Object, "spec", "ca", "secretName")
+		var ca certificate
+		for _, o := range find(objs, "Certificate") {
+			if c := readCertificate(t, o); c.secretName == caSecret {
+				ca = c
+			}
+		}
+		if !ca.isCA || ca.issuer.kind != "Issuer" || ca.issuer.group != "cert-manager.io" {
+			t.Fatalf("the CA Issuer %s signs with Secret %q, whose Certificate %+v is not a CA from an Issuer", caIssuer.GetName(), caSecret, ca)
+		}
+		// The CA keeps its key across renewals, so that certificates it
+		// signed before verify against the renewed CA.
+		if ca.rotation != "Never" {
+			t.Errorf("CA Certificate privateKey.rotationPolicy %q, want Never", ca.rotation)
+		}
+		selfSigned := one(t, objs, "Issuer", ca.issuer.name)
+		if _, ok, _ := unstructured.NestedMap(selfSigned.Object, "spec", "selfSigned"); !ok {
+			t.Errorf("the CA's Issuer %s is not selfSigned: %v", selfSigned.GetName(), selfSigned.Object["spec"])
+		}
+		if n := len(find(objs, "Issuer")); n != 2 || len(find(objs, "Certificate")) != 2 {
+			t.Errorf("%d Issuers and %d Certificates, want 2 of each (self-signed and CA; CA and serving)", n, len(find(objs, "Certificate")))
+		}
+	})
 }

@@ -69,6 +69,36 @@ app.kubernetes.io/component: broker
 {{- end }}
 
 {{/*
+With webhook.certManager.enabled: the cert-manager Certificate of the
+webhook's serving certificate, the Secret it is issued into (the operator
+mounts it), and where the operator reads it (-webhook-cert-dir).
+*/}}
+{{- define "weighstation.webhookCertificateName" -}}
+{{- include "weighstation.webhookServiceName" . }}
+{{- end }}
+
+{{- define "weighstation.webhookTLSSecretName" -}}
+{{- printf "%s-tls" (include "weighstation.webhookServiceName" .) }}
+{{- end }}
+
+{{- define "weighstation.webhookCertDir" -}}
+/etc/weighstation/webhook-tls
+{{- end }}
+
+{{/*
+With webhook.certManager.enabled and no issuerRef.name: the chart's own
+CA, bootstrapped by a self-signed Issuer, and the CA Issuer that signs the
+webhook's certificate.
+*/}}
+{{- define "weighstation.webhookSelfSignedIssuerName" -}}
+{{- printf "%s-webhook-selfsigned" (include "weighstation.fullname" .) }}
+{{- end }}
+
+{{- define "weighstation.webhookCAName" -}}
+{{- printf "%s-webhook-ca" (include "weighstation.fullname" .) }}
+{{- end }}
+
+{{/*
 The MutatingWebhookConfiguration. A fixed name: the operator's RBAC
 (generated from its code) lets it write that one configuration's caBundle.
 */}}
