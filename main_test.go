@@ -267,9 +267,7 @@ func configuresASidecarProcess(t *testing.T, c client.Client, bin, xdsAddr, brok
 	waitFor(t, "the sidecar is ready with the operator's configuration", func() error {
 		return get200("http://"+healthAddr+"/readyz?verbose", "[+]config")
 	})
-	if !strings.Contains(sidecarLogs.String(), `"msg":"configuration applied"`) {
-		t.Fatalf("the sidecar did not log its configuration:\n%s", sidecarLogs.String())
-	}
+	waitForLog(t, sidecarLogs, `"msg":"configuration applied"`, "the sidecar logs its configuration")
 	trustDir := t.TempDir()
 	waitFor(t, "the operator writes the broker trust ConfigMap", func() error {
 		var cm corev1.ConfigMap
@@ -300,6 +298,19 @@ func configuresASidecarProcess(t *testing.T, c client.Client, bin, xdsAddr, brok
 	if _, err := nats.Connect("nats://" + brokerAddr); err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
 		t.Errorf("a client without a credential reached the broker: %v", err)
 	}
+}
+
+// waitForLog waits for a process's log to contain want. A line written
+// before the process answered a probe still reaches the test's buffer
+// through a pipe, after it.
+func waitForLog(t *testing.T, logs *proctest.LockedBuffer, want, what string) {
+	t.Helper()
+	waitFor(t, what, func() error {
+		if !strings.Contains(logs.String(), want) {
+			return fmt.Errorf("no %q in the log yet:\n%s", want, logs)
+		}
+		return nil
+	})
 }
 
 func get200(url, mustContain string) error {
@@ -417,9 +428,7 @@ access: {mode: enforce}
 		}
 		return get200("http://"+healthAddr+"/readyz?verbose", "[+]config ok\n[-]broker disconnected (not required)\n")
 	})
-	if !strings.Contains(sidecarLogs.String(), "the broker is not reachable yet") {
-		t.Fatalf("the sidecar does not log that the broker is away:\n%s", sidecarLogs)
-	}
+	waitForLog(t, sidecarLogs, "the broker is not reachable yet", "the sidecar logs that the broker is away")
 
 	var app *nats.Conn
 	errs := make(chan error, 10)
@@ -476,9 +485,7 @@ access: {mode: enforce}
 	if err := get200("http://"+healthAddr+"/readyz?verbose", "[+]config ok\n[+]broker ok\n"); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(sidecarLogs.String(), `"logger":"sidecar.broker","msg":"connected to the broker"`) {
-		t.Fatalf("the sidecar does not log the broker's arrival:\n%s", sidecarLogs)
-	}
+	waitForLog(t, sidecarLogs, `"logger":"sidecar.broker","msg":"connected to the broker"`, "the sidecar logs the broker's arrival")
 }
 
 // TestSidecarUsage: -h prints the logging flags apart from the sidecar's

@@ -153,11 +153,13 @@ func TestBrokerCredentials(t *testing.T) {
 	}
 	// Grace period 0: the pod object goes at once, as it does once the
 	// kubelet has stopped its containers.
+	deleted := time.Now()
 	if err := k8sClient.Delete(background(), injected, ctrlclient.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case <-closed:
+		t.Logf("the broker closed the deleted pod's connection %s after the delete", time.Since(deleted).Round(time.Millisecond))
 	case <-time.After(20 * time.Second):
 		t.Fatal("the deleted pod's broker connection was not closed within 20s")
 	}
