@@ -51,11 +51,12 @@ bench-matcher: ## Matcher benchmarks vs nats-server's gsl and an RWMutex trie: m
 	$(GO) run ./hack/benchmatcher -count $${COUNT:-5} -benchtime $${BENCHTIME:-1s}
 
 .PHONY: bench-sidecar-core
-bench-sidecar-core: ## Publish-to-delivery through the sidecar vs directly, 1 KiB, interleaved rounds (ROUNDS).
+bench-sidecar-core: build ## Publish-to-delivery through the sidecar vs directly, 1 KiB, interleaved rounds (ROUNDS); then the sidecar's allocations per message over MESSAGES (10⁶) of a stated mix, in a process of its own.
 	$(GO) test -run '^$$' -bench '^BenchmarkPublishToDelivery$$' -benchtime $${ROUNDS:-5}x ./sidecar/
+	$(GO) run ./hack/benchsidecaralloc -bin bin/weighstation -messages $${MESSAGES:-1000000}
 
 BENCH_DURATION ?= 30s
-BENCH_ROUNDS ?= 3
+BENCH_ROUNDS ?= 5
 # bench-reports: sidecars, the measured period after the warm-up, and
 # whether each interval repeats the same values (repeat: a steady flow) or
 # draws new ones (fresh: real traffic's sampling noise).

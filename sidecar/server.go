@@ -623,6 +623,18 @@ func (s *Server) deliver(key upstream.Key, m *nats.Msg) {
 	if msg.NoResponders {
 		s.noRespondersReceived.Add(1)
 	}
+	if s.route(key, msg, origin) {
+		// Answered after the routing lock is released: the answer is a
+		// publish upstream, which may wait for the broker's socket, and
+		// every delivery and SUB waits for that lock.
+		s.answerNoResponders(msg.Reply)
+	}
+}
+
+// route pushes msg to key's local subscribers under the routing read lock.
+// It reports whether msg is a request to a killed queue group member,
+// which the caller answers with no responders.
+func (s *Server) route(key upstream.Key, msg pending.Message, origin uint64) (answer bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	r := s.routes[key]
@@ -635,7 +647,7 @@ func (s *Server) deliver(key upstream.Key, m *nats.Msg) {
 	}
 	if len(targets) == 0 {
 		s.unrouted.Add(1)
-		return
+		return false
 	}
 	for _, ls := range targets {
 		if origin != 0 && ls.conn.id == origin {
@@ -645,14 +657,13 @@ func (s *Server) deliver(key upstream.Key, m *nats.Msg) {
 		if ls.killed.Load() {
 			// Sent before the broker learnt the interest was withdrawn.
 			ls.queue.Reject(pending.ReasonKilled)
-			if key.Queue != "" && msg.Reply != "" {
-				s.answerNoResponders(msg.Reply)
-			}
+			answer = answer || (key.Queue != "" && msg.Reply != "")
 			continue
 		}
 		ls.queue.Push(msg)
 		ls.conn.wakeWriter()
 	}
+	return answer
 }
 
 // pickQueueMember picks one local member of a queue group, round robin from

@@ -1,17 +1,24 @@
 // Command benchsidecar is `make bench-sidecar`: the open-loop comparison of
 // publish-to-delivery through two sidecars (the publisher's and the
-// subscriber's) against the broker directly, all as separate processes, for
-// the five configurations of "Benchmarking Message Queue Latency", in
-// interleaved rounds, with a direct-versus-direct row for the machine's
-// noise. It also finds the highest sustainable rate directly and through
-// one sidecar. With -out it writes each setup's distributions, merged over
-// the rounds, and one plot per configuration with the setups overlaid.
+// subscriber's) against the broker directly and against two do-nothing
+// TCP relays in the sidecars' places (splice relays, whose bytes never
+// enter user space, and read/write relays with 64 KiB buffers, the floor
+// for a proxy that parses), all as separate processes, for the five
+// configurations of "Benchmarking Message Queue Latency", in interleaved
+// rounds, with a direct-versus-direct row for the machine's noise. It also
+// finds the highest sustainable rate directly, through one relay, one
+// sidecar, two relays and two sidecars, by bisection to within 2%, in
+// rounds. Each ratio is taken within a round and reported as the median
+// over the rounds with its range. With -out it writes each setup's
+// distributions, merged over the rounds, and one plot per configuration
+// with the setups overlaid.
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -64,19 +71,20 @@ type run struct {
 func main() {
 	bin := flag.String("bin", "bin/weighstation", "the weighstation binary")
 	duration := flag.Duration("duration", 30*time.Second, "each run's length")
-	rounds := flag.Int("rounds", 3, "interleaved rounds per configuration")
+	rounds := flag.Int("rounds", 5, "interleaved rounds per configuration, and of the sustainable-rate search")
 	only := flag.String("only", "", "run only configurations whose name contains this")
-	maxRate := flag.Bool("max-rate", true, "also find the highest sustainable rate, directly and through one sidecar")
-	relay := flag.String("relay", "", "the tcprelay binary: adds a row with two do-nothing TCP relays where the sidecars are, the cost of the extra hops alone (none when empty)")
+	maxRate := flag.Bool("max-rate", true, "also find the highest sustainable rate: directly, through one and two relays, through one and two sidecars")
+	rateDuration := flag.Duration("rate-duration", 5*time.Second, "each try's length in the sustainable-rate search")
+	relay := flag.String("relay", "", "the tcprelay binary: adds rows with two do-nothing TCP relays where the sidecars are (splice and read/write), the cost of the extra hops alone (none when empty)")
 	outDir := flag.String("out", "", "directory for the merged distributions in HdrHistogram's plotter format and one plot per configuration (none when empty)")
 	flag.Parse()
-	if err := benchmark(*bin, *relay, *duration, *rounds, *only, *maxRate, *outDir); err != nil {
+	if err := benchmark(*bin, *relay, *duration, *rateDuration, *rounds, *only, *maxRate, *outDir); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-sidecar:", err)
 		os.Exit(1)
 	}
 }
 
-func benchmark(bin, relay string, duration time.Duration, rounds int, only string, maxRate bool, outDir string) error {
+func benchmark(bin, relay string, duration, rateDuration time.Duration, rounds int, only string, maxRate bool, outDir string) error {
 	mesh, err := benchharness.StartMesh(bin, 2, podConfig)
 	if err != nil {
 		return err
@@ -85,28 +93,34 @@ func benchmark(bin, relay string, duration time.Duration, rounds int, only strin
 	procs := append([]*benchharness.Proc{mesh.Broker}, mesh.Sidecars...)
 	setups := []setup{
 		{"direct", mesh.BrokerURL, mesh.BrokerURL, true},
-		{"two sidecars", mesh.SidecarURLs[0], mesh.SidecarURLs[1], false},
-		{"direct again (noise)", mesh.BrokerURL, mesh.BrokerURL, true},
+		{sidecarsSetup, mesh.SidecarURLs[0], mesh.SidecarURLs[1], false},
 	}
+	relays := map[string][2]string{} // by copy mode: the publisher's and the subscriber's relay
 	if relay != "" {
-		var urls []string
-		for _, name := range []string{"relay-pub", "relay-sub"} {
-			addr, err := benchharness.FreeAddr()
-			if err != nil {
-				return err
+		for _, mode := range []string{"splice", "rw"} {
+			var urls [2]string
+			for i, side := range []string{"pub", "sub"} {
+				addr, err := benchharness.FreeAddr()
+				if err != nil {
+					return err
+				}
+				p, err := benchharness.Start("relay-"+mode+"-"+side, relay, "-listen", addr, "-copy", mode, "-target", strings.TrimPrefix(mesh.BrokerURL, "nats://"))
+				if err != nil {
+					return err
+				}
+				defer p.Stop()
+				if err := benchharness.WaitNATS("nats://"+addr, nats.Token("bench-token")); err != nil {
+					return err
+				}
+				urls[i] = "nats://" + addr
 			}
-			p, err := benchharness.Start(name, relay, "-listen", addr, "-target", strings.TrimPrefix(mesh.BrokerURL, "nats://"))
-			if err != nil {
-				return err
-			}
-			defer p.Stop()
-			if err := benchharness.WaitNATS("nats://"+addr, nats.Token("bench-token")); err != nil {
-				return err
-			}
-			urls = append(urls, "nats://"+addr)
+			relays[mode] = urls
 		}
-		setups = append(setups, setup{"two TCP relays (the hops alone)", urls[0], urls[1], true})
+		setups = append(setups,
+			setup{spliceSetup, relays["splice"][0], relays["splice"][1], true},
+			setup{rwSetup, relays["rw"][0], relays["rw"][1], true})
 	}
+	setups = append(setups, setup{"direct again (noise)", mesh.BrokerURL, mesh.BrokerURL, true})
 	fmt.Printf("# bench-sidecar: %d rounds × %s per setup, interleaved; %s\n\n", rounds, duration, time.Now().UTC().Format("2006-01-02"))
 	for _, c := range configs {
 		if only != "" && !strings.Contains(c.name, only) {
@@ -137,10 +151,17 @@ func benchmark(bin, relay string, duration time.Duration, rounds int, only strin
 		}
 	}
 	if maxRate {
-		return sustainable(bin, mesh, duration)
+		return sustainable(bin, mesh, relays, rateDuration, rounds)
 	}
 	return nil
 }
+
+// The setups' names, by which the ratios find them.
+const (
+	sidecarsSetup = "two sidecars"
+	spliceSetup   = "two splice relays (the hops alone)"
+	rwSetup       = "two read/write relays (one user-space copy per hop)"
+)
 
 func benchOnce(bin string, mesh *benchharness.Mesh, procs []*benchharness.Proc, s setup, c config, duration time.Duration) (run, error) {
 	args := []string{"-mode", "pubsub", "-url", s.pubURL, "-sub-url", s.subURL, "-rate", fmt.Sprint(c.rate), "-size", fmt.Sprint(c.size),
@@ -198,6 +219,62 @@ func pick(runs []run, corrected bool, q string) []float64 {
 	return out
 }
 
+// indexOf returns the index of the setup named name, or -1.
+func indexOf(setups []setup, name string) int {
+	return slices.IndexFunc(setups, func(s setup) bool { return s.name == name })
+}
+
+// spread is a median and the range of per-round values.
+func spread(xs []float64) string {
+	return fmt.Sprintf("%.2f× [%.2f–%.2f]", median(xs), slices.Min(xs), slices.Max(xs))
+}
+
+// addedRatios prints the two sidecars' added p50 over each relay's, per
+// round, with the verdict of target 2: at most 1.25× two splice relays,
+// and two read/write relays at 1 MB, where a parsing proxy must copy.
+func addedRatios(c config, setups []setup, results [][]run) {
+	side, direct := indexOf(setups, sidecarsSetup), indexOf(setups, "direct")
+	fmt.Printf("\nadded p50 of two sidecars over the relays' own, per round (median [range]):\n\n| floor | ratio | target |\n|---|---|---|\n")
+	for _, floor := range []string{spliceSetup, rwSetup} {
+		f := indexOf(setups, floor)
+		if f < 0 {
+			continue
+		}
+		// A round whose relays added almost nothing over direct (less than
+		// minFloor, within the machine's noise) has no ratio to speak of.
+		const minFloor = 5 // µs
+		var ratios []float64
+		for k := range results[side] {
+			d := float64(results[direct][k].summary.Corrected.Percentiles["50"])
+			a := float64(results[side][k].summary.Corrected.Percentiles["50"]) - d
+			b := float64(results[f][k].summary.Corrected.Percentiles["50"]) - d
+			if b >= minFloor {
+				ratios = append(ratios, a/b)
+			}
+		}
+		if len(ratios) == 0 {
+			fmt.Printf("| %s | n/a: the relays added under %d µs in every round | |\n", floor, minFloor)
+			continue
+		}
+		judged := floor == spliceSetup
+		if c.size >= 1<<19 {
+			judged = floor == rwSetup
+		}
+		verdict := "(not judged here)"
+		if judged {
+			verdict = "≤ 1.25×: " + passOrMiss(median(ratios) <= 1.25)
+		}
+		fmt.Printf("| %s | %s over %d of %d rounds | %s |\n", floor, spread(ratios), len(ratios), len(results[side]), verdict)
+	}
+}
+
+func passOrMiss(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
+
 func report(c config, setups []setup, results [][]run) {
 	fmt.Printf("## %s\n\n", c.name)
 	for _, corrected := range []bool{true, false} {
@@ -235,11 +312,13 @@ func report(c config, setups []setup, results [][]run) {
 		}
 		fmt.Printf(" %.2f× |\n", median(ratio))
 	}
+	addedRatios(c, setups, results)
 	// CPU per message from the processes' own accounting, in the
 	// two-sidecar runs.
 	perMsg := func(name string) float64 {
-		xs := make([]float64, len(results[1]))
-		for k, r := range results[1] {
+		side := results[indexOf(setups, sidecarsSetup)]
+		xs := make([]float64, len(side))
+		for k, r := range side {
 			xs[k] = float64(r.cpu[name].Microseconds()) / float64(max(r.summary.Sent, 1))
 		}
 		return median(xs)
@@ -249,47 +328,122 @@ func report(c config, setups []setup, results [][]run) {
 		b, sa, sa/max(b, 1e-9), sb, sb/max(b, 1e-9))
 }
 
-// sustainable finds the highest rate of 1 KB messages at which, over one
-// run, the corrected p99 stays under 10 ms and the send lag p99 under 1 ms,
-// with nothing lost: directly, and through one sidecar (the publisher's).
-func sustainable(bin string, mesh *benchharness.Mesh, duration time.Duration) error {
-	fmt.Printf("## Highest sustainable rate, 1 KB (corrected p99 < 10 ms, send lag p99 < 1 ms, nothing lost; %s per try, the better of two)\n\n", duration)
-	rates := map[string]float64{}
-	for _, s := range []setup{{"direct", mesh.BrokerURL, mesh.BrokerURL, true}, {"one sidecar", mesh.SidecarURLs[0], mesh.BrokerURL, false}} {
-		// A rate passes when one of two tries does: these machines have
-		// noisy spells of a minute or more that fail any setup at any rate.
-		try := func(rate float64) bool {
-			args := []string{"-mode", "pubsub", "-url", s.pubURL, "-sub-url", s.subURL, "-rate", fmt.Sprint(rate), "-size", "1024",
-				"-duration", duration.String(), "-subject", "bench.x", "-spin", "50us", "-token-file", mesh.TokenFile}
-			summary, err := benchharness.Bench(bin, args...)
-			good := err == nil && summary.Received == summary.Sent && summary.Corrected.Percentiles["99"] < 10_000 && summary.SendLag.Percentiles["99"] < 1_000
-			if err == nil {
-				fmt.Fprintf(os.Stderr, "%s at %.0f/s: p99 %d µs, send lag p99 %d µs, lost %d: sustainable %v\n", s.name, rate,
-					summary.Corrected.Percentiles["99"], summary.SendLag.Percentiles["99"], summary.Sent-summary.Received, good)
-			}
-			return good
+// rateSetup is one way to the broker in the sustainable-rate search.
+type rateSetup struct {
+	name           string
+	pubURL, subURL string
+}
+
+// sustainable finds, in rounds, the highest rate of 1 KB messages (stamping
+// on) at which, over one try, the corrected p99 stays under 10 ms and the
+// send lag p99 under 1 ms, with nothing lost: directly, through one splice
+// relay and one sidecar (the publisher's; the subscriber straight to the
+// broker), and through two relays and two sidecars (the subscriber's own
+// too, so that delivery is measured). Each search doubles from 2,000/s
+// while the rate holds (in later rounds, from the last round's result), then
+// bisects to within 2%. The sidecars' rates are judged against the relays'
+// of the same round.
+func sustainable(bin string, mesh *benchharness.Mesh, relays map[string][2]string, duration time.Duration, rounds int) error {
+	setups := []rateSetup{{"direct", mesh.BrokerURL, mesh.BrokerURL}}
+	if r, ok := relays["splice"]; ok {
+		setups = append(setups, rateSetup{"one splice relay", r[0], mesh.BrokerURL})
+	}
+	setups = append(setups, rateSetup{"one sidecar", mesh.SidecarURLs[0], mesh.BrokerURL})
+	if r, ok := relays["splice"]; ok {
+		setups = append(setups, rateSetup{"two splice relays", r[0], r[1]})
+	}
+	setups = append(setups, rateSetup{"two sidecars", mesh.SidecarURLs[0], mesh.SidecarURLs[1]})
+	fmt.Printf("## Highest sustainable rate, 1 KB, stamping on (corrected p99 < 10 ms, send lag p99 < 1 ms, nothing lost; %s per try, the better of two; within 2%%; %d rounds)\n\n", duration, rounds)
+	rates := map[string][]float64{}
+	last := map[string]float64{}
+	for round := range rounds {
+		for _, s := range setups {
+			rate := findRate(bin, mesh, s, duration, last[s.name])
+			last[s.name] = rate
+			rates[s.name] = append(rates[s.name], rate)
+			fmt.Fprintf(os.Stderr, "round %d: %s sustains %.0f/s\n", round+1, s.name, rate)
 		}
-		ok := func(rate float64) bool { return try(rate) || try(rate) }
-		// Double from 2,000/s while sustainable, then bisect the bracket
-		// three times (to within 1/8 of it).
-		lo, hi := 0.0, 2_000.0
-		for hi <= 1_024_000 && ok(hi) {
-			lo, hi = hi, hi*2
+	}
+	fmt.Printf("| setup | sustainable rate, median [range] |\n|---|---|\n")
+	for _, s := range setups {
+		fmt.Printf("| %s | %.0f/s [%.0f–%.0f] |\n", s.name, median(rates[s.name]), slices.Min(rates[s.name]), slices.Max(rates[s.name]))
+	}
+	ratio := func(a, b string) []float64 {
+		out := make([]float64, len(rates[a]))
+		for k := range out {
+			out[k] = rates[a][k] / max(rates[b][k], 1)
+		}
+		return out
+	}
+	// Targets of the 16-core machine, and the fallback on a small one.
+	sixteen := runtime.NumCPU() >= 16
+	target := func(big, small float64) float64 {
+		if sixteen {
+			return big
+		}
+		return small
+	}
+	fmt.Printf("\n| ratio, per round | median [range] | target (%d CPUs) |\n|---|---|---|\n", runtime.NumCPU())
+	fmt.Printf("| one sidecar / direct | %s | |\n", spread(ratio("one sidecar", "direct")))
+	if _, ok := relays["splice"]; ok {
+		one, two := ratio("one sidecar", "one splice relay"), ratio("two sidecars", "two splice relays")
+		t1, t2 := target(0.85, 0.65), target(0.70, 0.45)
+		fmt.Printf("| one sidecar / one splice relay | %s | ≥ %.2f: %s |\n", spread(one), t1, passOrMiss(median(one) >= t1))
+		fmt.Printf("| two sidecars / two splice relays | %s | ≥ %.2f: %s |\n", spread(two), t2, passOrMiss(median(two) >= t2))
+	}
+	fmt.Println()
+	return nil
+}
+
+// findRate is one search for setup s's sustainable rate, from a bracket
+// around hint (the last round's result) or from 2,000/s.
+func findRate(bin string, mesh *benchharness.Mesh, s rateSetup, duration time.Duration, hint float64) float64 {
+	// A rate passes when one of two tries does: these machines have noisy
+	// spells of a minute or more that fail any setup at any rate.
+	try := func(rate float64) bool {
+		args := []string{"-mode", "pubsub", "-url", s.pubURL, "-sub-url", s.subURL, "-rate", fmt.Sprint(rate), "-size", "1024",
+			"-duration", duration.String(), "-subject", "bench.x", "-spin", "50us", "-token-file", mesh.TokenFile}
+		summary, err := benchharness.Bench(bin, args...)
+		good := err == nil && summary.Received == summary.Sent && summary.Corrected.Percentiles["99"] < 10_000 && summary.SendLag.Percentiles["99"] < 1_000
+		if err == nil {
+			fmt.Fprintf(os.Stderr, "%s at %.0f/s: p99 %d µs, send lag p99 %d µs, lost %d: sustainable %v\n", s.name, rate,
+				summary.Corrected.Percentiles["99"], summary.SendLag.Percentiles["99"], summary.Sent-summary.Received, good)
+		}
+		return good
+	}
+	ok := func(rate float64) bool { return try(rate) || try(rate) }
+	const ceiling = 2_048_000
+	lo, hi := 0.0, 2_000.0
+	if hint > 0 {
+		lo, hi = hint/1.25, hint*1.25
+		if !ok(lo) {
+			lo, hi = 0, lo
+		}
+	}
+	// Widen until hi fails (or the ceiling), keeping lo a rate that held.
+	for hi <= ceiling && ok(hi) {
+		lo, hi = hi, hi*2
+	}
+	if lo == 0 {
+		// hi failed and nothing held yet: halve until a rate holds.
+		for lo == 0 && hi > 250 {
+			if ok(hi / 2) {
+				lo = hi / 2
+			} else {
+				hi /= 2
+			}
 		}
 		if lo == 0 {
-			fmt.Printf("%s: not sustainable even at 2,000/s\n", s.name)
+			return 0
 		}
-		for range 3 {
-			mid := (lo + hi) / 2
-			if ok(mid) {
-				lo = mid
-			} else {
-				hi = mid
-			}
-		}
-		rates[s.name] = lo
 	}
-	fmt.Printf("| setup | sustainable rate |\n|---|---|\n| direct | %.0f/s |\n| one sidecar | %.0f/s (%.0f%% of direct) |\n\n",
-		rates["direct"], rates["one sidecar"], 100*rates["one sidecar"]/max(rates["direct"], 1))
-	return nil
+	for hi/lo > 1.02 {
+		mid := (lo + hi) / 2
+		if ok(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }

@@ -16,7 +16,7 @@ func configSlug(c config) string {
 }
 
 func setupSlug(s setup) string {
-	return strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(s.name)
+	return strings.NewReplacer(" ", "-", "(", "", ")", "", "/", "-").Replace(s.name)
 }
 
 // mergeRounds is one setup's distribution over all its rounds: corrected

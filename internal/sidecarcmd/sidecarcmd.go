@@ -25,6 +25,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -202,10 +203,14 @@ func Run(args []string) error {
 		return fmt.Errorf("-listen: %w", err)
 	}
 	if metrics != nil {
-		handler := s.Handler()
+		// The Go runtime's and the process's own metrics beside the
+		// sidecar's: memory, goroutines, CPU, and the allocation count
+		// that make bench-sidecar-core divides by the messages.
+		served := []prometheus.Collector{s.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
 		if reporter != nil {
-			handler = withMetrics(handler, s.Collector(), reporter.Collector())
+			served = append(served, reporter.Collector())
 		}
+		handler := withMetrics(s.Handler(), served...)
 		if *pprofOn {
 			mux := http.NewServeMux()
 			mux.Handle("/", handler)
