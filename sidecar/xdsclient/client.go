@@ -10,8 +10,11 @@
 // versions it holds, so a reconnection resends nothing that did not change.
 //
 // go-control-plane's own client is a prototype (wildcard only, no
-// reconnection); this one is written on the generated
-// AggregatedDiscoveryServiceClient. It imports no Kubernetes package.
+// reconnection); this one opens envoy's delta ADS method with messages of
+// its own that are envoy's on the wire (api/xds/delta/v1), so that the
+// sidecar links neither go-control-plane nor envoy's descriptors. The
+// operator's tests run it against the real go-control-plane server. It
+// imports no Kubernetes package.
 package xdsclient
 
 import (
@@ -26,16 +29,14 @@ import (
 	"sync"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/go-logr/logr"
-	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 
+	deltav1 "github.com/weighstation/weighstation/api/xds/delta/v1"
 	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/meshconfig/xdsresource"
@@ -165,10 +166,9 @@ func (c *Client) Run(ctx context.Context) error {
 		defer own.Close()
 		conn = own
 	}
-	ads := discoveryv3.NewAggregatedDiscoveryServiceClient(conn)
 	backoff := c.opts.InitialBackoff
 	for ctx.Err() == nil {
-		worked, err := c.stream(ctx, ads)
+		worked, err := c.stream(ctx, conn)
 		c.mu.Lock()
 		c.stats.Connected = false
 		if err != nil && ctx.Err() == nil {
@@ -194,13 +194,41 @@ func (c *Client) Run(ctx context.Context) error {
 	return nil
 }
 
+// deltaADSMethod is the one RPC: envoy's delta ADS, by its method path.
+// The messages are deltav1's, envoy's on the wire (api/xds/delta/v1 says
+// why the sidecar does not link envoy's own).
+const deltaADSMethod = "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources"
+
+var deltaADSDesc = grpc.StreamDesc{StreamName: "DeltaAggregatedResources", ClientStreams: true, ServerStreams: true}
+
+// deltaADS is one delta ADS stream.
+type deltaADS struct{ grpc.ClientStream }
+
+func openDeltaADS(ctx context.Context, conn grpc.ClientConnInterface) (*deltaADS, error) {
+	cs, err := conn.NewStream(ctx, &deltaADSDesc, deltaADSMethod)
+	if err != nil {
+		return nil, err
+	}
+	return &deltaADS{cs}, nil
+}
+
+func (s *deltaADS) Send(r *deltav1.Request) error { return s.SendMsg(r) }
+
+func (s *deltaADS) Recv() (*deltav1.Response, error) {
+	r := new(deltav1.Response)
+	if err := s.RecvMsg(r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
 // acceptedHeader is the operator's header that admits a stream (the
 // operator's xds.AcceptedHeader; the sidecar does not import the operator).
 const acceptedHeader = "weighstation-accepted-pod"
 
 // stream runs one ADS stream until it fails. admitted reports whether the
 // stream worked (see stableStream), which resets the backoff.
-func (c *Client) stream(ctx context.Context, ads discoveryv3.AggregatedDiscoveryServiceClient) (admitted bool, err error) {
+func (c *Client) stream(ctx context.Context, conn grpc.ClientConnInterface) (admitted bool, err error) {
 	token, err := os.ReadFile(c.opts.TokenFile)
 	if err != nil {
 		return false, fmt.Errorf("reading the identity token: %w", err)
@@ -208,7 +236,7 @@ func (c *Client) stream(ctx context.Context, ads discoveryv3.AggregatedDiscovery
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+strings.TrimSpace(string(token)))
-	st, err := ads.DeltaAggregatedResources(ctx)
+	st, err := openDeltaADS(ctx, conn)
 	if err != nil {
 		return false, fmt.Errorf("opening the stream: %w", err)
 	}
@@ -223,8 +251,8 @@ func (c *Client) stream(ctx context.Context, ads discoveryv3.AggregatedDiscovery
 		subscribed[name] = true
 		initial[name] = r.version
 	}
-	first := &discoveryv3.DeltaDiscoveryRequest{
-		Node:                    &corev3.Node{Id: c.own},
+	first := &deltav1.Request{
+		Node:                    &deltav1.Node{Id: c.own},
 		TypeUrl:                 xdsresource.TypeURL,
 		ResourceNamesSubscribe:  slices.Sorted(maps.Keys(subscribed)),
 		InitialResourceVersions: initial,
@@ -259,7 +287,7 @@ func (c *Client) stream(ctx context.Context, ads discoveryv3.AggregatedDiscovery
 		if err != nil {
 			return false, err
 		}
-		ack := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdsresource.TypeURL, ResponseNonce: resp.GetNonce()}
+		ack := &deltav1.Request{TypeUrl: xdsresource.TypeURL, ResponseNonce: resp.GetNonce()}
 		change, waiting, err := c.handle(resp, working, subscribed)
 		var refused *refusal
 		if errors.As(err, &refused) && refused.fatal {
@@ -305,8 +333,8 @@ type refusal struct {
 func (r *refusal) Error() string { return r.err.Error() }
 func (r *refusal) Unwrap() error { return r.err }
 
-func (c *Client) nack(ack *discoveryv3.DeltaDiscoveryRequest, err error) {
-	ack.ErrorDetail = &statuspb.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
+func (c *Client) nack(ack *deltav1.Request, err error) {
+	ack.ErrorDetail = &deltav1.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
 	c.mu.Lock()
 	c.stats.Refused++
 	c.stats.LastError = err.Error()
@@ -317,7 +345,7 @@ func (c *Client) nack(ack *discoveryv3.DeltaDiscoveryRequest, err error) {
 // handle merges one response into working and applies the result when it is
 // complete. It returns a subscription change to send (or nil), whether the
 // configuration still waits for shared resources, and why it was refused.
-func (c *Client) handle(resp *discoveryv3.DeltaDiscoveryResponse, working map[string]received, subscribed map[string]bool) (change *discoveryv3.DeltaDiscoveryRequest, waiting bool, err error) {
+func (c *Client) handle(resp *deltav1.Response, working map[string]received, subscribed map[string]bool) (change *deltav1.Request, waiting bool, err error) {
 	decoded := make(map[string]received, len(resp.GetResources()))
 	for _, r := range resp.GetResources() {
 		res, err := xdsresource.Decode(r.GetName(), r.GetResource())
@@ -366,7 +394,7 @@ func (c *Client) handle(resp *discoveryv3.DeltaDiscoveryResponse, working map[st
 	if len(sub)+len(unsub) > 0 {
 		slices.Sort(sub)
 		slices.Sort(unsub)
-		change = &discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdsresource.TypeURL, ResourceNamesSubscribe: sub, ResourceNamesUnsubscribe: unsub}
+		change = &deltav1.Request{TypeUrl: xdsresource.TypeURL, ResourceNamesSubscribe: sub, ResourceNamesUnsubscribe: unsub}
 	}
 	shared := make(map[string]*xdsv1.Resource, len(working))
 	for name, r := range working {
