@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -76,7 +77,7 @@ type Keeper struct {
 	keys atomic.Pointer[Keys]
 
 	mu      sync.Mutex
-	pending []string // user keys to revoke in the next batch
+	pending []leftPod // pods that left the cache, to revoke in the next batch
 	wake    chan struct{}
 }
 
@@ -151,9 +152,16 @@ func (k *Keeper) Start(ctx context.Context) error {
 		case <-time.After(revocationBatch):
 		}
 		k.mu.Lock()
-		batch := k.pending
+		left := k.pending
 		k.pending = nil
 		k.mu.Unlock()
+		batch, err := retry(ctx, k.Log, "the pods that left", func() ([]string, error) { return k.gone(ctx, keys, left) })
+		if err != nil {
+			return nil
+		}
+		if len(batch) == 0 {
+			continue
+		}
 		next, err := retry(ctx, k.Log, "the revocation list", func() (Trust, error) { return k.sync(ctx, keys, batch) })
 		if err != nil {
 			return nil
@@ -177,9 +185,14 @@ func (k *Keeper) push(ctx context.Context, p *Pusher, accountJWT string) {
 	k.Metrics.pushes.WithLabelValues("applied").Inc()
 }
 
-// podLeft queues the revocation of a pod that left the cache: deleted,
-// finished, or its label removed. Only a pod still running under the same
-// UID (its label was removed) keeps its credential: its sidecar runs on.
+// leftPod is a pod that left the operator's pod cache.
+type leftPod struct {
+	namespace, name string
+	uid             types.UID
+}
+
+// podLeft queues a pod that left the cache (deleted, finished, or its
+// label removed) for the next batch, which decides whether to revoke it.
 func (k *Keeper) podLeft(obj any) {
 	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
@@ -188,43 +201,60 @@ func (k *Keeper) podLeft(obj any) {
 	if !ok || pod.GetUID() == "" {
 		return
 	}
-	keys, ok := k.Keys()
-	if !ok {
-		return
+	k.mu.Lock()
+	k.pending = append(k.pending, leftPod{namespace: pod.GetNamespace(), name: pod.GetName(), uid: pod.GetUID()})
+	k.mu.Unlock()
+	select {
+	case k.wake <- struct{}{}:
+	default:
 	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if k.stillRunning(ctx, pod) {
-			k.Log.Info("a pod left the sidecar pods but still runs (its label was removed?): its broker credential stays valid", "pod", pod.GetNamespace()+"/"+pod.GetName())
-			return
-		}
-		user, err := keys.UserKey(string(pod.GetUID()))
-		if err != nil {
-			k.Log.Error(err, "deriving the user key of a deleted pod", "pod", pod.GetNamespace()+"/"+pod.GetName())
-			return
-		}
-		k.mu.Lock()
-		k.pending = append(k.pending, publicKey(user))
-		k.mu.Unlock()
-		select {
-		case k.wake <- struct{}{}:
-		default:
-		}
-	}()
 }
 
-// stillRunning reports whether the pod exists under the same UID and has
-// not finished. An error reading it counts as gone: revoking a live pod
-// costs a reconnect that fails, keeping a dead pod's credential costs
-// security.
-func (k *Keeper) stillRunning(ctx context.Context, left metav1.Object) bool {
-	var pod corev1.Pod
-	if err := k.Reader.Get(ctx, types.NamespacedName{Namespace: left.GetNamespace(), Name: left.GetName()}, &pod); err != nil {
-		return false
+// runningPods is the field selector of pods that have not finished: the
+// apiserver filters on it, so a list holds metadata and nothing else.
+var runningPods = fields.AndSelectors(
+	fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
+	fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)),
+)
+
+// gone returns the user keys of the pods in left that no longer run: not
+// there, there under another UID (re-created), finished, or being deleted
+// (a pod leaves the cache only once it is gone, so that is a race with
+// its deletion). A pod still running under the same UID left because its
+// label was removed: its sidecar runs on, and keeps its credential. One
+// metadata list per namespace decides a whole batch, so a Deployment
+// scaled to zero costs a request per namespace, not per pod.
+func (k *Keeper) gone(ctx context.Context, keys Keys, left []leftPod) ([]string, error) {
+	byNamespace := map[string][]leftPod{}
+	for _, p := range left {
+		byNamespace[p.namespace] = append(byNamespace[p.namespace], p)
 	}
-	return pod.UID == left.GetUID() && pod.DeletionTimestamp == nil &&
-		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
+	var revoke []string
+	for ns, pods := range byNamespace {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+		if err := k.Reader.List(ctx, list, client.InNamespace(ns), client.MatchingFieldsSelector{Selector: runningPods}); err != nil {
+			return nil, fmt.Errorf("listing the pods of %s: %w", ns, err)
+		}
+		running := map[types.UID]bool{}
+		for _, p := range list.Items {
+			if p.DeletionTimestamp == nil {
+				running[p.UID] = true
+			}
+		}
+		for _, p := range pods {
+			if running[p.uid] {
+				k.Log.Info("a pod left the sidecar pods but still runs (its label was removed): its broker credential stays valid", "pod", ns+"/"+p.name)
+				continue
+			}
+			user, err := keys.UserKey(string(p.uid))
+			if err != nil {
+				return nil, err
+			}
+			revoke = append(revoke, publicKey(user))
+		}
+	}
+	return revoke, nil
 }
 
 // ensureKeys reads the keys Secret, and fills it with new keys when it is

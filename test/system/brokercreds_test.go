@@ -81,6 +81,7 @@ func TestBrokerCredentials(t *testing.T) {
 
 	injected, injectedToken := createInjectedPod(t, ns, "injected")
 	draining, drainingToken := createInjectedPod(t, ns, "draining")
+	relabelled, relabelledToken := createInjectedPod(t, ns, "relabelled")
 	notInjected, notInjectedToken := createPod(t, ns, "not-injected", audience)
 	_, wrongAudience := createPod(t, ns, "wrong-audience", "https://kubernetes.default.svc")
 	eventually(t, "the operator computed every pod", func() error {
@@ -97,6 +98,12 @@ func TestBrokerCredentials(t *testing.T) {
 		t.Fatalf("the second sidecar with its issued credential: %v", err)
 	}
 	defer drainingConn.Close()
+	relabelledHolder := fetchCredential(t, xdsAddr, relabelledToken, relabelled)
+	relabelledConn, err := nats.Connect(brokerURL, relabelledHolder.Options()...)
+	if err != nil {
+		t.Fatalf("the third sidecar with its issued credential: %v", err)
+	}
+	defer relabelledConn.Close()
 	reason := make(chan error, 1)
 	closed := make(chan struct{})
 	sidecarConn, err := nats.Connect(brokerURL, append(holder.Options(), nats.NoReconnect(),
@@ -145,6 +152,13 @@ func TestBrokerCredentials(t *testing.T) {
 		}
 	}
 
+	// A pod whose label is removed leaves the operator's pod cache, but
+	// still runs, with its sidecar: it keeps its credential.
+	unlabel := ctrlclient.MergeFrom(relabelled.DeepCopy())
+	delete(relabelled.Labels, v1alpha1.InjectLabel)
+	if err := k8sClient.Patch(background(), relabelled, unlabel); err != nil {
+		t.Fatal(err)
+	}
 	// A pod being deleted keeps its credential while its sidecar drains:
 	// with a grace period, and no kubelet in envtest to end it, the pod
 	// stays, terminating.
@@ -174,17 +188,12 @@ func TestBrokerCredentials(t *testing.T) {
 	if _, err := nats.Connect(brokerURL, holder.Options()...); !isAuthorizationViolation(err) {
 		t.Errorf("the deleted pod's credential: %v, want an authorization violation", err)
 	}
-	// The revocation that came after the terminating pod's deletion is
-	// the sentinel: the terminating pod was not revoked with it.
-	drainSub, err := drainingConn.SubscribeSync("still.draining")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := drainingConn.Publish("still.draining", []byte("1")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := drainSub.NextMsg(5 * time.Second); err != nil {
-		t.Errorf("the terminating pod's sidecar lost its broker connection: %v", err)
+	// The revocation that came after the terminating pod's deletion and
+	// the other's unlabelling is the sentinel: neither was revoked with it.
+	for name, nc := range map[string]*nats.Conn{"terminating": drainingConn, "relabelled": relabelledConn} {
+		if err := roundTrip(nc, "still.running."+name); err != nil {
+			t.Errorf("the %s pod's sidecar lost its broker connection: %v", name, err)
+		}
 	}
 	again, err := nats.Connect(brokerURL, drainingHolder.Options()...)
 	if err != nil {
@@ -192,6 +201,20 @@ func TestBrokerCredentials(t *testing.T) {
 	} else {
 		again.Close()
 	}
+}
+
+// roundTrip sends a message to itself through nc's broker.
+func roundTrip(nc *nats.Conn, subject string) error {
+	sub, err := nc.SubscribeSync(subject)
+	if err != nil {
+		return err
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Publish(subject, []byte("1")); err != nil {
+		return err
+	}
+	_, err = sub.NextMsg(5 * time.Second)
+	return err
 }
 
 // createInjectedPod creates a scheduled pod as the webhook leaves it
