@@ -115,8 +115,9 @@ func (ms *matchState[T]) unchanged() bool {
 
 // Match appends to dst the values of every pattern that matches subject and
 // returns the extended slice. It allocates nothing beyond dst's growth
-// (unless the subject's wildcard paths visit more than inlineReads I-nodes),
-// so a caller that reuses dst matches with zero allocations.
+// (unless the subject's wildcard paths visit more than inlineReads I-nodes,
+// or the result cache stores this result), so a caller that reuses dst
+// matches with zero allocations.
 //
 // A value subscribed through several matching patterns appears once per
 // pattern; the caller decides about duplicates, as nats-server does. The
@@ -125,20 +126,71 @@ func (ms *matchState[T]) unchanged() bool {
 // subject must be a valid literal subject (see ValidateSubject). For any
 // other input, a wildcard subject included, Match appends nothing: the
 // sidecar refuses such subjects before matching.
+//
+// With the result cache on (the default), a subject matched again before
+// any write is answered from the cache: one hash, two loads and a copy of
+// the result into dst.
 func (t *Trie[T]) Match(subject string, dst []T) []T {
+	c := t.cache
+	if c == nil {
+		return t.matchUncached(subject, dst)
+	}
+	version := c.version.Load()
+	if version&activeMask != 0 {
+		// A write is in progress: the word names no single state.
+		c.count(counterBypassed)
+		return t.matchUncached(subject, dst)
+	}
+	h := hashSubject(subject)
+	if e := c.lookup(h, version, subject); e != nil {
+		c.count(counterHits)
+		return append(dst, e.values...)
+	}
+	c.count(counterMisses)
 	var ms matchState[T]
 	if !ms.tokenize(subject) {
 		return dst
 	}
 	base := len(dst)
+	dst = t.matchTokens(&ms, dst)
+	if c.afterMissMatch != nil {
+		c.afterMissMatch()
+	}
+	switch {
+	case len(dst)-base > maxCachedValues:
+	case c.version.Load() != version:
+		// A write began during the match: the result may be of a later
+		// state than the one version names. It is still this call's
+		// linearizable answer, but it must not be tagged version.
+		c.count(counterFillsAborted)
+	case !c.admit(h):
+		c.count(counterNotAdmitted)
+	default:
+		c.fill(h, version, subject, dst[base:])
+	}
+	return dst
+}
+
+func (t *Trie[T]) matchUncached(subject string, dst []T) []T {
+	var ms matchState[T]
+	if !ms.tokenize(subject) {
+		return dst
+	}
+	return t.matchTokens(&ms, dst)
+}
+
+// matchTokens matches a tokenized subject, validating what it read (see the
+// comment at the top of this file) and falling back to a snapshot.
+func (t *Trie[T]) matchTokens(ms *matchState[T], dst []T) []T {
+	base := len(dst)
 	for range matchAttempts {
 		ms.recording, ms.nreads, ms.spill = true, 0, ms.spill[:0]
-		dst = t.matchLevel(t.readRoot(false), &ms, 0, dst[:base])
+		dst = t.matchLevel(t.readRoot(false), ms, 0, dst[:base])
 		if ms.unchanged() {
 			return dst
 		}
 	}
-	return t.Snapshot().matchTokens(&ms, dst[:base])
+	return t.Snapshot().matchTokens(ms, dst[:base])
 }
 
 // matchLevel matches the tokens from i on at in. A snapshot does not record

@@ -4,12 +4,21 @@ package matcher
 // subject patterns to values. The zero value is not usable; call New.
 type Trie[T comparable] struct {
 	ctrie[T]
+	cache *resultCache[T] // nil when the cache is off
 }
 
-// New returns an empty trie.
-func New[T comparable]() *Trie[T] {
+// New returns an empty trie. Its result cache is on, holding
+// DefaultCacheSize results, unless an option says otherwise.
+func New[T comparable](opts ...Option) *Trie[T] {
+	o := options{cacheSize: DefaultCacheSize}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	t := &Trie[T]{}
 	t.root.Store(&rootRef[T]{in: newINode(newMain(cNode[T]{}), &generation{})})
+	if o.cacheSize > 0 {
+		t.cache = newResultCache[T](&o)
+	}
 	return t
 }
 
@@ -20,6 +29,12 @@ func (t *Trie[T]) Subscribe(pattern string, v T) error {
 	tokens, err := tokenize(pattern, buf[:0], true)
 	if err != nil {
 		return err
+	}
+	if c := t.cache; c != nil {
+		// Every commit must fall inside the window, so that a version
+		// word seen quiescent names one state of the trie (cache.go).
+		c.beginWrite()
+		defer c.endWrite()
 	}
 	for {
 		root := t.readRoot(false)
@@ -35,6 +50,10 @@ func (t *Trie[T]) Unsubscribe(pattern string, v T) (removed bool, err error) {
 	tokens, err := tokenize(pattern, buf[:0], true)
 	if err != nil {
 		return false, err
+	}
+	if c := t.cache; c != nil {
+		c.beginWrite()
+		defer c.endWrite()
 	}
 	for {
 		root := t.readRoot(false)

@@ -1,0 +1,231 @@
+package matcher
+
+import (
+	"hash/maphash"
+	"slices"
+	"strings"
+	"sync/atomic"
+)
+
+// The result cache maps a subject to the immutable result of matching it,
+// for one version of the trie. It is the answer to nats-server's cached
+// Sublist without the Sublist's costs: readers never lock (the Sublist takes
+// its exclusive lock on every miss to fill), nothing is swept (a write makes
+// every older entry unreachable by changing the version, and a stale entry
+// is simply overwritten later), and a rotating workload that cannot hit does
+// not pay for filling (admission on a subject's second miss).
+//
+// # Versions
+//
+// version is one word: the number of writes begun, shifted left by
+// activeBits, plus the number of writes in progress. A write adds
+// 1<<activeBits + 1 before it can commit anything and subtracts 1 once it
+// has committed (or found nothing to do). Starts only ever raise the count
+// of writes begun, and an end never lowers it, so if two reads of the word,
+// at instants a < b, return the same value w with no write in progress,
+// no write began or ended in between; every commit happens inside some
+// write's begin/end window, so the trie's contents were the same at a and
+// at b. A quiescent word value therefore names one state of the trie.
+//
+//   - A filler reads w (quiescent) before its match and reads the word again
+//     after it; only if both are w does it store the result tagged w: the
+//     match linearized in between, when the contents were state(w).
+//   - A reader reads the word w'; if it is quiescent and the entry for its
+//     subject is tagged w', the contents at that read were state(w'), the
+//     state the entry was computed from, and the read is inside the call:
+//     a hit is linearized at its read of the word.
+//   - A reader that sees a write in progress does not use the cache: the
+//     word then names no single state.
+//
+// Entries are immutable and published with one atomic store, so a reader
+// sees a whole entry or none. The cache is lossy: concurrent fills may
+// overwrite each other, which costs a later miss, never a wrong result.
+//
+// The count of writes begun has 64-activeBits = 40 bits. When it wraps
+// (after about 10^12 writes) old tags could name new states again, so the
+// writer that wraps it clears every slot, and a filler that finds the word
+// moved after storing its entry takes the entry back out.
+const (
+	// activeBits holds the number of writes in progress: up to 2^24-1
+	// concurrent Subscribe or Unsubscribe calls, far more goroutines than
+	// a process can run at once inside a write.
+	activeBits = 24
+	activeMask = 1<<activeBits - 1
+	writeBegin = 1<<activeBits + 1
+
+	// DefaultCacheSize is the number of results a Trie caches unless told
+	// otherwise: nats-server's Sublist caches 1,024.
+	DefaultCacheSize = 1024
+
+	// cacheWays is the associativity: a subject may sit in either slot of
+	// its bucket, so that two hot subjects whose hashes collide do not
+	// evict each other. Both slots share a cache line.
+	cacheWays = 2
+
+	// maxCachedValues bounds one entry: a result with more values is not
+	// cached, so that the cache's memory stays bounded (DefaultCacheSize
+	// entries of at most this many values) and a huge fan-out, whose copy
+	// costs as much as the match, does not churn the heap.
+	maxCachedValues = 128
+)
+
+// cacheSeed is per process: bucket positions never leave memory.
+var cacheSeed = maphash.MakeSeed()
+
+type resultCache[T comparable] struct {
+	// version is the word described above. Every write changes it, so it
+	// sits alone on its cache line, away from the read-only fields below.
+	version atomic.Uint64
+	_       [56]byte
+
+	buckets uint64 // number of buckets, a power of two; slots has cacheWays per bucket
+	slots   []atomic.Pointer[cacheEntry[T]]
+	// seen is the admission filter: the hash of a subject that missed,
+	// lossy and direct-mapped. A miss whose hash is already there is the
+	// subject's second miss in a short while, and only that one fills.
+	seen []atomic.Uint64
+
+	admitAll        bool                             // test option: fill on every miss
+	afterMissMatch  func()                           // test option: see options
+	brokenNoVersion bool                             // test option: see options
+	counters        *[numCacheCounters]atomic.Uint64 // test option: nil unless counting
+}
+
+// cacheEntry is immutable once published.
+type cacheEntry[T comparable] struct {
+	version uint64 // the quiescent version word the result was computed in
+	hash    uint64
+	subject string // a copy: the caller's string may live in a reused buffer
+	values  []T
+}
+
+// The counters are a test hook: counting every hit on shared words would
+// cost parallel readers a contended cache line, so production tries keep
+// them off.
+type cacheCounter int
+
+const (
+	counterHits         cacheCounter = iota // served from the cache
+	counterMisses                           // looked up, not found, matched
+	counterBypassed                         // a write was in progress: not looked up
+	counterFills                            // results stored
+	counterNotAdmitted                      // misses that did not fill: first misses
+	counterFillsAborted                     // misses that did not fill: a write began during the match
+	numCacheCounters
+)
+
+func (c *resultCache[T]) count(k cacheCounter) {
+	if c.counters != nil {
+		c.counters[k].Add(1)
+	}
+}
+
+func newResultCache[T comparable](o *options) *resultCache[T] {
+	size := 2
+	for size < o.cacheSize {
+		size <<= 1
+	}
+	c := &resultCache[T]{
+		buckets:  uint64(size / cacheWays),
+		slots:    make([]atomic.Pointer[cacheEntry[T]], size),
+		seen:     make([]atomic.Uint64, size),
+		admitAll: o.cacheAdmitAll,
+
+		afterMissMatch:  o.cacheAfterMissMatch,
+		brokenNoVersion: o.cacheBrokenNoVersion,
+	}
+	if o.cacheCounters {
+		c.counters = new([numCacheCounters]atomic.Uint64)
+	}
+	return c
+}
+
+// beginWrite opens a write's window: from here until endWrite, readers
+// bypass the cache and no fill can succeed.
+func (c *resultCache[T]) beginWrite() {
+	if c.brokenNoVersion {
+		return
+	}
+	if w := c.version.Add(writeBegin); w>>activeBits == 0 {
+		// The count of writes begun wrapped: tags from the previous round
+		// could match again.
+		for i := range c.slots {
+			c.slots[i].Store(nil)
+		}
+	}
+}
+
+func (c *resultCache[T]) endWrite() {
+	if !c.brokenNoVersion {
+		c.version.Add(^uint64(0)) // -1: one write fewer in progress
+	}
+}
+
+func hashSubject(subject string) uint64 { return maphash.String(cacheSeed, subject) }
+
+// lookup returns the entry for subject computed in version, or nil. It is
+// the whole of a hit: two loads in one cache line, the entry's fields and
+// one string compare.
+func (c *resultCache[T]) lookup(h, version uint64, subject string) *cacheEntry[T] {
+	b := (h & (c.buckets - 1)) * cacheWays
+	for i := range uint64(cacheWays) {
+		if e := c.slots[b+i].Load(); e != nil && e.hash == h && e.version == version && e.subject == subject {
+			return e
+		}
+	}
+	return nil
+}
+
+// admit reports whether a miss on the subject hashed h may fill: on its
+// second miss while the seen filter remembers it. A workload rotating over
+// many more subjects than the filter holds overwrites each mark before it
+// comes round again, so it never fills.
+func (c *resultCache[T]) admit(h uint64) bool {
+	if c.admitAll {
+		return true
+	}
+	// The high half picks the filter slot, the low half the bucket, so a
+	// subject's filter slot and bucket are independent; | 1 keeps 0 free
+	// for "empty".
+	s := &c.seen[(h>>32)&uint64(len(c.seen)-1)]
+	mark := h | 1
+	if s.Load() == mark {
+		return true
+	}
+	s.Store(mark)
+	return false
+}
+
+// fill stores values as the result for subject in version. The caller has
+// checked that the version word was version, quiescent, both before and
+// after the match that produced values.
+func (c *resultCache[T]) fill(h, version uint64, subject string, values []T) {
+	e := &cacheEntry[T]{version: version, hash: h, subject: strings.Clone(subject), values: slices.Clone(values)}
+	b := (h & (c.buckets - 1)) * cacheWays
+	// Take a slot that holds nothing current, or this subject's stale
+	// entry; otherwise the newer entry goes first and the older one moves
+	// to the second slot, evicting what was there (first in, first out
+	// within the bucket). The two stores are not atomic together: a reader
+	// may miss an entry for an instant, which costs a miss, never a wrong
+	// result.
+	slot := -1
+	for i := range cacheWays {
+		if old := c.slots[b+uint64(i)].Load(); old == nil || old.version != version || old.hash == h {
+			slot = i
+			break
+		}
+	}
+	if slot < 0 {
+		c.slots[b+1].Store(c.slots[b].Load())
+		slot = 0
+	}
+	c.slots[b+uint64(slot)].Store(e)
+	c.count(counterFills)
+	if c.version.Load() != version {
+		// The word moved while we stored. Normally that only makes the
+		// entry unreachable; but if the count of writes begun wrapped
+		// and the slots were cleared before our store, the tag could
+		// come round again, so take the entry back out.
+		c.slots[b+uint64(slot)].CompareAndSwap(e, nil)
+	}
+}
