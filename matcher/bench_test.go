@@ -155,6 +155,7 @@ var implementations = []struct {
 	new  func() index
 }{
 	{"ctrie", func() index { return ctrieIndex{matcher.New[int]()} }},
+	{"ctrie-nocache", func() index { return ctrieIndex{matcher.New[int](matcher.WithoutCache())} }},
 	{"gsl", func() index { return gslIndex{gsl.NewSublist[int]()} }},
 	{"rwtrie", func() index { return rwIndex{rwtrie.New[int]()} }},
 }

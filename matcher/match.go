@@ -202,7 +202,7 @@ func (c *ctrie[T]) matchLevel(in *iNode[T], ms *matchState[T], i int, dst []T) [
 	}
 	// A tomb's C-node is empty, so a tombed I-node matches nothing.
 	if m.full != nil {
-		dst = m.full.appendTo(dst) // '>' matches this token and any after it
+		dst = m.full.subs.appendTo(dst) // '>' matches this token and any after it
 	}
 	if m.star != nil {
 		dst = c.follow(m.star, ms, i, dst)

@@ -82,11 +82,11 @@ func (t *Trie[T]) insert(in, parent *iNode[T], tokens []string, i int, v T, star
 				return true // already subscribed: linearized at the read of m
 			}
 			br.subs = subs
-			return t.gcas(in, m, newMain(m.with(br)))
+			return t.gcas(in, m, m.with(br))
 		}
 		if br.child == nil {
 			br.child = newChain(tokens[i+1:], v, startGen)
-			return t.gcas(in, m, newMain(m.with(br)))
+			return t.gcas(in, m, m.with(br))
 		}
 		if br.child.gen == startGen {
 			return t.insert(br.child, in, tokens, i+1, v, startGen)
@@ -145,14 +145,14 @@ func (t *Trie[T]) remove(in, parent *iNode[T], tokens []string, i int, v T, star
 	}
 }
 
-// contracted turns an empty C-node into a tomb, except at the root, which is
-// never tombed. Every other I-node so points to a C-node with a branch, or
-// to a tomb on its way out.
-func (t *Trie[T]) contracted(cn cNode[T], isRoot bool) *mainNode[T] {
-	if cn.isEmpty() && !isRoot {
-		return &mainNode[T]{cNode: cn, tomb: true}
+// contracted turns a fresh, unpublished main node whose C-node is empty into
+// a tomb, except at the root, which is never tombed. Every other I-node so
+// points to a C-node with a branch, or to a tomb on its way out.
+func (t *Trie[T]) contracted(m *mainNode[T], isRoot bool) *mainNode[T] {
+	if m.isEmpty() && !isRoot {
+		m.tomb = true
 	}
-	return newMain(cn)
+	return m
 }
 
 // clean compresses parent: every branch pointing at a tombed I-node loses
@@ -172,7 +172,7 @@ func (t *Trie[T]) clean(parent *iNode[T], parentIsRoot bool, startGen *generatio
 		return child
 	}
 	if ncn, changed := m.withChildren(cut); changed {
-		t.gcas(parent, m, t.contracted(ncn, parentIsRoot))
+		t.gcas(parent, m, t.contracted(newMain(ncn), parentIsRoot))
 	}
 }
 
