@@ -318,3 +318,44 @@ func retainedBytesPerSubscription(newIndex func() index) float64 {
 	runtime.KeepAlive(idx)
 	return float64(after.HeapAlloc-before.HeapAlloc) / hotSubscriptions
 }
+
+// natsCorpus rebuilds nats-server's Sublist benchmark corpus (sublist_test.go:
+// subsInit over 8 words, 1 to 5 tokens, 37,448 subjects, and addWildcards'
+// three patterns), so that the rotation `make bench-matcher-nats` judges can
+// be profiled here without a copy of nats-server's module.
+var natsCorpus = func() []string {
+	words := []string{"synadia", "nats", "jetstream", "nkeys", "jwt", "deny", "auth", "drain"}
+	var out []string
+	var grow func(prefix string, depth int)
+	grow = func(prefix string, depth int) {
+		for _, w := range words {
+			s := w
+			if prefix != "" {
+				s = prefix + "." + w
+			}
+			out = append(out, s)
+			if depth < 5 {
+				grow(s, depth+1)
+			}
+		}
+	}
+	grow("", 1)
+	return out
+}()
+
+// BenchmarkNATSCorpus matches every subject of the corpus in turn (not part
+// of the bench-matcher table: bench-matcher-nats runs this inside nats-server).
+func BenchmarkNATSCorpus(b *testing.B) {
+	for _, impl := range implementations {
+		b.Run("rotate/impl="+impl.name, func(b *testing.B) {
+			idx := impl.new()
+			for i, s := range natsCorpus {
+				idx.Subscribe(s, i)
+			}
+			for i, p := range []string{"cloud.>", "cloud.nats.component.>", "cloud.*.*.nkeys.*"} {
+				idx.Subscribe(p, -1-i)
+			}
+			benchMatchSequence(b, idx, natsCorpus)
+		})
+	}
+}

@@ -57,9 +57,7 @@ const (
 	// otherwise: nats-server's Sublist caches 1,024.
 	DefaultCacheSize = 1024
 
-	// cacheWays is the associativity: a subject may sit in either slot of
-	// its bucket, so that two hot subjects whose hashes collide do not
-	// evict each other. Both slots share a cache line.
+	// cacheWays is the number of slots per bucket.
 	cacheWays = 2
 
 	// maxCachedValues bounds one entry: a result with more values is not
@@ -78,17 +76,26 @@ type resultCache[T comparable] struct {
 	version atomic.Uint64
 	_       [56]byte
 
-	buckets uint64 // number of buckets, a power of two; slots has cacheWays per bucket
-	slots   []atomic.Pointer[cacheEntry[T]]
-	// seen is the admission filter: the hash of a subject that missed,
-	// lossy and direct-mapped. A miss whose hash is already there is the
-	// subject's second miss in a short while, and only that one fills.
-	seen []atomic.Uint64
+	buckets []cacheBucket[T] // a power of two of them
 
 	admitAll        bool                             // test option: fill on every miss
 	afterMissMatch  func()                           // test option: see options
 	brokenNoVersion bool                             // test option: see options
 	counters        *[numCacheCounters]atomic.Uint64 // test option: nil unless counting
+}
+
+// cacheBucket is where a subject's hash leads: two slots (a subject may sit
+// in either, so that two hot subjects whose hashes collide do not evict each
+// other) and the admission marks. It is 32 bytes, so a lookup and the
+// admission check that follows a miss read one cache line.
+type cacheBucket[T comparable] struct {
+	slots [cacheWays]atomic.Pointer[cacheEntry[T]]
+	// marks remembers the tags of the last two subjects that missed here
+	// (32-bit tags, newest in the low half): a miss whose tag is there is
+	// the subject's second miss in a short while, and only that one
+	// fills. Lossy by design.
+	marks atomic.Uint64
+	_     [8]byte
 }
 
 // cacheEntry is immutable once published.
@@ -121,14 +128,12 @@ func (c *resultCache[T]) count(k cacheCounter) {
 }
 
 func newResultCache[T comparable](o *options) *resultCache[T] {
-	size := 2
+	size := cacheWays
 	for size < o.cacheSize {
 		size <<= 1
 	}
 	c := &resultCache[T]{
-		buckets:  uint64(size / cacheWays),
-		slots:    make([]atomic.Pointer[cacheEntry[T]], size),
-		seen:     make([]atomic.Uint64, size),
+		buckets:  make([]cacheBucket[T], size/cacheWays),
 		admitAll: o.cacheAdmitAll,
 
 		afterMissMatch:  o.cacheAfterMissMatch,
@@ -149,8 +154,10 @@ func (c *resultCache[T]) beginWrite() {
 	if w := c.version.Add(writeBegin); w>>activeBits == 0 {
 		// The count of writes begun wrapped: tags from the previous round
 		// could match again.
-		for i := range c.slots {
-			c.slots[i].Store(nil)
+		for i := range c.buckets {
+			for j := range c.buckets[i].slots {
+				c.buckets[i].slots[j].Store(nil)
+			}
 		}
 	}
 }
@@ -163,13 +170,17 @@ func (c *resultCache[T]) endWrite() {
 
 func hashSubject(subject string) uint64 { return maphash.String(cacheSeed, subject) }
 
+func (c *resultCache[T]) bucket(h uint64) *cacheBucket[T] {
+	return &c.buckets[h&uint64(len(c.buckets)-1)]
+}
+
 // lookup returns the entry for subject computed in version, or nil. It is
 // the whole of a hit: two loads in one cache line, the entry's fields and
 // one string compare.
 func (c *resultCache[T]) lookup(h, version uint64, subject string) *cacheEntry[T] {
-	b := (h & (c.buckets - 1)) * cacheWays
-	for i := range uint64(cacheWays) {
-		if e := c.slots[b+i].Load(); e != nil && e.hash == h && e.version == version && e.subject == subject {
+	b := c.bucket(h)
+	for i := range b.slots {
+		if e := b.slots[i].Load(); e != nil && e.hash == h && e.version == version && e.subject == subject {
 			return e
 		}
 	}
@@ -177,22 +188,22 @@ func (c *resultCache[T]) lookup(h, version uint64, subject string) *cacheEntry[T
 }
 
 // admit reports whether a miss on the subject hashed h may fill: on its
-// second miss while the seen filter remembers it. A workload rotating over
-// many more subjects than the filter holds overwrites each mark before it
-// comes round again, so it never fills.
+// second miss while its bucket remembers it. A workload rotating over many
+// more subjects than the buckets remember overwrites each mark before the
+// subject comes round again, so it never fills.
 func (c *resultCache[T]) admit(h uint64) bool {
 	if c.admitAll {
 		return true
 	}
-	// The high half picks the filter slot, the low half the bucket, so a
-	// subject's filter slot and bucket are independent; | 1 keeps 0 free
-	// for "empty".
-	s := &c.seen[(h>>32)&uint64(len(c.seen)-1)]
-	mark := h | 1
-	if s.Load() == mark {
+	// The tag is the hash's high half (the bucket index comes from the low
+	// bits), | 1 so that an empty half never matches.
+	tag := h>>32 | 1
+	b := c.bucket(h)
+	m := b.marks.Load()
+	if m&0xffffffff == tag || m>>32 == tag {
 		return true
 	}
-	s.Store(mark)
+	b.marks.Store(m<<32 | tag)
 	return false
 }
 
@@ -201,7 +212,7 @@ func (c *resultCache[T]) admit(h uint64) bool {
 // after the match that produced values.
 func (c *resultCache[T]) fill(h, version uint64, subject string, values []T) {
 	e := &cacheEntry[T]{version: version, hash: h, subject: strings.Clone(subject), values: slices.Clone(values)}
-	b := (h & (c.buckets - 1)) * cacheWays
+	b := c.bucket(h)
 	// Take a slot that holds nothing current, or this subject's stale
 	// entry; otherwise the newer entry goes first and the older one moves
 	// to the second slot, evicting what was there (first in, first out
@@ -209,23 +220,23 @@ func (c *resultCache[T]) fill(h, version uint64, subject string, values []T) {
 	// may miss an entry for an instant, which costs a miss, never a wrong
 	// result.
 	slot := -1
-	for i := range cacheWays {
-		if old := c.slots[b+uint64(i)].Load(); old == nil || old.version != version || old.hash == h {
+	for i := range b.slots {
+		if old := b.slots[i].Load(); old == nil || old.version != version || old.hash == h {
 			slot = i
 			break
 		}
 	}
 	if slot < 0 {
-		c.slots[b+1].Store(c.slots[b].Load())
+		b.slots[1].Store(b.slots[0].Load())
 		slot = 0
 	}
-	c.slots[b+uint64(slot)].Store(e)
+	b.slots[slot].Store(e)
 	c.count(counterFills)
 	if c.version.Load() != version {
 		// The word moved while we stored. Normally that only makes the
 		// entry unreachable; but if the count of writes begun wrapped
 		// and the slots were cleared before our store, the tag could
 		// come round again, so take the entry back out.
-		c.slots[b+uint64(slot)].CompareAndSwap(e, nil)
+		b.slots[slot].CompareAndSwap(e, nil)
 	}
 }

@@ -61,9 +61,11 @@ func CacheEntries[T comparable](t *Trie[T]) int {
 		return 0
 	}
 	n, v := 0, t.cache.version.Load()
-	for i := range t.cache.slots {
-		if e := t.cache.slots[i].Load(); e != nil && e.version == v {
-			n++
+	for i := range t.cache.buckets {
+		for j := range t.cache.buckets[i].slots {
+			if e := t.cache.buckets[i].slots[j].Load(); e != nil && e.version == v {
+				n++
+			}
 		}
 	}
 	return n

@@ -1,5 +1,11 @@
 package matcher
 
+import (
+	"encoding/binary"
+	"math/bits"
+	"unsafe"
+)
+
 // Reading several I-nodes one after another is not atomic: a wildcard match
 // that reads the root's '>' branch, then a deeper I-node, could see a
 // subscription made after one it missed. Match therefore records every
@@ -52,36 +58,68 @@ func (ms *matchState[T]) token(i int) string {
 
 // tokenize splits a literal subject into ms and reports whether it is valid
 // (see ValidateSubject); it never builds an error, so it never allocates.
+//
+// It reads 8 bytes at a time: every byte NATS refuses, and the separator,
+// are <= '.', so one word operation flags the bytes that need a look
+// (separators, whitespace and a few punctuation bytes) and the letters and
+// digits between them cost nothing each.
 func (ms *matchState[T]) tokenize(s string) bool {
 	if len(s) == 0 || len(s) > MaxSubjectLength {
 		return false
 	}
-	start, n := 0, 0
-	for i := 0; i <= len(s); i++ {
-		if i < len(s) {
-			// Every byte NATS refuses, and the separator, are <= '.': one
-			// compare clears letters and digits.
-			c := s[i]
-			if c > tokenSeparator {
+	b := unsafe.Slice(unsafe.StringData(s), len(s))
+	ms.subject, ms.n = s, 0
+	start, i := 0, 0
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		// Bit 7 of a byte of (x&0x7f..)+0x51.. is set iff its low 7 bits
+		// are >= 0x2f, with no carry between bytes; or-ing x sets it for
+		// bytes >= 0x80 too. What stays clear is a byte <= '.' (0x2e).
+		flagged := ^((x&0x7f7f7f7f7f7f7f7f + 0x5151515151515151) | x) & 0x8080808080808080
+		for flagged != 0 {
+			j := i + bits.TrailingZeros64(flagged)>>3
+			flagged &= flagged - 1
+			if c := b[j]; c != tokenSeparator {
+				if isWhitespace(c) {
+					return false
+				}
 				continue
 			}
+			if !ms.addToken(s, start, j) {
+				return false
+			}
+			start = j + 1
+		}
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; c <= tokenSeparator {
 			if c != tokenSeparator {
 				if isWhitespace(c) {
 					return false
 				}
 				continue
 			}
+			if !ms.addToken(s, start, i) {
+				return false
+			}
+			start = i + 1
 		}
-		tok := s[start:i]
-		if len(tok) == 0 || n == MaxTokens || tok == singleWildcard || tok == fullWildcard {
-			return false
-		}
-		ms.ends[n] = uint16(i) // i <= MaxSubjectLength fits
-		ms.keys[n] = keyAt(s, start, i)
-		n++
-		start = i + 1
 	}
-	ms.subject, ms.n = s, n
+	return ms.addToken(s, start, len(s))
+}
+
+// addToken records s[start:end] as the next token, refusing an empty token,
+// one too many, and a wildcard.
+func (ms *matchState[T]) addToken(s string, start, end int) bool {
+	switch n := end - start; {
+	case n == 0, ms.n == MaxTokens:
+		return false
+	case n == 1 && (s[start] == '*' || s[start] == '>'):
+		return false
+	}
+	ms.ends[ms.n] = uint16(end) // end <= MaxSubjectLength fits
+	ms.keys[ms.n] = keyAt(s, start, end)
+	ms.n++
 	return true
 }
 

@@ -21,7 +21,7 @@ type options struct {
 //
 // The cache's memory is bounded by the number of entries: each holds a copy
 // of its subject and of at most 128 values (a larger result is not cached),
-// plus 16 bytes of slot and admission filter per entry allocated up front.
+// plus 16 bytes of slot and admission marks per entry allocated up front.
 func WithCacheSize(entries int) Option {
 	return func(o *options) { o.cacheSize = entries }
 }
