@@ -47,8 +47,12 @@ envtest: ## Build (once, cached outside the clone) etcd, kube-apiserver, kubectl
 	hack/setup-envtest.sh
 
 .PHONY: bench-matcher
-bench-matcher: ## Matcher benchmarks vs nats-server's gsl and an RWMutex trie: medians and ratios.
+bench-matcher: ## Matcher benchmarks, cache on and off, vs nats-server's gsl and an RWMutex trie: medians and ratios.
 	$(GO) run ./hack/benchmatcher -count $${COUNT:-5} -benchtime $${BENCHTIME:-1s}
+
+.PHONY: bench-matcher-nats
+bench-matcher-nats: ## Matcher vs nats-server's cached Sublist and gsl, inside a scratch copy of its server package.
+	$(GO) run ./hack/benchmatchernats -count $${COUNT:-5} -benchtime $${BENCHTIME:-1s}
 
 .PHONY: bench-sidecar-core
 bench-sidecar-core: ## Publish-to-delivery through the sidecar vs directly, 1 KiB, interleaved rounds (ROUNDS).

@@ -193,6 +193,9 @@ func BenchmarkMatcher(b *testing.B) {
 		b.Run("hot/impl="+impl.name, func(b *testing.B) { benchMatchSequence(b, loadHot(impl.new()), hotSubjects) })
 	}
 	for _, impl := range implementations {
+		b.Run("hit/impl="+impl.name, func(b *testing.B) { benchMatchSequence(b, loadHot(impl.new()), hotSubjects[:1]) })
+	}
+	for _, impl := range implementations {
 		b.Run("empty/impl="+impl.name, func(b *testing.B) { benchMatchSequence(b, impl.new(), hotSubjects) })
 	}
 	for _, impl := range implementations {
@@ -260,6 +263,17 @@ func BenchmarkMatcher(b *testing.B) {
 			b.ReportMetric(perSub, "B/sub")
 		})
 	}
+	// The cache's own memory, which memory leaves out but for the bucket
+	// table a trie allocates up front: what a full cache of hot's results
+	// retains, per entry and in all.
+	b.Run("cachememory/impl=ctrie", func(b *testing.B) {
+		var perEntry, total float64
+		for i := 0; i < b.N; i++ {
+			perEntry, total = retainedCacheBytes()
+		}
+		b.ReportMetric(perEntry, "B/entry")
+		b.ReportMetric(total/1024, "KiB/cache")
+	})
 }
 
 // benchChurn runs churnGoroutines goroutines that split b.N operations;
@@ -317,6 +331,26 @@ func retainedBytesPerSubscription(newIndex func() index) float64 {
 	runtime.ReadMemStats(&after)
 	runtime.KeepAlive(idx)
 	return float64(after.HeapAlloc-before.HeapAlloc) / hotSubscriptions
+}
+
+// retainedCacheBytes fills a trie's cache with hot's results (admission
+// forced, every subject matched once) and returns the heap the entries
+// retain plus the bucket table allocated at New, per entry and in all.
+func retainedCacheBytes() (perEntry, total float64) {
+	tr := matcher.New[int](matcher.WithCacheAdmitAll())
+	loadHot(ctrieIndex{tr})
+	buf := make([]int, 0, 256)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for _, s := range hotSubjects {
+		buf = tr.Match(s, buf[:0])
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(tr)
+	total = float64(after.HeapAlloc-before.HeapAlloc) + float64(matcher.CacheTableBytes(tr))
+	return total / float64(matcher.CacheEntries(tr)), total
 }
 
 // natsCorpus rebuilds nats-server's Sublist benchmark corpus (sublist_test.go:

@@ -27,9 +27,11 @@ import (
 // write's begin/end window, so the trie's contents were the same at a and
 // at b. A quiescent word value therefore names one state of the trie.
 //
-//   - A filler reads w (quiescent) before its match and reads the word again
-//     after it; only if both are w does it store the result tagged w: the
-//     match linearized in between, when the contents were state(w).
+//   - A missing reader reads w (quiescent) before its walk and reads the
+//     word again after it. If both are w, nothing committed in between, so
+//     the walk read state(w) throughout: it needed no read log or
+//     validation, and its result may be stored tagged w. If the word moved,
+//     it walks again the validated way (match.go) and stores nothing.
 //   - A reader reads the word w'; if it is quiescent and the entry for its
 //     subject is tagged w', the contents at that read were state(w'), the
 //     state the entry was computed from, and the read is inside the call:
@@ -209,7 +211,7 @@ func (c *resultCache[T]) admit(h uint64) bool {
 
 // fill stores values as the result for subject in version. The caller has
 // checked that the version word was version, quiescent, both before and
-// after the match that produced values.
+// after the walk that produced values.
 func (c *resultCache[T]) fill(h, version uint64, subject string, values []T) {
 	e := &cacheEntry[T]{version: version, hash: h, subject: strings.Clone(subject), values: slices.Clone(values)}
 	b := c.bucket(h)

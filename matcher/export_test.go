@@ -1,5 +1,7 @@
 package matcher
 
+import "unsafe"
+
 // SetBrokenPlainStore switches GCAS to a plain store that loses concurrent
 // updates, so tests can show the linearizability check catches it.
 func SetBrokenPlainStore(broken bool) { brokenPlainStore.Store(broken) }
@@ -80,3 +82,11 @@ func WithCacheAfterMissMatch(f func()) Option {
 // WithBrokenCacheVersion makes writes leave the cache's version word alone:
 // a cache that is never invalidated, for tests to show they catch it.
 func WithBrokenCacheVersion() Option { return func(o *options) { o.cacheBrokenNoVersion = true } }
+
+// CacheTableBytes is the size of t's bucket table, allocated at New.
+func CacheTableBytes[T comparable](t *Trie[T]) int {
+	if t.cache == nil {
+		return 0
+	}
+	return len(t.cache.buckets) * int(unsafe.Sizeof(t.cache.buckets[0]))
+}

@@ -34,21 +34,28 @@ type recordedRead[T comparable] struct {
 	m  *mainNode[T]
 }
 
-// matchState is everything one Match needs, on its stack: where the tokens
-// end, their keys (computed once, not at every visit) and
-// the read log. It is kept small because Go zeroes it on every call.
+// matchState is everything one Match needs, on its stack: the tokenized
+// subject and the read log. It is kept small because Go zeroes it on every
+// call.
 type matchState[T comparable] struct {
-	subject   string
-	ends      [MaxTokens]uint16 // ends[i] is the offset just past token i
-	n         int               // number of tokens
-	keys      [MaxTokens]uint64 // tokenKey of each token
+	subjectTokens
 	recording bool
 	reads     [inlineReads]recordedRead[T]
 	nreads    int
 	spill     []recordedRead[T] // reads past inlineReads
 }
 
-func (ms *matchState[T]) token(i int) string {
+// subjectTokens is a literal subject split into tokens: where they end, and
+// their keys (computed once, not at every visit). It does not depend on the
+// trie's value type, so its methods compile once and inline.
+type subjectTokens struct {
+	subject string
+	ends    [MaxTokens]uint16 // ends[i] is the offset just past token i
+	n       int               // number of tokens
+	keys    [MaxTokens]uint64 // tokenKey of each token
+}
+
+func (ms *subjectTokens) token(i int) string {
 	start := 0
 	if i > 0 {
 		start = int(ms.ends[i-1]) + 1
@@ -63,7 +70,7 @@ func (ms *matchState[T]) token(i int) string {
 // are <= '.', so one word operation flags the bytes that need a look
 // (separators, whitespace and a few punctuation bytes) and the letters and
 // digits between them cost nothing each.
-func (ms *matchState[T]) tokenize(s string) bool {
+func (ms *subjectTokens) tokenize(s string) bool {
 	if len(s) == 0 || len(s) > MaxSubjectLength {
 		return false
 	}
@@ -105,12 +112,30 @@ func (ms *matchState[T]) tokenize(s string) bool {
 			start = i + 1
 		}
 	}
-	return ms.addToken(s, start, len(s))
+	if !ms.addToken(s, start, len(s)) {
+		return false
+	}
+	// The keys, in one loop over the tokens found.
+	if len(s) < 8 {
+		start := 0
+		for t := range ms.n {
+			ms.keys[t] = keyAtShort(s, start, int(ms.ends[t]))
+			start = int(ms.ends[t]) + 1
+		}
+		return true
+	}
+	p, start := unsafe.StringData(s), 0
+	for t := range ms.n {
+		end := int(ms.ends[t])
+		ms.keys[t] = keyFrom(p, len(s), start, end)
+		start = end + 1
+	}
+	return true
 }
 
-// addToken records s[start:end] as the next token, refusing an empty token,
-// one too many, and a wildcard.
-func (ms *matchState[T]) addToken(s string, start, end int) bool {
+// addToken records that a token ends at end, refusing an empty token, one
+// too many, and a wildcard.
+func (ms *subjectTokens) addToken(s string, start, end int) bool {
 	switch n := end - start; {
 	case n == 0, ms.n == MaxTokens:
 		return false
@@ -118,7 +143,6 @@ func (ms *matchState[T]) addToken(s string, start, end int) bool {
 		return false
 	}
 	ms.ends[ms.n] = uint16(end) // end <= MaxSubjectLength fits
-	ms.keys[ms.n] = keyAt(s, start, end)
 	ms.n++
 	return true
 }
@@ -190,17 +214,23 @@ func (t *Trie[T]) Match(subject string, dst []T) []T {
 		return dst
 	}
 	base := len(dst)
-	dst = t.matchTokens(&ms, dst)
+	// While the version word stays at version nothing commits, so a walk
+	// that starts and ends with the word there read one state (the
+	// argument that makes a hit linearizable): it needs no read log and no
+	// validation.
+	ms.recording = false
+	dst = t.matchLevel(t.readRoot(false), &ms, 0, dst)
 	if c.afterMissMatch != nil {
 		c.afterMissMatch()
 	}
+	if c.version.Load() != version {
+		// A write began during the walk, which may have read parts of
+		// two states: walk again, validating, and cache nothing.
+		c.count(counterFillsAborted)
+		return t.matchTokens(&ms, dst[:base])
+	}
 	switch {
 	case len(dst)-base > maxCachedValues:
-	case c.version.Load() != version:
-		// A write began during the match: the result may be of a later
-		// state than the one version names. It is still this call's
-		// linearizable answer, but it must not be tagged version.
-		c.count(counterFillsAborted)
 	case !c.admit(h):
 		c.count(counterNotAdmitted)
 	default:

@@ -152,26 +152,33 @@ func tokenKey(token string) uint64 { return keyAt(token, 0, len(token)) }
 
 // keyAt is tokenKey of s[start:end], read with one 8-byte load where s is
 // long enough (the subject around a token, not just the token, must hold 8
-// bytes), so that Match computes each key in a few instructions.
+// bytes), so that each key costs a few instructions. subjectTokens.tokenize
+// does the same for all of a subject's tokens in one loop.
 func keyAt(s string, start, end int) uint64 {
+	if len(s) < 8 {
+		return keyAtShort(s, start, end)
+	}
+	return keyFrom(unsafe.StringData(s), len(s), start, end)
+}
+
+// keyFrom is keyAt on the len bytes at p, len >= 8: the 8 bytes from start,
+// or, near the end, the last 8 bytes shifted so that the token's first byte
+// comes first, masked to the token's first 7 and tagged with its length.
+func keyFrom(p *byte, len, start, end int) uint64 {
+	off := min(start, len-8)
+	w := binary.LittleEndian.Uint64(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(p), off)), 8))
+	w >>= (8 * (start - off)) & 63 // start-off < 8; the mask spares a check for shifts past 63
+	n := end - start
+	return w&(1<<(8*min(n, 7))-1) | uint64(n)<<56
+}
+
+func keyAtShort(s string, start, end int) uint64 {
 	n := end - start
 	var w uint64
-	switch b := unsafe.Slice(unsafe.StringData(s), len(s)); {
-	case start+8 <= len(b):
-		w = binary.LittleEndian.Uint64(b[start:])
-	case len(b) >= 8:
-		w = binary.LittleEndian.Uint64(b[len(b)-8:]) >> (8 * (start + 8 - len(b)))
-	default:
-		for i := n - 1; i >= 0; i-- {
-			w = w<<8 | uint64(b[start+i])
-		}
+	for i := n - 1; i >= 0; i-- {
+		w = w<<8 | uint64(s[start+i])
 	}
-	if n < 7 {
-		w &= 1<<(8*n) - 1
-	} else {
-		w &= 1<<56 - 1
-	}
-	return w | uint64(n)<<56
+	return w&(1<<(8*min(n, 7))-1) | uint64(n)<<56
 }
 
 // slotOf is the table slot a key hashes to (Fibonacci hashing).
@@ -187,12 +194,24 @@ func (cn *cNode[T]) isEmpty() bool {
 // the string compare.
 func (cn *cNode[T]) literal(key uint64, token string) *branch[T] {
 	if cn.table == nil {
-		for i, k := range unsafe.Slice(cn.keys, len(cn.literals)) {
-			if k == key && (len(token) <= 7 || cn.literals[i].token == token) {
-				return &cn.literals[i]
+		// No early exit: a scan of all (at most 8) keys whose compare
+		// compiles to a conditional move has no branch to mispredict
+		// on where the key sits. Keys are unique for tokens of up to 7
+		// bytes; longer tokens may share one and take the slow path.
+		found := -1
+		keys := unsafe.Slice(cn.keys, len(cn.literals))
+		for i, k := range keys {
+			if k == key {
+				found = i
 			}
 		}
-		return nil
+		if found < 0 {
+			return nil
+		}
+		if len(token) > 7 {
+			return cn.longLiteral(keys, key, token)
+		}
+		return &cn.literals[found]
 	}
 	slots := cn.table.slots
 	mask := len(slots) - 1
@@ -205,6 +224,16 @@ func (cn *cNode[T]) literal(key uint64, token string) *branch[T] {
 			return br
 		}
 	}
+}
+
+// longLiteral finds a token longer than 7 bytes among keys that may repeat.
+func (cn *cNode[T]) longLiteral(keys []uint64, key uint64, token string) *branch[T] {
+	for i, k := range keys {
+		if k == key && cn.literals[i].token == token {
+			return &cn.literals[i]
+		}
+	}
+	return nil
 }
 
 // literalIndex is literal's position in literals, or -1; for writers.
