@@ -46,7 +46,10 @@ import (
 // The count of writes begun has 64-activeBits = 40 bits. When it wraps
 // (after about 10^12 writes) old tags could name new states again, so the
 // writer that wraps it clears every slot, and a filler that finds the word
-// moved after storing its entry takes the entry back out.
+// moved after storing its entry takes the entry back out. What remains is
+// a reader descheduled in the middle of a walk or of a fill for 2^40
+// writes (days at the highest write rate this trie sustains), which the
+// design accepts.
 const (
 	// activeBits holds the number of writes in progress: up to 2^24-1
 	// concurrent Subscribe or Unsubscribe calls, far more goroutines than
