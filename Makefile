@@ -123,9 +123,10 @@ demo: build envtest ## The mesh end to end on this machine in under five minutes
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) run ./hack/demo -bin bin/weighstation $(DEMO_FLAGS)
 
 .PHONY: fuzz-matcher
-fuzz-matcher: ## Fuzz subject validation and differential operation sequences (FUZZTIME each).
+fuzz-matcher: ## Fuzz subject validation, differential operation sequences and cache invalidation (FUZZTIME each).
 	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $${FUZZTIME:-30s} ./matcher/
 	$(GO) test -run '^$$' -fuzz '^FuzzDifferential$$' -fuzztime $${FUZZTIME:-30s} ./matcher/
+	$(GO) test -run '^$$' -fuzz '^FuzzCacheInvalidation$$' -fuzztime $${FUZZTIME:-30s} ./matcher/
 
 .PHONY: fuzz-protocol
 fuzz-protocol: ## Fuzz the sidecar's NATS protocol reader (FUZZTIME).
