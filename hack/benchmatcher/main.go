@@ -103,7 +103,6 @@ var workloads = []struct{ name, unit, what string }{
 	{"memory", "B/sub", "retained heap per subscription, hot"},
 }
 
-var impls = []string{"ctrie", "ctrie-nocache", "gsl", "rwtrie"}
 
 func printTable(s samples, count int) {
 	fmt.Printf("\nmatcher benchmarks: medians of %d runs; ctrie has its result cache on (the default), ctrie-nocache off;\n", count)
