@@ -103,7 +103,6 @@ var workloads = []struct{ name, unit, what string }{
 	{"memory", "B/sub", "retained heap per subscription, hot"},
 }
 
-
 func printTable(s samples, count int) {
 	fmt.Printf("\nmatcher benchmarks: medians of %d runs; ctrie has its result cache on (the default), ctrie-nocache off;\n", count)
 	fmt.Printf("ratios are to gsl (below 1 is better); allocs are per op\n\n")
