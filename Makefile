@@ -47,8 +47,12 @@ envtest: ## Build (once, cached outside the clone) etcd, kube-apiserver, kubectl
 	hack/setup-envtest.sh
 
 .PHONY: bench-matcher
-bench-matcher: ## Matcher benchmarks vs nats-server's gsl and an RWMutex trie: medians and ratios.
+bench-matcher: ## Matcher benchmarks, cache on and off, vs nats-server's gsl and an RWMutex trie: medians and ratios.
 	$(GO) run ./hack/benchmatcher -count $${COUNT:-5} -benchtime $${BENCHTIME:-1s}
+
+.PHONY: bench-matcher-nats
+bench-matcher-nats: ## Matcher vs nats-server's cached Sublist and gsl, inside a scratch copy of its server package.
+	$(GO) run ./hack/benchmatchernats -count $${COUNT:-5} -benchtime $${BENCHTIME:-1s}
 
 .PHONY: bench-sidecar-core
 bench-sidecar-core: build ## Publish-to-delivery through the sidecar vs directly, 1 KiB, interleaved rounds (ROUNDS); then the sidecar's allocations per message over MESSAGES (10⁶) of a stated mix, in a process of its own.
@@ -120,9 +124,10 @@ demo: build envtest ## The mesh end to end on this machine in under five minutes
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) run ./hack/demo -bin bin/weighstation $(DEMO_FLAGS)
 
 .PHONY: fuzz-matcher
-fuzz-matcher: ## Fuzz subject validation and differential operation sequences (FUZZTIME each).
+fuzz-matcher: ## Fuzz subject validation, differential operation sequences and cache invalidation (FUZZTIME each).
 	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $${FUZZTIME:-30s} ./matcher/
 	$(GO) test -run '^$$' -fuzz '^FuzzDifferential$$' -fuzztime $${FUZZTIME:-30s} ./matcher/
+	$(GO) test -run '^$$' -fuzz '^FuzzCacheInvalidation$$' -fuzztime $${FUZZTIME:-30s} ./matcher/
 
 .PHONY: fuzz-protocol
 fuzz-protocol: ## Fuzz the sidecar's NATS protocol reader (FUZZTIME).

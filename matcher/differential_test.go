@@ -44,8 +44,8 @@ type diffHarness struct {
 	buf    []int
 }
 
-func newDiffHarness() *diffHarness {
-	return &diffHarness{trie: matcher.New[int](), oracle: gsl.NewSublist[int](), model: map[pair]bool{}}
+func newDiffHarness(trie *matcher.Trie[int]) *diffHarness {
+	return &diffHarness{trie: trie, oracle: gsl.NewSublist[int](), model: map[pair]bool{}}
 }
 
 // apply runs o on all three and returns a description of the first
@@ -105,11 +105,16 @@ func (h *diffHarness) apply(o op) string {
 // vocabulary, so that patterns collide and wildcards overlap often.
 type opSource struct {
 	next func(n int) int // a choice in [0, n)
+	// readHeavy: 96% matches, mostly of a small working set of subjects
+	// that drifts, so that a cache hits between writes; the writes then
+	// test invalidation. Otherwise 70% writes, which tests the trie.
+	readHeavy bool
+	working   []string
 }
 
 var diffWords = []string{"a", "b", "c", "d"}
 
-func (s opSource) pattern() string {
+func (s *opSource) pattern() string {
 	n := 1 + s.next(4)
 	tokens := make([]string, n)
 	for i := range tokens {
@@ -125,7 +130,7 @@ func (s opSource) pattern() string {
 	return subjectFrom(tokens)
 }
 
-func (s opSource) subject() string {
+func (s *opSource) subject() string {
 	n := 1 + s.next(5)
 	tokens := make([]string, n)
 	for i := range tokens {
@@ -134,8 +139,35 @@ func (s opSource) subject() string {
 	return subjectFrom(tokens)
 }
 
-func (s opSource) op() op {
-	switch r := s.next(1000); {
+// workingSubject draws from 8 subjects, one of which is replaced by a fresh
+// subject in one draw in 50.
+func (s *opSource) workingSubject() string {
+	const size = 8
+	if len(s.working) < size {
+		s.working = append(s.working, s.subject())
+		return s.working[len(s.working)-1]
+	}
+	i := s.next(size)
+	if s.next(50) == 0 {
+		s.working[i] = s.subject()
+	}
+	return s.working[i]
+}
+
+func (s *opSource) op() op {
+	r := s.next(1000)
+	if s.readHeavy {
+		switch {
+		case r < 20:
+			return op{kind: opSubscribe, subject: s.pattern(), value: s.next(8)}
+		case r < 40:
+			return op{kind: opUnsubscribe, subject: s.pattern(), value: s.next(8)}
+		case r < 999:
+			return op{kind: opMatch, subject: s.workingSubject()}
+		}
+		return op{kind: opCheckAll}
+	}
+	switch {
 	case r < 400:
 		return op{kind: opSubscribe, subject: s.pattern(), value: s.next(8)}
 	case r < 700:
@@ -147,6 +179,10 @@ func (s opSource) op() op {
 	}
 }
 
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x5eed)) }
+
+func readHeavyOps(rng *rand.Rand) *opSource { return &opSource{next: rng.IntN, readHeavy: true} }
+
 func subjectFrom(tokens []string) string {
 	s := tokens[0]
 	for _, t := range tokens[1:] {
@@ -155,27 +191,72 @@ func subjectFrom(tokens []string) string {
 	return s
 }
 
-// TestDifferentialAgainstGSL runs 1,000,000 random operations (200,000
-// under -short) and requires zero disagreements.
+// cacheModes are the tries the differential and linearizability checks
+// run on: without the result cache, on the write-heavy mix; and with it,
+// admission forced so that every repeated subject is served from the cache,
+// on the read-heavy mix, where the assertion that most matches hit shows
+// the cache was really exercised.
+var cacheModes = []struct {
+	name      string
+	readHeavy bool
+	new       func() *matcher.Trie[int]
+}{
+	{"cache=off", false, func() *matcher.Trie[int] { return matcher.New[int](matcher.WithoutCache()) }},
+	{"cache=on", true, func() *matcher.Trie[int] {
+		return matcher.New[int](matcher.WithCacheAdmitAll(), matcher.WithCacheCounters())
+	}},
+}
+
+// TestDifferentialAgainstGSL runs 1,000,000 random operations per cache
+// mode (200,000 under -short, 250,000 under the race detector, which makes
+// each operation about ten times dearer) and requires zero disagreements.
 func TestDifferentialAgainstGSL(t *testing.T) {
 	ops := 1_000_000
-	if testing.Short() {
+	switch {
+	case testing.Short():
 		ops = 200_000
+	case raceEnabled:
+		ops = 250_000
 	}
 	const seeds = 4 // several independent histories, each starting empty
-	for seed := range uint64(seeds) {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			t.Parallel()
-			rng := rand.New(rand.NewPCG(seed, 0x5eed))
-			src := opSource{next: rng.IntN}
-			h := newDiffHarness()
-			for i := range ops / seeds {
-				if msg := h.apply(src.op()); msg != "" {
-					t.Fatalf("op %d: %s", i, msg)
+	for _, mode := range cacheModes {
+		t.Run(mode.name, func(t *testing.T) {
+			var tries []*matcher.Trie[int]
+			t.Run("seeds", func(t *testing.T) {
+				for seed := range uint64(seeds) {
+					tr := mode.new()
+					tries = append(tries, tr)
+					t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+						t.Parallel()
+						src := &opSource{next: newRand(seed).IntN, readHeavy: mode.readHeavy}
+						h := newDiffHarness(tr)
+						for i := range ops / seeds {
+							if msg := h.apply(src.op()); msg != "" {
+								t.Fatalf("op %d: %s", i, msg)
+							}
+						}
+						if msg := h.apply(op{kind: opCheckAll}); msg != "" {
+							t.Fatal(msg)
+						}
+					})
 				}
+			})
+			var total matcher.CacheStats
+			for _, tr := range tries {
+				s, ok := matcher.CacheStatsOf(tr)
+				if !ok {
+					continue
+				}
+				total.Hits += s.Hits
+				total.Misses += s.Misses
+				total.Bypassed += s.Bypassed
+				total.Fills += s.Fills
 			}
-			if msg := h.apply(op{kind: opCheckAll}); msg != "" {
-				t.Fatal(msg)
+			if mode.readHeavy {
+				t.Logf("cache: %d matches, %d hits (%.2f), %d fills", total.Matches(), total.Hits, total.HitRatio(), total.Fills)
+				if total.HitRatio() <= 0.5 {
+					t.Fatalf("hit ratio %.2f over %d matches, want above 0.5: the cache was not exercised", total.HitRatio(), total.Matches())
+				}
 			}
 		})
 	}
@@ -187,7 +268,7 @@ func FuzzDifferential(f *testing.F) {
 	f.Add([]byte("subscribe a.* then match a.b and unsubscribe it again"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		pos := 0
-		src := opSource{next: func(n int) int {
+		src := &opSource{next: func(n int) int {
 			if pos >= len(data) {
 				return 0
 			}
@@ -195,7 +276,7 @@ func FuzzDifferential(f *testing.F) {
 			pos++
 			return b % n
 		}}
-		h := newDiffHarness()
+		h := newDiffHarness(matcher.New[int](matcher.WithoutCache()))
 		for pos < len(data) {
 			if msg := h.apply(src.op()); msg != "" {
 				t.Fatal(msg)

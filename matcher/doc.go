@@ -41,9 +41,10 @@
 //     subject with 30,000 copies three small nodes (O(log32 n)), not the
 //     whole set. Being immutable, sets can be shared by snapshots.
 //   - Literal branches are found by a 64-bit key (the token's length and
-//     first 7 bytes), scanned for up to 8 branches and looked up in a
-//     probing table past that; an equal key proves equality for tokens of
-//     up to 7 bytes, so only longer tokens are compared as strings.
+//     first 7 bytes): up to 8 keys sit together in one cache line next to
+//     the C-node and are scanned, past that a probing table indexes them;
+//     an equal key proves equality for tokens of up to 7 bytes, so only
+//     longer tokens are compared as strings.
 //   - Removal: when a C-node other than the root loses its last branch, the
 //     I-node gets a tomb (T-node) instead. A tomb is the last main node an
 //     I-node ever holds (the T-node invariant), so no insert can land in a
@@ -90,17 +91,43 @@
 // (porcupine, over concurrent histories of subscribe, unsubscribe, match and
 // snapshot) covers this.
 //
+// # The result cache
+//
+// A Trie caches the results of matches (on by default, DefaultCacheSize
+// entries; WithCacheSize and WithoutCache change that). The cache is a
+// bounded, lossy table of immutable entries published by atomic stores,
+// each tagged with the version of the trie it was computed in. The version
+// is one word that every Subscribe and Unsubscribe moves before it can
+// commit anything and again when it is done; a value of the word with no
+// write in progress names exactly one state of the trie, because a write
+// that began would have changed it for good. A hit is a read of the word,
+// then an entry tagged with that value: the entry was computed from the
+// state the word names, which is the state at the read, so the hit is
+// linearized there. A write therefore makes every entry unreachable at
+// once, with no sweep and no lock; stale entries are overwritten later. A
+// reader that sees a write in progress, or a word that moved during its
+// walk, does not store what it found. Admission on a subject's second miss
+// (the bucket remembers the last two subjects that missed there) keeps a
+// workload that rotates over more subjects than the cache holds from
+// paying for fills it would never use. cache.go has the argument in full.
+//
 // # Costs
 //
-// Match: zero allocations while it visits at most inlineReads (24) I-nodes
-// (a 5-token subject visits at most 31, and about a dozen against the
-// benchmarks' hot workload); past that its read log spills to the heap.
-// Subscribe and Unsubscribe: copy the one C-node whose branch changes
-// (O(width of that level)) and O(log32 n) nodes of the value set. Snapshot:
-// O(1), and the next writes through each shared node copy it once. Len
-// counts a snapshot in O(n).
+// Match: a cache hit is a hash of the subject, two loads in one cache line
+// and a copy of the result into dst. A miss walks the trie; while the
+// version word holds it walks without the read log (nothing committed, so
+// nothing needs validating). Zero allocations either way while a walk
+// visits at most inlineReads (24) I-nodes (a 5-token subject visits at most
+// 31, and about a dozen against the benchmarks' hot workload); past that
+// its read log spills to the heap; and a miss that fills allocates the
+// entry. Subscribe and Unsubscribe: copy the one C-node whose branch changes
+// (O(width of that level), one allocation holding the node, its keys and
+// its branches), and O(log32 n) nodes of the value set (one allocation
+// each, two where values move); a new path of k tokens is one allocation.
+// Snapshot: O(1), and the next writes through each shared node copy it
+// once. Len counts a snapshot in O(n).
 //
-// There is no result cache: the nats-server Sublist's cache costs a sweep
-// goroutine and a lock under churn. docs/matcher.md records the benchmarks
-// without one.
+// docs/matcher.md records the benchmarks: `make bench-matcher` against
+// nats-server's gsl, and `make bench-matcher-nats` against its cached
+// Sublist, inside nats-server's server package.
 package matcher

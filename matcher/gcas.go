@@ -85,10 +85,11 @@ func (t *ctrie[T]) gcasCommit(in *iNode[T], m *mainNode[T]) *mainNode[T] {
 		case p == nil:
 			return m
 		case p.failed:
-			// Roll back: put the replaced node back. Whoever wins this CAS
-			// (us or another helper) restores it; everyone re-reads.
-			if in.main.CompareAndSwap(m, p.restore) {
-				return p.restore
+			// Roll back: put the replaced node back (the marker's prev).
+			// Whoever wins this CAS (us or another helper) restores it;
+			// everyone re-reads.
+			if restore := p.prev.Load(); in.main.CompareAndSwap(m, restore) {
+				return restore
 			}
 			m = in.main.Load()
 		case root.gen == in.gen && !t.readOnly:
@@ -98,7 +99,9 @@ func (t *ctrie[T]) gcasCommit(in *iNode[T], m *mainNode[T]) *mainNode[T] {
 			}
 		default:
 			// A snapshot began (or this view is read-only): fail the write.
-			m.prev.CompareAndSwap(p, &mainNode[T]{failed: true, restore: p})
+			marker := &mainNode[T]{failed: true}
+			marker.prev.Store(p)
+			m.prev.CompareAndSwap(p, marker)
 			m = in.main.Load()
 		}
 	}

@@ -141,9 +141,10 @@ func runLinOp(tr *matcher.Trie[int], in linInput) linOutput {
 }
 
 // recordHistory runs clients goroutines, each doing opsPerClient random
-// operations on one fresh trie, released together to maximise overlap.
-func recordHistory(rng *rand.Rand, clients, opsPerClient int) []porcupine.Operation {
-	tr := matcher.New[int]()
+// operations on tr (fresh), released together to maximise overlap. A
+// read-heavy history is 90% matches of 3 subjects, so that a cache hits
+// between the writes and the writes race the hits and fills.
+func recordHistory(rng *rand.Rand, tr *matcher.Trie[int], readHeavy bool, clients, opsPerClient int) []porcupine.Operation {
 	// Start from a few pairs so that removals and matches have work to do.
 	for range 6 {
 		_ = tr.Subscribe(linPatterns[rng.IntN(len(linPatterns))], rng.IntN(linValues))
@@ -153,7 +154,22 @@ func recordHistory(rng *rand.Rand, clients, opsPerClient int) []porcupine.Operat
 	for c := range plans {
 		for range opsPerClient {
 			in := linInput{pattern: rng.IntN(len(linPatterns)), subject: rng.IntN(len(linSubjects)), value: rng.IntN(linValues)}
-			switch r := rng.IntN(100); {
+			r := rng.IntN(100)
+			if readHeavy {
+				in.subject = rng.IntN(3) // "a", "b", "a.b": each matched by several patterns
+				// 4% writes, 1% snapshots, 95% matches.
+				switch {
+				case r < 2:
+					r = 0 // subscribe
+				case r < 4:
+					r = 50 // unsubscribe
+				case r < 5:
+					r = 99 // snapshot
+				default:
+					r = 80 // match
+				}
+			}
+			switch {
 			case r < 35:
 				in.kind = linSubscribe
 			case r < 65:
@@ -221,46 +237,80 @@ func overlapping(history []porcupine.Operation) int {
 	return n
 }
 
+// TestLinearizable checks concurrent histories without the cache and with
+// it (admission forced, read-heavy histories); with the cache, most matches
+// must have been hits, or the check proved nothing about it.
 func TestLinearizable(t *testing.T) {
 	histories := 400
 	if testing.Short() {
 		histories = 60
 	}
-	rng := rand.New(rand.NewPCG(7, 11))
-	total, concurrent := 0, 0
-	defer func() {
-		t.Logf("%d histories, %d operations, %d (%.0f%%) concurrent with another client's", histories, total, concurrent, 100*float64(concurrent)/float64(total))
-	}()
-	for h := range histories {
-		history := recordHistory(rng, 4, 100)
-		total += len(history)
-		concurrent += overlapping(history)
-		switch res := porcupine.CheckOperationsTimeout(subscriptionModel, history, linCheckTimeout); res {
-		case porcupine.Ok:
-		case porcupine.Unknown:
-			t.Fatalf("history %d: porcupine timed out (Unknown counts as a failure)", h)
-		default:
-			t.Fatalf("history %d: not linearizable (%s)", h, res)
-		}
-	}
-	if concurrent < total/20 {
-		t.Fatalf("only %d of %d operations overlapped another client's: the histories test too little concurrency", concurrent, total)
+	for _, mode := range cacheModes {
+		t.Run(mode.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, 11))
+			total, concurrent := 0, 0
+			var stats matcher.CacheStats
+			for h := range histories {
+				tr := mode.new()
+				history := recordHistory(rng, tr, mode.readHeavy, 4, 100)
+				total += len(history)
+				concurrent += overlapping(history)
+				switch res := porcupine.CheckOperationsTimeout(subscriptionModel, history, linCheckTimeout); res {
+				case porcupine.Ok:
+				case porcupine.Unknown:
+					t.Fatalf("history %d: porcupine timed out (Unknown counts as a failure)", h)
+				default:
+					t.Fatalf("history %d: not linearizable (%s)", h, res)
+				}
+				if s, ok := matcher.CacheStatsOf(tr); ok {
+					stats.Hits += s.Hits
+					stats.Misses += s.Misses
+					stats.Bypassed += s.Bypassed
+					stats.Fills += s.Fills
+				}
+			}
+			t.Logf("%d histories, %d operations, %d (%.0f%%) concurrent with another client's", histories, total, concurrent, 100*float64(concurrent)/float64(total))
+			if concurrent < total/20 {
+				t.Fatalf("only %d of %d operations overlapped another client's: the histories test too little concurrency", concurrent, total)
+			}
+			if mode.readHeavy {
+				t.Logf("cache: %d matches, %d hits (%.2f), %d bypassed during writes, %d fills", stats.Matches(), stats.Hits, stats.HitRatio(), stats.Bypassed, stats.Fills)
+				if stats.HitRatio() <= 0.5 {
+					t.Fatalf("hit ratio %.2f over %d matches, want above 0.5: the cache was not exercised", stats.HitRatio(), stats.Matches())
+				}
+			}
+		})
 	}
 }
 
-// TestLinearizabilityCheckHasTeeth breaks GCAS (a plain store after a yield
-// instead of the CAS) and requires the same check to catch it.
+// TestLinearizabilityCheckHasTeeth breaks the trie in two ways and requires
+// the same check to catch each: GCAS as a plain store after a yield instead
+// of the CAS, and a result cache that writes never invalidate.
 func TestLinearizabilityCheckHasTeeth(t *testing.T) {
-	matcher.SetBrokenPlainStore(true)
-	defer matcher.SetBrokenPlainStore(false)
-	rng := rand.New(rand.NewPCG(13, 17))
 	const maxHistories = 400
-	for h := range maxHistories {
-		history := recordHistory(rng, 4, 40)
-		if porcupine.CheckOperationsTimeout(subscriptionModel, history, linCheckTimeout) == porcupine.Illegal {
-			t.Logf("the broken trie was caught in history %d", h)
-			return
+	t.Run("plain-store GCAS", func(t *testing.T) {
+		matcher.SetBrokenPlainStore(true)
+		defer matcher.SetBrokenPlainStore(false)
+		rng := rand.New(rand.NewPCG(13, 17))
+		for h := range maxHistories {
+			history := recordHistory(rng, matcher.New[int](matcher.WithoutCache()), false, 4, 40)
+			if porcupine.CheckOperationsTimeout(subscriptionModel, history, linCheckTimeout) == porcupine.Illegal {
+				t.Logf("the broken trie was caught in history %d", h)
+				return
+			}
 		}
-	}
-	t.Fatalf("a trie whose writes are plain stores passed %d histories: the check has no teeth", maxHistories)
+		t.Fatalf("a trie whose writes are plain stores passed %d histories: the check has no teeth", maxHistories)
+	})
+	t.Run("cache never invalidated", func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(19, 23))
+		for h := range maxHistories {
+			tr := matcher.New[int](matcher.WithCacheAdmitAll(), matcher.WithBrokenCacheVersion())
+			history := recordHistory(rng, tr, true, 4, 40)
+			if porcupine.CheckOperationsTimeout(subscriptionModel, history, linCheckTimeout) == porcupine.Illegal {
+				t.Logf("the broken cache was caught in history %d", h)
+				return
+			}
+		}
+		t.Fatalf("a cache that writes never invalidate passed %d histories: the check has no teeth for the cache", maxHistories)
+	})
 }

@@ -1,5 +1,11 @@
 package matcher
 
+import (
+	"encoding/binary"
+	"math/bits"
+	"unsafe"
+)
+
 // Reading several I-nodes one after another is not atomic: a wildcard match
 // that reads the root's '>' branch, then a deeper I-node, could see a
 // subscription made after one it missed. Match therefore records every
@@ -28,21 +34,28 @@ type recordedRead[T comparable] struct {
 	m  *mainNode[T]
 }
 
-// matchState is everything one Match needs, on its stack: where the tokens
-// end, their keys (computed once, not at every visit) and
-// the read log. It is kept small because Go zeroes it on every call.
+// matchState is everything one Match needs, on its stack: the tokenized
+// subject and the read log. It is kept small because Go zeroes it on every
+// call.
 type matchState[T comparable] struct {
-	subject   string
-	ends      [MaxTokens]uint16 // ends[i] is the offset just past token i
-	n         int               // number of tokens
-	keys      [MaxTokens]uint64 // tokenKey of each token
+	subjectTokens
 	recording bool
 	reads     [inlineReads]recordedRead[T]
 	nreads    int
 	spill     []recordedRead[T] // reads past inlineReads
 }
 
-func (ms *matchState[T]) token(i int) string {
+// subjectTokens is a literal subject split into tokens: where they end, and
+// their keys (computed once, not at every visit). It does not depend on the
+// trie's value type, so its methods compile once and inline.
+type subjectTokens struct {
+	subject string
+	ends    [MaxTokens]uint16 // ends[i] is the offset just past token i
+	n       int               // number of tokens
+	keys    [MaxTokens]uint64 // tokenKey of each token
+}
+
+func (ms *subjectTokens) token(i int) string {
 	start := 0
 	if i > 0 {
 		start = int(ms.ends[i-1]) + 1
@@ -52,36 +65,85 @@ func (ms *matchState[T]) token(i int) string {
 
 // tokenize splits a literal subject into ms and reports whether it is valid
 // (see ValidateSubject); it never builds an error, so it never allocates.
-func (ms *matchState[T]) tokenize(s string) bool {
+//
+// It reads 8 bytes at a time: every byte NATS refuses, and the separator,
+// are <= '.', so one word operation flags the bytes that need a look
+// (separators, whitespace and a few punctuation bytes) and the letters and
+// digits between them cost nothing each.
+func (ms *subjectTokens) tokenize(s string) bool {
 	if len(s) == 0 || len(s) > MaxSubjectLength {
 		return false
 	}
-	start, n := 0, 0
-	for i := 0; i <= len(s); i++ {
-		if i < len(s) {
-			// Every byte NATS refuses, and the separator, are <= '.': one
-			// compare clears letters and digits.
-			c := s[i]
-			if c > tokenSeparator {
+	b := unsafe.Slice(unsafe.StringData(s), len(s))
+	ms.subject, ms.n = s, 0
+	start, i := 0, 0
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		// Bit 7 of a byte of (x&0x7f..)+0x51.. is set iff its low 7 bits
+		// are >= 0x2f, with no carry between bytes; or-ing x sets it for
+		// bytes >= 0x80 too. What stays clear is a byte <= '.' (0x2e).
+		flagged := ^((x&0x7f7f7f7f7f7f7f7f + 0x5151515151515151) | x) & 0x8080808080808080
+		for flagged != 0 {
+			j := i + bits.TrailingZeros64(flagged)>>3
+			flagged &= flagged - 1
+			if c := b[j]; c != tokenSeparator {
+				if isWhitespace(c) {
+					return false
+				}
 				continue
 			}
+			if !ms.addToken(s, start, j) {
+				return false
+			}
+			start = j + 1
+		}
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; c <= tokenSeparator {
 			if c != tokenSeparator {
 				if isWhitespace(c) {
 					return false
 				}
 				continue
 			}
+			if !ms.addToken(s, start, i) {
+				return false
+			}
+			start = i + 1
 		}
-		tok := s[start:i]
-		if len(tok) == 0 || n == MaxTokens || tok == singleWildcard || tok == fullWildcard {
-			return false
-		}
-		ms.ends[n] = uint16(i) // i <= MaxSubjectLength fits
-		ms.keys[n] = keyAt(s, start, i)
-		n++
-		start = i + 1
 	}
-	ms.subject, ms.n = s, n
+	if !ms.addToken(s, start, len(s)) {
+		return false
+	}
+	// The keys, in one loop over the tokens found.
+	if len(s) < 8 {
+		start := 0
+		for t := range ms.n {
+			ms.keys[t] = keyAtShort(s, start, int(ms.ends[t]))
+			start = int(ms.ends[t]) + 1
+		}
+		return true
+	}
+	p, start := unsafe.StringData(s), 0
+	for t := range ms.n {
+		end := int(ms.ends[t])
+		ms.keys[t] = keyFrom(p, len(s), start, end)
+		start = end + 1
+	}
+	return true
+}
+
+// addToken records that a token ends at end, refusing an empty token, one
+// too many, and a wildcard.
+func (ms *subjectTokens) addToken(s string, start, end int) bool {
+	switch n := end - start; {
+	case n == 0, ms.n == MaxTokens:
+		return false
+	case n == 1 && (s[start] == '*' || s[start] == '>'):
+		return false
+	}
+	ms.ends[ms.n] = uint16(end) // end <= MaxSubjectLength fits
+	ms.n++
 	return true
 }
 
@@ -115,8 +177,9 @@ func (ms *matchState[T]) unchanged() bool {
 
 // Match appends to dst the values of every pattern that matches subject and
 // returns the extended slice. It allocates nothing beyond dst's growth
-// (unless the subject's wildcard paths visit more than inlineReads I-nodes),
-// so a caller that reuses dst matches with zero allocations.
+// (unless the subject's wildcard paths visit more than inlineReads I-nodes,
+// or the result cache stores this result), so a caller that reuses dst
+// matches with zero allocations.
 //
 // A value subscribed through several matching patterns appears once per
 // pattern; the caller decides about duplicates, as nats-server does. The
@@ -125,20 +188,77 @@ func (ms *matchState[T]) unchanged() bool {
 // subject must be a valid literal subject (see ValidateSubject). For any
 // other input, a wildcard subject included, Match appends nothing: the
 // sidecar refuses such subjects before matching.
+//
+// With the result cache on (the default), a subject matched again before
+// any write is answered from the cache: one hash, two loads and a copy of
+// the result into dst.
 func (t *Trie[T]) Match(subject string, dst []T) []T {
+	c := t.cache
+	if c == nil {
+		return t.matchUncached(subject, dst)
+	}
+	version := c.version.Load()
+	if version&activeMask != 0 {
+		// A write is in progress: the word names no single state.
+		c.count(counterBypassed)
+		return t.matchUncached(subject, dst)
+	}
+	h := hashSubject(subject)
+	if e := c.lookup(h, version, subject); e != nil {
+		c.count(counterHits)
+		return append(dst, e.values...)
+	}
+	c.count(counterMisses)
 	var ms matchState[T]
 	if !ms.tokenize(subject) {
 		return dst
 	}
 	base := len(dst)
+	// While the version word stays at version nothing commits, so a walk
+	// that starts and ends with the word there read one state (the
+	// argument that makes a hit linearizable): it needs no read log and no
+	// validation.
+	ms.recording = false
+	dst = t.matchLevel(t.readRoot(false), &ms, 0, dst)
+	if c.afterMissMatch != nil {
+		c.afterMissMatch()
+	}
+	if c.version.Load() != version {
+		// A write began during the walk, which may have read parts of
+		// two states: walk again, validating, and cache nothing.
+		c.count(counterFillsAborted)
+		return t.matchTokens(&ms, dst[:base])
+	}
+	switch {
+	case len(dst)-base > maxCachedValues:
+	case !c.admit(h):
+		c.count(counterNotAdmitted)
+	default:
+		c.fill(h, version, subject, dst[base:])
+	}
+	return dst
+}
+
+func (t *Trie[T]) matchUncached(subject string, dst []T) []T {
+	var ms matchState[T]
+	if !ms.tokenize(subject) {
+		return dst
+	}
+	return t.matchTokens(&ms, dst)
+}
+
+// matchTokens matches a tokenized subject, validating what it read (see the
+// comment at the top of this file) and falling back to a snapshot.
+func (t *Trie[T]) matchTokens(ms *matchState[T], dst []T) []T {
+	base := len(dst)
 	for range matchAttempts {
 		ms.recording, ms.nreads, ms.spill = true, 0, ms.spill[:0]
-		dst = t.matchLevel(t.readRoot(false), &ms, 0, dst[:base])
+		dst = t.matchLevel(t.readRoot(false), ms, 0, dst[:base])
 		if ms.unchanged() {
 			return dst
 		}
 	}
-	return t.Snapshot().matchTokens(&ms, dst[:base])
+	return t.Snapshot().matchTokens(ms, dst[:base])
 }
 
 // matchLevel matches the tokens from i on at in. A snapshot does not record
@@ -150,7 +270,7 @@ func (c *ctrie[T]) matchLevel(in *iNode[T], ms *matchState[T], i int, dst []T) [
 	}
 	// A tomb's C-node is empty, so a tombed I-node matches nothing.
 	if m.full != nil {
-		dst = m.full.appendTo(dst) // '>' matches this token and any after it
+		dst = m.full.subs.appendTo(dst) // '>' matches this token and any after it
 	}
 	if m.star != nil {
 		dst = c.follow(m.star, ms, i, dst)

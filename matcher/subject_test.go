@@ -2,6 +2,7 @@ package matcher_test
 
 import (
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -74,7 +75,22 @@ func checkAgainstNATS(t *testing.T, s string) {
 	if got := matcher.ValidateSubject(s) == nil; got != wantLiteral {
 		t.Fatalf("ValidateSubject(%q) valid=%v, server.IsValidSubject&&IsValidLiteralSubject=%v", s, got, wantLiteral)
 	}
+	// Match has its own allocation-free validation, reading 8 bytes at a
+	// time: it must accept exactly the valid literal subjects.
+	if got := len(matchEverything.Match(s, nil)) == 1; got != wantLiteral {
+		t.Fatalf("Match(%q) accepted=%v, server.IsValidSubject&&IsValidLiteralSubject=%v", s, got, wantLiteral)
+	}
 }
+
+// matchEverything has '>' subscribed, so Match returns one value for every
+// subject it accepts.
+var matchEverything = func() *matcher.Trie[int] {
+	tr := matcher.New[int](matcher.WithoutCache())
+	if err := tr.Subscribe(">", 1); err != nil {
+		panic(err)
+	}
+	return tr
+}()
 
 func TestValidationAgreesWithNATSServer(t *testing.T) {
 	for _, tc := range subjectCases {
@@ -94,6 +110,22 @@ func TestValidationAgreesWithNATSServer(t *testing.T) {
 		}
 	}
 	gen(nil, 4)
+	// Longer strings, so that Match's word-at-a-time scan sees the
+	// interesting bytes at every offset of a word, next to bytes just
+	// above and below '.' and bytes with the high bit set.
+	rng := rand.New(rand.NewPCG(3, 5))
+	long := append(alphabet, '-', '/', 0, 0x7f, 0x80, 0xc3, 0xa9, 0xff, 'z', '0')
+	for range 50_000 {
+		b := make([]byte, 1+rng.IntN(40))
+		for i := range b {
+			if rng.IntN(3) == 0 {
+				b[i] = long[rng.IntN(len(long))]
+			} else {
+				b[i] = 'a' + byte(rng.IntN(26))
+			}
+		}
+		checkAgainstNATS(t, string(b))
+	}
 }
 
 func FuzzValidate(f *testing.F) {

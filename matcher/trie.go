@@ -4,12 +4,21 @@ package matcher
 // subject patterns to values. The zero value is not usable; call New.
 type Trie[T comparable] struct {
 	ctrie[T]
+	cache *resultCache[T] // nil when the cache is off
 }
 
-// New returns an empty trie.
-func New[T comparable]() *Trie[T] {
+// New returns an empty trie. Its result cache is on, holding
+// DefaultCacheSize results, unless an option says otherwise.
+func New[T comparable](opts ...Option) *Trie[T] {
+	o := options{cacheSize: DefaultCacheSize}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	t := &Trie[T]{}
 	t.root.Store(&rootRef[T]{in: newINode(newMain(cNode[T]{}), &generation{})})
+	if o.cacheSize > 0 {
+		t.cache = newResultCache[T](&o)
+	}
 	return t
 }
 
@@ -20,6 +29,12 @@ func (t *Trie[T]) Subscribe(pattern string, v T) error {
 	tokens, err := tokenize(pattern, buf[:0], true)
 	if err != nil {
 		return err
+	}
+	if c := t.cache; c != nil {
+		// Every commit must fall inside the window, so that a version
+		// word seen quiescent names one state of the trie (cache.go).
+		c.beginWrite()
+		defer c.endWrite()
 	}
 	for {
 		root := t.readRoot(false)
@@ -35,6 +50,10 @@ func (t *Trie[T]) Unsubscribe(pattern string, v T) (removed bool, err error) {
 	tokens, err := tokenize(pattern, buf[:0], true)
 	if err != nil {
 		return false, err
+	}
+	if c := t.cache; c != nil {
+		c.beginWrite()
+		defer c.endWrite()
 	}
 	for {
 		root := t.readRoot(false)
@@ -63,11 +82,11 @@ func (t *Trie[T]) insert(in, parent *iNode[T], tokens []string, i int, v T, star
 				return true // already subscribed: linearized at the read of m
 			}
 			br.subs = subs
-			return t.gcas(in, m, newMain(m.with(br)))
+			return t.gcas(in, m, m.with(br))
 		}
 		if br.child == nil {
 			br.child = newChain(tokens[i+1:], v, startGen)
-			return t.gcas(in, m, newMain(m.with(br)))
+			return t.gcas(in, m, m.with(br))
 		}
 		if br.child.gen == startGen {
 			return t.insert(br.child, in, tokens, i+1, v, startGen)
@@ -126,14 +145,14 @@ func (t *Trie[T]) remove(in, parent *iNode[T], tokens []string, i int, v T, star
 	}
 }
 
-// contracted turns an empty C-node into a tomb, except at the root, which is
-// never tombed. Every other I-node so points to a C-node with a branch, or
-// to a tomb on its way out.
-func (t *Trie[T]) contracted(cn cNode[T], isRoot bool) *mainNode[T] {
-	if cn.isEmpty() && !isRoot {
-		return &mainNode[T]{cNode: cn, tomb: true}
+// contracted turns a fresh, unpublished main node whose C-node is empty into
+// a tomb, except at the root, which is never tombed. Every other I-node so
+// points to a C-node with a branch, or to a tomb on its way out.
+func (t *Trie[T]) contracted(m *mainNode[T], isRoot bool) *mainNode[T] {
+	if m.isEmpty() && !isRoot {
+		m.tomb = true
 	}
-	return newMain(cn)
+	return m
 }
 
 // clean compresses parent: every branch pointing at a tombed I-node loses
@@ -153,7 +172,7 @@ func (t *Trie[T]) clean(parent *iNode[T], parentIsRoot bool, startGen *generatio
 		return child
 	}
 	if ncn, changed := m.withChildren(cut); changed {
-		t.gcas(parent, m, t.contracted(ncn, parentIsRoot))
+		t.gcas(parent, m, t.contracted(newMain(ncn), parentIsRoot))
 	}
 }
 

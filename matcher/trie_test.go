@@ -36,24 +36,30 @@ func TestMatchSemantics(t *testing.T) {
 		{"tokens with wildcard characters are literals", []string{"foo*.bar", "foo.*"}, "foo*.bar", []int{0}},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			tr := matcher.New[int]()
-			for i, p := range tc.patterns {
-				if err := tr.Subscribe(p, i); err != nil {
-					t.Fatalf("Subscribe(%q): %v", p, err)
+		for _, mode := range cacheModes {
+			t.Run(tc.name+"/"+mode.name, func(t *testing.T) {
+				tr := mode.new()
+				for i, p := range tc.patterns {
+					if err := tr.Subscribe(p, i); err != nil {
+						t.Fatalf("Subscribe(%q): %v", p, err)
+					}
 				}
-			}
-			got := tr.Match(tc.subject, nil)
-			slices.Sort(got)
-			if !slices.Equal(got, tc.want) {
-				t.Fatalf("Match(%q) = %v, want %v", tc.subject, got, tc.want)
-			}
-			snapGot := tr.Snapshot().Match(tc.subject, nil)
-			slices.Sort(snapGot)
-			if !slices.Equal(snapGot, tc.want) {
-				t.Fatalf("Snapshot().Match(%q) = %v, want %v", tc.subject, snapGot, tc.want)
-			}
-		})
+				// Three times: with the cache, the first fills and the
+				// others hit.
+				for range 3 {
+					got := tr.Match(tc.subject, nil)
+					slices.Sort(got)
+					if !slices.Equal(got, tc.want) {
+						t.Fatalf("Match(%q) = %v, want %v", tc.subject, got, tc.want)
+					}
+				}
+				snapGot := tr.Snapshot().Match(tc.subject, nil)
+				slices.Sort(snapGot)
+				if !slices.Equal(snapGot, tc.want) {
+					t.Fatalf("Snapshot().Match(%q) = %v, want %v", tc.subject, snapGot, tc.want)
+				}
+			})
+		}
 	}
 }
 
@@ -166,25 +172,35 @@ func TestRemovalCompressesTheTrie(t *testing.T) {
 	}
 }
 
+// TestMatchDoesNotAllocate: a walk of the trie (cache off, with a set large
+// enough to be a HAMT) and a cache hit both allocate nothing.
 func TestMatchDoesNotAllocate(t *testing.T) {
-	tr := matcher.New[int]()
-	for i, p := range []string{"a.b.c", "a.*.c", "a.>", "*.b.*", ">"} {
-		if err := tr.Subscribe(p, i); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range 40 { // a large set, stored as a HAMT
-		if err := tr.Subscribe("a.b.c", 100+i); err != nil {
-			t.Fatal(err)
-		}
-	}
-	buf := make([]int, 0, 64)
-	allocs := testing.AllocsPerRun(1000, func() { buf = tr.Match("a.b.c", buf[:0]) })
-	if allocs != 0 {
-		t.Fatalf("Match allocates %.1f times per call, want 0", allocs)
-	}
-	if len(buf) != 45 {
-		t.Fatalf("Match found %d values, want 45", len(buf))
+	for _, mode := range cacheModes {
+		t.Run(mode.name, func(t *testing.T) {
+			tr := mode.new()
+			for i, p := range []string{"a.b.c", "a.*.c", "a.>", "*.b.*", ">"} {
+				if err := tr.Subscribe(p, i); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range 40 { // a large set, stored as a HAMT
+				if err := tr.Subscribe("a.b.c", 100+i); err != nil {
+					t.Fatal(err)
+				}
+			}
+			buf := make([]int, 0, 64)
+			buf = tr.Match("a.b.c", buf[:0]) // with the cache: fills
+			allocs := testing.AllocsPerRun(1000, func() { buf = tr.Match("a.b.c", buf[:0]) })
+			if allocs != 0 {
+				t.Fatalf("Match allocates %.1f times per call, want 0", allocs)
+			}
+			if len(buf) != 45 {
+				t.Fatalf("Match found %d values, want 45", len(buf))
+			}
+			if s, ok := matcher.CacheStatsOf(tr); ok && s.Hits < 1000 {
+				t.Fatalf("cache counters %+v: the runs were not hits", s)
+			}
+		})
 	}
 }
 

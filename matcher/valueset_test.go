@@ -1,6 +1,8 @@
 package matcher
 
 import (
+	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -47,6 +49,9 @@ func TestValueSetAgainstMap(t *testing.T) {
 				}
 				if set.len() != len(model) || set.contains(v) != model[v] {
 					t.Fatalf("op %d: len %d contains(%d)=%v; model len %d has=%v", i, set.len(), v, set.contains(v), len(model), model[v])
+				}
+				if msg := checkSet(set); msg != "" {
+					t.Fatalf("op %d: %s", i, msg)
 				}
 				if i%997 == 0 {
 					got := set.appendTo(nil)
@@ -108,6 +113,53 @@ func TestHAMTCollisions(t *testing.T) {
 	if n != nil {
 		t.Fatalf("removing every colliding value left %v", n)
 	}
+}
+
+// checkSet verifies a set's shape: a slice form of at most smallSetMax
+// values; in the HAMT form more than smallSetDemote values, and nodes whose
+// size counts their values, whose bitmaps match their arrays, whose
+// sub-nodes hold at least two values, and whose values sit where their
+// hashes lead.
+func checkSet(s valueSet[int]) string {
+	if s.root == nil {
+		if len(s.small) > smallSetMax {
+			return fmt.Sprintf("a slice set of %d values, more than smallSetMax", len(s.small))
+		}
+		return ""
+	}
+	if s.len() <= smallSetDemote {
+		return fmt.Sprintf("a HAMT set of %d values, at most smallSetDemote", s.len())
+	}
+	var walk func(n *hamtNode[int], shift uint) (int, string)
+	walk = func(n *hamtNode[int], shift uint) (int, string) {
+		count := len(n.values)
+		if shift < hashBits {
+			if bits.OnesCount32(n.dataMap) != len(n.values) || bits.OnesCount32(n.nodeMap) != len(n.children) || n.dataMap&n.nodeMap != 0 {
+				return 0, "bitmaps do not match the arrays"
+			}
+			for _, v := range n.values {
+				if bit := slotBit(hashOf(v), shift); n.dataMap&bit == 0 || n.values[rank(n.dataMap, bit)] != v {
+					return 0, fmt.Sprintf("value %d is not where its hash leads", v)
+				}
+			}
+		}
+		for _, c := range n.children {
+			k, msg := walk(c, shift+hamtBits)
+			if msg != "" {
+				return 0, msg
+			}
+			if k < 2 {
+				return 0, fmt.Sprintf("a sub-node holds %d values: a lone value belongs in its parent", k)
+			}
+			count += k
+		}
+		if count != n.size {
+			return 0, fmt.Sprintf("a node's size is %d, it holds %d", n.size, count)
+		}
+		return count, ""
+	}
+	_, msg := walk(s.root, 0)
+	return msg
 }
 
 func sortedKeys(m map[int]bool) []int {

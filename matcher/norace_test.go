@@ -1,0 +1,5 @@
+//go:build !race
+
+package matcher_test
+
+const raceEnabled = false
