@@ -372,7 +372,7 @@ func TestSubscriptionStatus(t *testing.T) {
 			Labels:      map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled, "app": "billing"},
 			Annotations: map[string]string{v1alpha1.InjectedAnnotation: currentSidecar},
 		},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}},
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -125,7 +125,7 @@ func startOperator(t *testing.T, xdsAddr string, opts ...func(*operatorSettings)
 		Authenticator: xds.TokenReviewer{Client: mgr.GetClient(), Pods: mgr.GetCache(), Audience: audience},
 		Log:           mgr.GetLogger().WithName("xds"),
 		Services: map[string]func(grpc.ServiceRegistrar){
-			xdsv1.Reports_Stream_FullMethodName:           reportService.Register,
+			xdsv1.Reports_Stream_FullMethodName:          reportService.Register,
 			xdsv1.BrokerCredentials_Issue_FullMethodName: credentials.Register,
 		},
 	})
