@@ -6,27 +6,19 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/weighstation/weighstation/hack/gobench"
 )
 
 // A result line looks like:
 // BenchmarkMatcher/hot/impl=ctrie-nocache-2  123  456.7 ns/op  0 B/op  0 allocs/op
 // BenchmarkMatcher/memory/impl=gsl-2  12  34 ns/op  1026 B/sub  ...
-var resultLine = regexp.MustCompile(`^BenchmarkMatcher/([a-z0-9]+)/impl=([a-z-]+)-\d+\s+\d+\s+(.*)$`)
-
-type key struct{ workload, impl string }
-
-// samples[key][unit] holds one value per run.
-type samples map[key]map[string][]float64
 
 func main() {
 	count := flag.Int("count", 5, "runs of the suite; the table shows medians")
@@ -44,49 +36,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "benchmatcher: go test failed: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	s := parse(out)
+	s := gobench.Parse(out, gobench.ResultLine("BenchmarkMatcher"))
 	printTable(s, *count)
 	printTargets(s)
-}
-
-func parse(out []byte) samples {
-	s := samples{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		m := resultLine.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
-		}
-		k := key{m[1], m[2]}
-		if s[k] == nil {
-			s[k] = map[string][]float64{}
-		}
-		fields := strings.Fields(m[3])
-		for i := 0; i+1 < len(fields); i += 2 {
-			v, err := strconv.ParseFloat(fields[i], 64)
-			if err != nil {
-				continue
-			}
-			s[k][fields[i+1]] = append(s[k][fields[i+1]], v)
-		}
-	}
-	return s
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	ys := slices.Clone(xs)
-	slices.Sort(ys)
-	if len(ys)%2 == 1 {
-		return ys[len(ys)/2]
-	}
-	return (ys[len(ys)/2-1] + ys[len(ys)/2]) / 2
-}
-
-func (s samples) median(workload, impl, unit string) float64 {
-	return median(s[key{workload, impl}][unit])
 }
 
 var workloads = []struct{ name, unit, what string }{
@@ -103,25 +55,25 @@ var workloads = []struct{ name, unit, what string }{
 	{"memory", "B/sub", "retained heap per subscription, hot"},
 }
 
-func printTable(s samples, count int) {
+func printTable(s gobench.Samples, count int) {
 	fmt.Printf("\nmatcher benchmarks: medians of %d runs; ctrie has its result cache on (the default), ctrie-nocache off;\n", count)
 	fmt.Printf("ratios are to gsl (below 1 is better); allocs are per op\n\n")
 	fmt.Printf("%-9s %-42s %11s %13s %11s %11s %8s %8s %6s %6s %6s\n", "workload", "what",
 		"ctrie", "ctrie-nocache", "gsl", "rwtrie", "ctrie/g", "nocac/g", "allocs", "nc-all", "g-all")
 	for _, w := range workloads {
-		c, n, g, r := s.median(w.name, "ctrie", w.unit), s.median(w.name, "ctrie-nocache", w.unit), s.median(w.name, "gsl", w.unit), s.median(w.name, "rwtrie", w.unit)
+		c, n, g, r := s.Median(w.name, "ctrie", w.unit), s.Median(w.name, "ctrie-nocache", w.unit), s.Median(w.name, "gsl", w.unit), s.Median(w.name, "rwtrie", w.unit)
 		allocs := func(impl string) string {
 			if w.unit != "ns/op" {
 				return "-" // the memory benchmark's op is a whole load
 			}
-			return fmt.Sprintf("%.0f", s.median(w.name, impl, "allocs/op"))
+			return fmt.Sprintf("%.0f", s.Median(w.name, impl, "allocs/op"))
 		}
 		fmt.Printf("%-9s %-42s %11s %13s %11s %11s %8.2f %8.2f %6s %6s %6s\n", w.name, w.what,
 			format(c, w.unit), format(n, w.unit), format(g, w.unit), format(r, w.unit), c/g, n/g,
 			allocs("ctrie"), allocs("ctrie-nocache"), allocs("gsl"))
 	}
 	fmt.Printf("\ncache memory: a full cache of hot's results retains %.0f B per entry, %.0f KiB in all (16 KiB of it the bucket table every trie allocates at New, counted in memory's ctrie column)\n",
-		s.median("cachememory", "ctrie", "B/entry"), s.median("cachememory", "ctrie", "KiB/cache"))
+		s.Median("cachememory", "ctrie", "B/entry"), s.Median("cachememory", "ctrie", "KiB/cache"))
 }
 
 func format(v float64, unit string) string {
@@ -135,9 +87,9 @@ func format(v float64, unit string) string {
 // its measured value and verdict. A miss is reported, not fatal: the
 // machine is noisy, and the README records medians of several invocations.
 // Targets 1 and 2 are judged by bench-matcher-nats, inside nats-server.
-func printTargets(s samples) {
-	ratio := func(w, impl string) float64 { return s.median(w, impl, "ns/op") / s.median(w, "gsl", "ns/op") }
-	fanin := s.median("faninsert", "ctrie", "ns/op")
+func printTargets(s gobench.Samples) {
+	ratio := func(w, impl string) float64 { return s.Median(w, impl, "ns/op") / s.Median(w, "gsl", "ns/op") }
+	fanin := s.Median("faninsert", "ctrie", "ns/op")
 	targets := []struct {
 		name     string
 		measured string
@@ -152,10 +104,10 @@ func printTargets(s samples) {
 		{"5. churn 90:10 throughput >= 3x gsl",
 			fmt.Sprintf("%.2fx", 1/ratio("churn90", "ctrie")), verdict(1/ratio("churn90", "ctrie") >= 3)},
 		{"6. memory per subscription <= 1x gsl",
-			fmt.Sprintf("%.2fx", s.median("memory", "ctrie", "B/sub")/s.median("memory", "gsl", "B/sub")),
-			verdict(s.median("memory", "ctrie", "B/sub") <= s.median("memory", "gsl", "B/sub"))},
+			fmt.Sprintf("%.2fx", s.Median("memory", "ctrie", "B/sub")/s.Median("memory", "gsl", "B/sub")),
+			verdict(s.Median("memory", "ctrie", "B/sub") <= s.Median("memory", "gsl", "B/sub"))},
 		{"hot match 0 allocs/op",
-			fmt.Sprintf("%.0f", s.median("hot", "ctrie", "allocs/op")), verdict(s.median("hot", "ctrie", "allocs/op") == 0)},
+			fmt.Sprintf("%.0f", s.Median("hot", "ctrie", "allocs/op")), verdict(s.Median("hot", "ctrie", "allocs/op") == 0)},
 	}
 	fmt.Printf("\ntargets of issue 16 (2 cores; the cache on unless said)\n\n")
 	for _, t := range targets {

@@ -15,7 +15,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"flag"
@@ -24,10 +23,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/weighstation/weighstation/hack/gobench"
 )
 
 const (
@@ -102,7 +101,7 @@ func run(count int, benchtime, scratch string) error {
 	if err != nil {
 		return fmt.Errorf("go test in the copy: %w\n%s", err, out)
 	}
-	s := parse(out)
+	s := gobench.Parse(out, gobench.ResultLine("BenchmarkWeighstationMatcher"))
 	if len(s) == 0 {
 		return fmt.Errorf("no benchmark results in the output:\n%s", out)
 	}
@@ -177,52 +176,6 @@ func copyModule(src, dst string) error {
 
 // A result line looks like:
 // BenchmarkWeighstationMatcher/hot/impl=sublist-cache-2  8327205  28.64 ns/op  0 B/op  0 allocs/op
-var resultLine = regexp.MustCompile(`^BenchmarkWeighstationMatcher/([a-z]+)/impl=([a-z-]+)-\d+\s+\d+\s+(.*)$`)
-
-type key struct{ workload, impl string }
-
-// samples[key][unit] holds one value per run.
-type samples map[key]map[string][]float64
-
-func parse(out []byte) samples {
-	s := samples{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		m := resultLine.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
-		}
-		k := key{m[1], m[2]}
-		if s[k] == nil {
-			s[k] = map[string][]float64{}
-		}
-		fields := strings.Fields(m[3])
-		for i := 0; i+1 < len(fields); i += 2 {
-			v, err := strconv.ParseFloat(fields[i], 64)
-			if err != nil {
-				continue
-			}
-			s[k][fields[i+1]] = append(s[k][fields[i+1]], v)
-		}
-	}
-	return s
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	ys := slices.Clone(xs)
-	slices.Sort(ys)
-	if len(ys)%2 == 1 {
-		return ys[len(ys)/2]
-	}
-	return (ys[len(ys)/2-1] + ys[len(ys)/2]) / 2
-}
-
-func (s samples) median(workload, impl, unit string) float64 {
-	return median(s[key{workload, impl}][unit])
-}
 
 var workloads = []struct{ name, what string }{
 	{"hot", "one subject repeated"},
@@ -233,7 +186,7 @@ var workloads = []struct{ name, what string }{
 
 var impls = []string{"sublist-cache", "sublist-nocache", "gsl", "ctrie", "ctrie-nocache"}
 
-func printTable(s samples, count int) {
+func printTable(s gobench.Samples, count int) {
 	fmt.Printf("(37,448 literal subjects of 1 to 5 tokens over 8 words, plus 3 wildcard subscriptions; every implementation\n")
 	fmt.Printf("iterates its result; medians of %d runs; ctrie has its cache on, ctrie-nocache off; both caches hold 1,024 results)\n\n", count)
 	fmt.Printf("%-15s %-34s", "workload", "what")
@@ -244,22 +197,22 @@ func printTable(s samples, count int) {
 	for _, w := range workloads {
 		fmt.Printf("%-15s %-34s", w.name, w.what)
 		for _, impl := range impls {
-			fmt.Printf(" %12.1f ns", s.median(w.name, impl, "ns/op"))
+			fmt.Printf(" %12.1f ns", s.Median(w.name, impl, "ns/op"))
 		}
-		c := s.median(w.name, "ctrie", "ns/op")
-		fmt.Printf(" %10.2f %9.2f %9.2f %7.0f\n", c/s.median(w.name, "sublist-cache", "ns/op"),
-			c/s.median(w.name, "gsl", "ns/op"), s.median(w.name, "ctrie-nocache", "ns/op")/s.median(w.name, "gsl", "ns/op"),
-			s.median(w.name, "ctrie", "allocs/op"))
+		c := s.Median(w.name, "ctrie", "ns/op")
+		fmt.Printf(" %10.2f %9.2f %9.2f %7.0f\n", c/s.Median(w.name, "sublist-cache", "ns/op"),
+			c/s.Median(w.name, "gsl", "ns/op"), s.Median(w.name, "ctrie-nocache", "ns/op")/s.Median(w.name, "gsl", "ns/op"),
+			s.Median(w.name, "ctrie", "allocs/op"))
 	}
 }
 
 // printTargets prints issue 16's targets 1 and 2, which only this
 // comparison can judge. A miss is reported, not fatal: the machine is
 // noisy, and the README records what was measured.
-func printTargets(s samples) {
-	hot := s.median("hot", "ctrie", "ns/op") / s.median("hot", "sublist-cache", "ns/op")
-	allocs := s.median("hot", "ctrie", "allocs/op")
-	rotate := s.median("rotate", "ctrie", "ns/op") / s.median("rotate", "gsl", "ns/op")
+func printTargets(s gobench.Samples) {
+	hot := s.Median("hot", "ctrie", "ns/op") / s.Median("hot", "sublist-cache", "ns/op")
+	allocs := s.Median("hot", "ctrie", "allocs/op")
+	rotate := s.Median("rotate", "ctrie", "ns/op") / s.Median("rotate", "gsl", "ns/op")
 	fmt.Printf("\ntargets of issue 16 judged here (the cache on)\n\n")
 	fmt.Printf("  %-62s %8.2fx  %s\n", "1. hot hits <= 1.0x the cached Sublist", hot, verdict(hot <= 1.0))
 	fmt.Printf("  %-62s %9.0f  %s\n", "1. hot hits 0 allocs/op", allocs, verdict(allocs == 0))

@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weighstation/weighstation/hack/benchharness"
+	"github.com/weighstation/weighstation/hack/gobench"
 	"github.com/weighstation/weighstation/loadgen"
 )
 
@@ -193,15 +194,6 @@ func benchOnce(bin string, mesh *benchharness.Mesh, procs []*benchharness.Proc, 
 
 var reported = []string{"50", "99", "99.9", "99.99"}
 
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
 // pick returns a percentile ("max" for the maximum) of each round.
 func pick(runs []run, corrected bool, q string) []float64 {
 	out := make([]float64, len(runs))
@@ -226,7 +218,7 @@ func indexOf(setups []setup, name string) int {
 
 // spread is a median and the range of per-round values.
 func spread(xs []float64) string {
-	return fmt.Sprintf("%.2f× [%.2f–%.2f]", median(xs), slices.Min(xs), slices.Max(xs))
+	return fmt.Sprintf("%.2f× [%.2f–%.2f]", gobench.Median(xs), slices.Min(xs), slices.Max(xs))
 }
 
 // addedRatios prints the two sidecars' added p50 over each relay's, per
@@ -262,7 +254,7 @@ func addedRatios(c config, setups []setup, results [][]run) {
 		}
 		verdict := "(not judged here)"
 		if judged {
-			verdict = "≤ 1.25×: " + passOrMiss(median(ratios) <= 1.25)
+			verdict = "≤ 1.25×: " + passOrMiss(gobench.Median(ratios) <= 1.25)
 		}
 		fmt.Printf("| %s | %s over %d of %d rounds | %s |\n", floor, spread(ratios), len(ratios), len(results[side]), verdict)
 	}
@@ -286,7 +278,7 @@ func report(c config, setups []setup, results [][]run) {
 		for i, s := range setups {
 			fmt.Printf("| %s |", s.name)
 			for _, q := range append(reported, "max") {
-				fmt.Printf(" %.0f |", median(pick(results[i], corrected, q)))
+				fmt.Printf(" %.0f |", gobench.Median(pick(results[i], corrected, q)))
 			}
 			fmt.Println()
 		}
@@ -303,14 +295,14 @@ func report(c config, setups []setup, results [][]run) {
 			for k := range a {
 				diff[k] = a[k] - d[k]
 			}
-			fmt.Printf(" %+.0f |", median(diff))
+			fmt.Printf(" %+.0f |", gobench.Median(diff))
 		}
 		a, d := pick(results[i], true, "99"), pick(results[0], true, "99")
 		ratio := make([]float64, len(a))
 		for k := range a {
 			ratio[k] = a[k] / max(d[k], 1)
 		}
-		fmt.Printf(" %.2f× |\n", median(ratio))
+		fmt.Printf(" %.2f× |\n", gobench.Median(ratio))
 	}
 	addedRatios(c, setups, results)
 	// CPU per message from the processes' own accounting, in the
@@ -321,7 +313,7 @@ func report(c config, setups []setup, results [][]run) {
 		for k, r := range side {
 			xs[k] = float64(r.cpu[name].Microseconds()) / float64(max(r.summary.Sent, 1))
 		}
-		return median(xs)
+		return gobench.Median(xs)
 	}
 	b, sa, sb := perMsg("broker"), perMsg("sidecar-a"), perMsg("sidecar-b")
 	fmt.Printf("\nCPU per message in the two-sidecar runs (process accounting, 10 ms ticks): broker %.2f µs, publisher's sidecar %.2f µs (%.2f× the broker), subscriber's sidecar %.2f µs (%.2f× the broker)\n\n",
@@ -366,7 +358,7 @@ func sustainable(bin string, mesh *benchharness.Mesh, relays map[string][2]strin
 	}
 	fmt.Printf("| setup | sustainable rate, median [range] |\n|---|---|\n")
 	for _, s := range setups {
-		fmt.Printf("| %s | %.0f/s [%.0f–%.0f] |\n", s.name, median(rates[s.name]), slices.Min(rates[s.name]), slices.Max(rates[s.name]))
+		fmt.Printf("| %s | %.0f/s [%.0f–%.0f] |\n", s.name, gobench.Median(rates[s.name]), slices.Min(rates[s.name]), slices.Max(rates[s.name]))
 	}
 	ratio := func(a, b string) []float64 {
 		out := make([]float64, len(rates[a]))
@@ -388,8 +380,8 @@ func sustainable(bin string, mesh *benchharness.Mesh, relays map[string][2]strin
 	if _, ok := relays["splice"]; ok {
 		one, two := ratio("one sidecar", "one splice relay"), ratio("two sidecars", "two splice relays")
 		t1, t2 := target(0.85, 0.65), target(0.70, 0.45)
-		fmt.Printf("| one sidecar / one splice relay | %s | ≥ %.2f: %s |\n", spread(one), t1, passOrMiss(median(one) >= t1))
-		fmt.Printf("| two sidecars / two splice relays | %s | ≥ %.2f: %s |\n", spread(two), t2, passOrMiss(median(two) >= t2))
+		fmt.Printf("| one sidecar / one splice relay | %s | ≥ %.2f: %s |\n", spread(one), t1, passOrMiss(gobench.Median(one) >= t1))
+		fmt.Printf("| two sidecars / two splice relays | %s | ≥ %.2f: %s |\n", spread(two), t2, passOrMiss(gobench.Median(two) >= t2))
 	}
 	fmt.Println()
 	return nil

@@ -1,0 +1,30 @@
+package gobench
+
+import "testing"
+
+func TestParseAndMedian(t *testing.T) {
+	out := []byte(`goos: linux
+BenchmarkMatcher/hot/impl=ctrie-2         	 5000000	       214.2 ns/op	       0 B/op	       0 allocs/op
+BenchmarkMatcher/hot/impl=ctrie-2         	 5000000	       220.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkMatcher/hot/impl=ctrie-2         	 5000000	       210.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkMatcher/memory/impl=gsl-2        	       1	      1026 B/sub
+BenchmarkOther/hot/impl=ctrie-2           	 5000000	       999.0 ns/op
+PASS
+`)
+	s := Parse(out, ResultLine("BenchmarkMatcher"))
+	if got := s.Median("hot", "ctrie", "ns/op"); got != 214.2 {
+		t.Errorf("median ns/op %v, want 214.2 (of 214.2, 220, 210)", got)
+	}
+	if got := s.Median("memory", "gsl", "B/sub"); got != 1026 {
+		t.Errorf("custom metric %v, want 1026", got)
+	}
+	if n := len(s[Key{"hot", "ctrie"}]["allocs/op"]); n != 3 {
+		t.Errorf("%d allocs/op samples, want 3", n)
+	}
+	if len(s) != 2 {
+		t.Errorf("%d sub-benchmarks, want 2 (another benchmark's lines are not read)", len(s))
+	}
+	if Median(nil) != 0 || Median([]float64{1, 3}) != 2 {
+		t.Error("Median of none or of an even count")
+	}
+}
