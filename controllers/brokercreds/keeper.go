@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/weighstation/weighstation/broker"
+	"github.com/weighstation/weighstation/internal/keep"
 )
 
 // The operator keeps the broker keys Secret and the trust ConfigMap in its
@@ -361,10 +362,11 @@ func (k *Keeper) sync(ctx context.Context, keys Keys, revoke []string) (Trust, e
 	return trust, nil
 }
 
-// retry calls do until it succeeds or ctx ends, backing off from one
-// second to thirty; a conflict with another writer is retried at once.
+// retry calls do until it succeeds or ctx ends, backing off from
+// keep.FirstRetry (the operator's other keepers' first retry) to thirty
+// seconds; a conflict with another writer is retried at once.
 func retry[T any](ctx context.Context, log logr.Logger, what string, do func() (T, error)) (T, error) {
-	wait := time.Second
+	wait := keep.FirstRetry
 	for {
 		v, err := do()
 		if err == nil {

@@ -131,12 +131,11 @@ func scrape(url string) (float64, error) {
 
 // mix is the clients of one sidecar.
 type mix struct {
-	pub, echoPub   *nats.Conn
-	conns          []*nats.Conn
-	payload        []byte
-	header         nats.Header
-	delivered      chan struct{}
-	responderReady bool
+	pub, echoPub *nats.Conn
+	conns        []*nats.Conn
+	payload      []byte
+	header       nats.Header
+	delivered    chan struct{}
 }
 
 // perRound is what one round publishes (replies included) and delivers.

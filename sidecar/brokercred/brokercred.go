@@ -34,7 +34,7 @@ var ErrNotYet = errors.New("the broker credential has not arrived from the opera
 
 // Backoff bounds the waits between two requests that failed (the operator
 // restarting, not the leader yet): from the first to the last, doubling.
-var (
+const (
 	FirstBackoff = 100 * time.Millisecond
 	MaxBackoff   = 5 * time.Second
 )
@@ -47,13 +47,10 @@ type credential struct {
 // Holder holds the credential. Its zero value holds none.
 type Holder struct {
 	cred atomic.Pointer[credential]
-	got  chan struct{}
-	// fetched counts the credentials received.
-	fetched atomic.Uint64
 }
 
 // New returns a Holder with no credential.
-func New() *Holder { return &Holder{got: make(chan struct{})} }
+func New() *Holder { return &Holder{} }
 
 // Options are the nats.Connect options that present the credential.
 // nats.go's default is to give up on a connection after the broker
@@ -73,9 +70,6 @@ func (h *Holder) Options() []nats.Option {
 		nats.IgnoreAuthErrorAbort(),
 	}
 }
-
-// Ready is closed once a credential is held.
-func (h *Holder) Ready() <-chan struct{} { return h.got }
 
 func (h *Holder) userJWT() (string, error) {
 	c := h.cred.Load()
@@ -102,11 +96,7 @@ func (h *Holder) set(resp *xdsv1.BrokerCredential) error {
 	if err != nil {
 		return fmt.Errorf("the operator sent a user seed that is not one: %w", err)
 	}
-	first := h.cred.Swap(&credential{jwt: resp.GetUserJwt(), key: key}) == nil
-	h.fetched.Add(1)
-	if first {
-		close(h.got)
-	}
+	h.cred.Store(&credential{jwt: resp.GetUserJwt(), key: key})
 	return nil
 }
 
@@ -147,6 +137,3 @@ func (h *Holder) fetchOnce(ctx context.Context, client xdsv1.BrokerCredentialsCl
 	}
 	return h.set(resp)
 }
-
-// Fetched counts the credentials received.
-func (h *Holder) Fetched() uint64 { return h.fetched.Load() }
