@@ -48,6 +48,18 @@ const (
 // twice, or a container of the pod's choosing would pose as it.
 var ErrClaimedSidecar = errors.New("the pod already has a container named " + ContainerName + " that the sidecar injector did not add (no " + InjectedAnnotation + " annotation): remove it and let the webhook add the sidecar, or turn injection off for this pod (label " + v1alpha1.InjectLabel + ")")
 
+// forgedSidecar refuses a pod that carries InjectedAnnotation beside a
+// sidecar that the injector did not make: the annotation is the pod's to
+// write. It is an ErrClaimedSidecar, with a message of its own (the
+// annotation is there).
+type forgedSidecar struct{ what string }
+
+func (e forgedSidecar) Error() string {
+	return "the pod carries the " + InjectedAnnotation + " annotation, but " + e.what + ": the sidecar injector did not add them; remove the container and the annotation and let the webhook add the sidecar, or turn injection off for this pod (label " + v1alpha1.InjectLabel + ")"
+}
+
+func (e forgedSidecar) Is(target error) bool { return target == ErrClaimedSidecar }
+
 // ErrSidecarToken refuses a pod whose own containers could read a token
 // for the sidecar's audience: with it, a container of the pod would pass
 // the operator's TokenReview as the pod, and be issued the sidecar's
@@ -171,18 +183,18 @@ func checkSidecarIsOurs(pod *corev1.Pod, c Config) error {
 	want := container(c, corev1.ResourceRequirements{})
 	i := slices.IndexFunc(pod.Spec.InitContainers, func(ctr corev1.Container) bool { return ctr.Name == ContainerName })
 	if i < 0 {
-		return fmt.Errorf("%w (its %s container is not a native sidecar)", ErrClaimedSidecar, ContainerName)
+		return forgedSidecar{"its " + ContainerName + " container is not a native sidecar (an init container)"}
 	}
 	have := pod.Spec.InitContainers[i]
 	if have.Image != want.Image || !slices.Equal(have.Command, want.Command) || !slices.Equal(have.Args, want.Args) {
-		return fmt.Errorf("%w (its %s container does not run what the injector adds)", ErrClaimedSidecar, ContainerName)
+		return forgedSidecar{"its " + ContainerName + " container does not run the injector's image, command and arguments"}
 	}
 	wantToken := volumes(c)[0].Projected.Sources[0].ServiceAccountToken
 	j := slices.IndexFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == tokenVolume })
 	if j < 0 || pod.Spec.Volumes[j].Projected == nil || len(pod.Spec.Volumes[j].Projected.Sources) != 1 ||
 		pod.Spec.Volumes[j].Projected.Sources[0].ServiceAccountToken == nil ||
 		pod.Spec.Volumes[j].Projected.Sources[0].ServiceAccountToken.Audience != wantToken.Audience {
-		return fmt.Errorf("%w (its volume %s is not the one the injector adds)", ErrClaimedSidecar, tokenVolume)
+		return forgedSidecar{"its volume " + tokenVolume + " is not the sidecar's token for audience " + c.Audience}
 	}
 	return nil
 }
