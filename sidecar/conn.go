@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/weighstation/weighstation/matcher"
 	"github.com/weighstation/weighstation/sidecar/pending"
 	"github.com/weighstation/weighstation/sidecar/policy"
@@ -55,15 +53,25 @@ type conn struct {
 	errs *protocol.ErrorCoalescer
 	// topics is scratch space for governing-Topic lookups (the reader's).
 	topics []*policy.Topic
+	// headerScratch and extraScratch hold a publish's header block without
+	// reserved lines and the lines the sidecar adds (the reader's).
+	headerScratch, extraScratch []byte
+	// upstreamQueued is set when a publish waits in the upstream
+	// connection's buffer for this reader to write it (the reader's).
+	upstreamQueued bool
 	// requests times the application's requests until their replies.
 	requests outstanding
 	// pendingLimit bounds the bytes all this connection's queues hold.
 	pendingLimit *pending.Budget
 
 	mu      sync.Mutex
-	control []byte               // queued control replies
-	subs    map[string]*localSub // by sid
-	order   []*localSub          // copy-on-write list the writer walks
+	control []byte // queued control replies
+	// pongs are the PONGs owed to the client's PINGs, in order: each is
+	// sent once the broker confirmed what came before its PING (or the
+	// wait timed out), and never before an earlier one.
+	pongs []*owedPong
+	subs  map[string]*localSub // by sid
+	order []*localSub          // copy-on-write list the writer walks
 
 	wake      chan struct{}
 	done      chan struct{}
@@ -121,7 +129,7 @@ func (c *conn) serve() {
 		<-writerDone
 	}()
 
-	r := protocol.NewReader(c.netConn, c.srv.opts.Protocol)
+	r := protocol.NewReader(flushingReader{c}, c.srv.opts.Protocol)
 	var cmd protocol.Command
 	deadline := c.srv.opts.ConnectTimeout
 	for {
@@ -171,11 +179,8 @@ func (c *conn) handle(cmd *protocol.Command) bool {
 		// A client's PING/PONG (nats.go's Flush) promises that the server
 		// has everything sent before it. Through a proxy, the server that
 		// matters is the broker: flush the upstream connection first.
-		if c.sentUpstream {
-			c.sentUpstream = false
-			_ = c.srv.nc.FlushTimeout(c.srv.opts.UpstreamFlushTimeout)
-		}
-		c.queueControl(protocol.Pong)
+		c.pong(c.sentUpstream)
+		c.sentUpstream = false
 		return true
 	case protocol.OpPong:
 		return true
@@ -229,52 +234,126 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 		c.refuse(subject, now, func() string { return topic.Refusal(v, subject, len(cmd.Body)) })
 		return false
 	}
-	msg := &nats.Msg{Subject: subject, Reply: reply, Data: cmd.Payload()}
+	// The frame goes up as it came, but for the reserved headers: an
+	// application's own are removed, and the sidecar's inserted as lines,
+	// with no decoding of the header block.
+	var header []byte
 	if cmd.Op == protocol.OpHPub {
-		h, err := nats.DecodeHeadersMsg(cmd.Header())
-		if err != nil {
+		header = cmd.Header()
+		if !validHeader(header) {
 			c.srv.invalid.Add(1)
 			c.refuse(subject, now, func() string { return "Parser Error: invalid headers" })
 			return false
 		}
-		if r := removeReserved(h); r.removed > 0 {
+		var r reserved
+		header, r = stripReserved(c.headerScratch[:0], header)
+		if r.removed > 0 {
+			c.headerScratch = header[:0]
 			c.srv.strippedStamps.Add(uint64(r.removed)) // the headers are reserved for sidecars
 		}
-		msg.Header = h
-	}
-	if shouldStamp(topic.Policy.StampHeader, subject) {
-		if msg.Header == nil {
-			msg.Header = nats.Header{}
+		if len(header) == 0 {
+			header = nil
 		}
-		stamp(msg.Header, now)
+	}
+	extra := c.extraScratch[:0]
+	if shouldStamp(topic.Policy.StampHeader, subject) {
+		extra = appendStamp(extra, now)
 	}
 	// echo:false. Not on '$' subjects, whose headers belong to NATS (a KV
 	// put would store it): there the echo is delivered, as documented.
 	if c.origin != "" && !isDollar(subject) {
-		if msg.Header == nil {
-			msg.Header = nats.Header{}
-		}
-		msg.Header[OriginHeader] = []string{c.origin}
+		extra = appendOrigin(extra, c.origin)
+	}
+	c.extraScratch = extra[:0]
+	if len(extra) == 0 {
+		extra = nil
 	}
 	// A request is timed from before it leaves: its reply can come back
-	// before PublishMsg returns.
+	// before the write returns.
 	if reply != "" {
 		c.requests.start(reply, monotonic(now))
 	}
-	// The link (nats.go, or the link's own hold until the broker is first
-	// reached) copies the message before returning, so the reader's
-	// buffers can be reused at once.
-	if err := c.srv.link.Publish(msg); err != nil {
+	// Publish copies the frame into the upstream connection's outbound
+	// buffer, so the reader's buffers can be reused at once; it goes out
+	// when this reader next waits for its client (flushingReader).
+	if err := c.srv.up.Publish(cmd.Subject, cmd.Reply, header, extra, cmd.Payload()); err != nil {
 		if reply != "" {
 			c.requests.finish(reply) // it never left
 		}
-		// The broker is away and the bounded outage buffer is full.
+		// The broker is away and the bounded outage buffer is full, or the
+		// message is larger than the broker takes.
 		topic.Counters.FailedUpstream.Add(1)
-		c.refuse(subject, now, func() string { return policy.PublishViolation(subject, "the broker is unavailable") })
+		why := "the broker is unavailable"
+		if errors.Is(err, upstream.ErrMaxPayload) {
+			why = "the message exceeds the broker's max_payload"
+		}
+		c.refuse(subject, now, func() string { return policy.PublishViolation(subject, why) })
 		return false
 	}
+	c.upstreamQueued = true
 	topic.Counters.Forwarded.Add(1)
 	return true
+}
+
+// flushingReader reads the application's socket, first writing what the
+// connection's publishes queued upstream: the reader asks for more bytes
+// only when its buffer holds no whole command, so a burst of publishes goes
+// up in one write, and a lone publish at once, on this goroutine.
+type flushingReader struct{ c *conn }
+
+func (r flushingReader) Read(p []byte) (int, error) {
+	if r.c.upstreamQueued {
+		r.c.upstreamQueued = false
+		r.c.srv.up.WriteQueued()
+	}
+	return r.c.netConn.Read(p)
+}
+
+// owedPong is one client PING's answer.
+type owedPong struct{ ready bool }
+
+// pong answers a client's PING. A client's PING/PONG (nats.go's Flush)
+// promises that the server has everything sent before it; through a proxy,
+// the server that matters is the broker. So when the client sent something
+// upstream since its last PING, the PONG waits for the broker's
+// confirmation, at most UpstreamFlushTimeout, without holding up this
+// reader; the PONGs still go out in the order of the PINGs.
+func (c *conn) pong(sentUpstream bool) {
+	owed := &owedPong{}
+	c.mu.Lock()
+	c.pongs = append(c.pongs, owed)
+	waiting := len(c.pongs) > 1
+	c.mu.Unlock()
+	if !sentUpstream && !waiting {
+		c.pongReady(owed)
+		return
+	}
+	if c.upstreamQueued {
+		c.upstreamQueued = false
+		c.srv.up.WriteQueued()
+	}
+	var once sync.Once
+	timeout := time.AfterFunc(c.srv.opts.UpstreamFlushTimeout, func() { once.Do(func() { c.pongReady(owed) }) })
+	c.srv.up.FlushAsync(func(error) {
+		timeout.Stop()
+		once.Do(func() { c.pongReady(owed) })
+	})
+}
+
+// pongReady marks owed as answerable and sends every PONG from the oldest
+// that can go.
+func (c *conn) pongReady(owed *owedPong) {
+	c.mu.Lock()
+	owed.ready = true
+	n := 0
+	for n < len(c.pongs) && c.pongs[n].ready {
+		n++
+	}
+	c.pongs = c.pongs[n:]
+	c.mu.Unlock()
+	for range n {
+		c.queueControl(protocol.Pong)
+	}
 }
 
 // refuse tells the client a publish was refused. Repeats for one subject

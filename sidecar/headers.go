@@ -1,40 +1,128 @@
 package sidecar
 
 import (
-	"github.com/nats-io/nats.go"
+	"bytes"
+	"strconv"
+	"time"
 )
 
-// nats.go parses a header block's status line ("NATS/1.0 503 No Responders")
-// into these keys; they go back into the status line, not the block.
-const (
-	statusHeader      = "Status"
-	descriptionHeader = "Description"
-)
+// Header blocks are handled as bytes, never decoded into maps: the sidecar
+// needs only to check a block's shape, find and remove its reserved lines,
+// and add its own, and it forwards everything else untouched.
 
-// appendHeaderBlock encodes h as a NATS header block, the status line
-// included, so that a client's nats.go reads back the same map (a 503
-// status makes its Request return ErrNoResponders).
-func appendHeaderBlock(dst []byte, h nats.Header) []byte {
-	dst = append(dst, "NATS/1.0"...)
-	if status := h.Get(statusHeader); status != "" {
-		dst = append(dst, ' ')
-		dst = append(dst, status...)
-		if d := h.Get(descriptionHeader); d != "" {
-			dst = append(dst, ' ')
-			dst = append(dst, d...)
-		}
+// headerVersion starts every header block.
+var headerVersion = []byte("NATS/1.0")
+
+// noRespondersStatus is the broker's answer to a request nobody is
+// subscribed to: an empty message whose header block has only the status
+// line "NATS/1.0 503" (nats-server adds no description). The sidecar sends
+// the same for requests to killed subscriptions.
+var noRespondersStatus = []byte("NATS/1.0 503\r\n\r\n")
+
+// validHeader reports whether h is a header block: the version line, then
+// "Name: value" lines, then an empty line. nats.go refuses to decode any
+// other, so the sidecar refuses to forward it.
+func validHeader(h []byte) bool {
+	if !bytes.HasPrefix(h, headerVersion) || !bytes.HasSuffix(h, []byte("\r\n\r\n")) {
+		return false
 	}
-	dst = append(dst, "\r\n"...)
-	for k, values := range h {
-		if k == statusHeader || k == descriptionHeader {
+	lines := h[versionLineEnd(h) : len(h)-2]
+	for len(lines) > 0 {
+		eol := bytes.Index(lines, []byte("\r\n"))
+		if eol < 0 {
+			return false
+		}
+		line := lines[:eol]
+		colon := bytes.IndexByte(line, ':')
+		if colon < 1 || bytes.ContainsAny(line[:colon], " \t") {
+			return false
+		}
+		lines = lines[eol+2:]
+	}
+	return true
+}
+
+// versionLineEnd is where a block's first line ends, after its CRLF.
+func versionLineEnd(h []byte) int {
+	if i := bytes.Index(h, []byte("\r\n")); i >= 0 {
+		return i + 2
+	}
+	return len(h)
+}
+
+// isNoResponders reports whether a message is the broker's no-responders
+// status: a status line with 503 and no payload.
+func isNoResponders(h, payload []byte) bool {
+	if len(payload) != 0 || len(h) == 0 {
+		return false
+	}
+	status, ok := bytes.CutPrefix(h[:versionLineEnd(h)], headerVersion)
+	return ok && bytes.HasPrefix(bytes.TrimLeft(status, " "), []byte("503"))
+}
+
+// stripReserved finds the reserved header lines (StampHeader and
+// OriginHeader, in any case) in a valid header block and returns what they
+// said and the block without them, built in dst; without any, it returns
+// h itself. A block left with neither status nor headers is returned
+// empty: the message then travels as a MSG, as it was published.
+func stripReserved(dst, h []byte) ([]byte, reserved) {
+	var r reserved
+	first := versionLineEnd(h)
+	kept := first
+	for i := first; i+2 <= len(h); {
+		eol := bytes.Index(h[i:], []byte("\r\n"))
+		if eol <= 0 {
+			break // the final empty line
+		}
+		line := h[i : i+eol]
+		name, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimSpace(value)
+		switch {
+		case bytes.EqualFold(name, stampHeaderBytes):
+			r.sentUnixNanos, _ = strconv.ParseInt(string(value), 10, 64)
+		case bytes.EqualFold(name, originHeaderBytes):
+			r.origin = value
+		default:
+			if r.removed > 0 {
+				dst = append(dst, line...)
+				dst = append(dst, "\r\n"...)
+			}
+			kept = i + eol + 2
+			i += eol + 2
 			continue
 		}
-		for _, v := range values {
-			dst = append(dst, k...)
-			dst = append(dst, ": "...)
-			dst = append(dst, v...)
-			dst = append(dst, "\r\n"...)
+		if r.removed == 0 {
+			dst = append(dst[:0], h[:kept]...) // what came before the first reserved line
 		}
+		r.removed++
+		i += eol + 2
 	}
+	if r.removed == 0 {
+		return h, r
+	}
+	if len(dst) == len(headerVersion)+2 && bytes.Equal(dst[:len(headerVersion)], headerVersion) {
+		return dst[:0], r // nothing but a bare version line is left
+	}
+	return append(dst, "\r\n"...), r
+}
+
+var (
+	stampHeaderBytes  = []byte(StampHeader)
+	originHeaderBytes = []byte(OriginHeader)
+)
+
+// appendStamp appends the StampHeader line for now.
+func appendStamp(dst []byte, now time.Time) []byte {
+	dst = append(dst, StampHeader...)
+	dst = append(dst, ": "...)
+	dst = strconv.AppendInt(dst, now.UnixNano(), 10)
+	return append(dst, "\r\n"...)
+}
+
+// appendOrigin appends the OriginHeader line for a connection's value.
+func appendOrigin(dst []byte, origin string) []byte {
+	dst = append(dst, OriginHeader...)
+	dst = append(dst, ": "...)
+	dst = append(dst, origin...)
 	return append(dst, "\r\n"...)
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/sidecar"
-	"github.com/weighstation/weighstation/sidecar/upstream"
 )
 
 // TestHealthHandler: /readyz needs a configuration and only reports the
@@ -74,7 +73,7 @@ func sidecarFor(t *testing.T, brokerUp bool) *sidecar.Server {
 	if brokerUp {
 		url = natstest.StartBroker(t, nil).ClientURL()
 	}
-	up := natstest.Connect(t, url, upstream.ConnectOptions()...)
+	up := natstest.DialUpstream(t, url)
 	side, err := sidecar.New(up, sidecar.DefaultOptions)
 	if err != nil {
 		t.Fatal(err)

@@ -5,8 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar/breaker"
 	"github.com/weighstation/weighstation/sidecar/pending"
@@ -201,13 +199,13 @@ func (s *Server) isKilled(policy string) bool {
 
 // answerNoResponders answers a request the sidecar dropped because its
 // subscription is killed, as the broker answers one nobody is subscribed
-// to: an empty message with status 503. (nats.go encodes it as a "Status"
-// header; nats.go requesters read that as no responders, and a requesting
-// sidecar re-encodes it as the status line every client reads.)
+// to: an empty message with the status line "NATS/1.0 503". It runs on the
+// upstream reader, which must never wait for the socket: when the broker
+// is away or the connection backed up, the answer is counted as unsent and
+// the requester times out.
 func (s *Server) answerNoResponders(reply string) {
-	msg := &nats.Msg{Subject: reply, Header: nats.Header{statusHeader: {"503"}}}
-	if err := s.nc.PublishMsg(msg); err != nil {
-		s.noRespondersUnsent.Add(1) // the broker is away: the requester will time out
+	if err := s.up.PublishNoWait([]byte(reply), nil, noRespondersStatus, nil, nil); err != nil {
+		s.noRespondersUnsent.Add(1)
 		return
 	}
 	s.noRespondersSent.Add(1)

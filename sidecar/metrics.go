@@ -31,8 +31,8 @@ var (
 		"Messages taken from a queue and being written to the application's socket.", []string{"subscription"}, nil)
 	descUnrouted = prometheus.NewDesc("weighstation_sidecar_unrouted_total",
 		"Messages from the broker for interest no local subscription held any more (between an UNSUB and the broker learning of it).", nil, nil)
-	descUpstreamDropped = prometheus.NewDesc("weighstation_sidecar_upstream_dropped_total",
-		"Messages the broker sent that the sidecar's upstream buffer could not hold (delivery could not keep up); they never reached a local queue.", nil, nil)
+	descBrokerInDoubt = prometheus.NewDesc("weighstation_sidecar_broker_in_doubt_total",
+		"Publishes written to a connection to the broker that was lost before the broker confirmed them: they may or may not have arrived.", nil, nil)
 	descBrokerConnected = prometheus.NewDesc("weighstation_sidecar_broker_connected",
 		"1 while the connection to the broker is up. Without it the sidecar still serves its applications: publishes wait in the bounded outage buffer.", nil, nil)
 	descBrokerReconnects = prometheus.NewDesc("weighstation_sidecar_broker_reconnects_total",
@@ -80,7 +80,7 @@ type collector struct{ s *Server }
 func (s *Server) Collector() prometheus.Collector { return collector{s} }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descInFlight, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descUpstreamDropped, descBrokerConnected, descBrokerReconnects, descBrokerUnsent, descEchoSuppressed, descKilled, descBreakerState, descBreakerTransitions, descNoResponders, descAccess, descRepliesAllowed, descUntracked} {
+	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descInFlight, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descBrokerInDoubt, descBrokerConnected, descBrokerReconnects, descBrokerUnsent, descEchoSuppressed, descKilled, descBreakerState, descBreakerTransitions, descNoResponders, descAccess, descRepliesAllowed, descUntracked} {
 		ch <- d
 	}
 }
@@ -97,10 +97,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descInvalid, prometheus.CounterValue, float64(c.s.Invalid()))
 	ch <- prometheus.MustNewConstMetric(descUnrouted, prometheus.CounterValue, float64(c.s.Unrouted()))
-	ch <- prometheus.MustNewConstMetric(descUpstreamDropped, prometheus.CounterValue, float64(c.s.interest.Dropped()))
+	ch <- prometheus.MustNewConstMetric(descBrokerInDoubt, prometheus.CounterValue, float64(c.s.up.InDoubt()))
 	ch <- prometheus.MustNewConstMetric(descBrokerConnected, prometheus.GaugeValue, boolGauge(c.s.BrokerConnected()))
 	ch <- prometheus.MustNewConstMetric(descBrokerReconnects, prometheus.CounterValue, float64(c.s.BrokerReconnects()))
-	ch <- prometheus.MustNewConstMetric(descBrokerUnsent, prometheus.CounterValue, float64(c.s.link.Unsent()))
+	ch <- prometheus.MustNewConstMetric(descBrokerUnsent, prometheus.CounterValue, float64(c.s.up.Unsent()))
 	ch <- prometheus.MustNewConstMetric(descEchoSuppressed, prometheus.CounterValue, float64(c.s.EchoSuppressed()))
 	for name, ks := range c.s.KillSwitches() {
 		ch <- prometheus.MustNewConstMetric(descKilled, prometheus.GaugeValue, boolGauge(ks.Killed), name)

@@ -55,7 +55,7 @@ func TestMetricsAndDebugLatency(t *testing.T) {
 		`weighstation_sidecar_memory_budget_bytes 6.7108864e+07`,
 		`weighstation_sidecar_invalid_total 0`,
 		`weighstation_sidecar_unrouted_total `,
-		`weighstation_sidecar_upstream_dropped_total 0`,
+		`weighstation_sidecar_broker_in_doubt_total 0`,
 		`weighstation_sidecar_echo_suppressed_total 0`,
 		`weighstation_sidecar_requests_untracked_total 0`,
 		`weighstation_sidecar_no_responders_total{direction="received"} 0`,

@@ -21,8 +21,9 @@ func TestBrokerOutage(t *testing.T) {
 	port := natstest.FreePort(t)
 	opts := &server.Options{Port: port}
 	broker := natstest.StartBroker(t, opts)
-	up := natstest.Connect(t, broker.ClientURL(), append(upstream.ConnectOptions(),
-		nats.ReconnectWait(20*time.Millisecond), nats.ReconnectBufSize(64<<10))...)
+	up := natstest.DialUpstream(t, broker.ClientURL(), func(o *upstream.Options) {
+		o.ReconnectWait, o.OutageBufferBytes = 20*time.Millisecond, 64<<10
+	})
 	r := startRig(t, broker, up)
 	side := r.side
 	errs := &asyncErrors{}
@@ -34,7 +35,7 @@ func TestBrokerOutage(t *testing.T) {
 	flush(t, app)
 
 	broker.Shutdown()
-	waitFor(t, "the sidecar sees the outage", func() bool { return !up.IsConnected() })
+	waitFor(t, "the sidecar sees the outage", func() bool { return !up.Connected() })
 	payload := bytes.Repeat([]byte("x"), 1024)
 	const n = 200 // 200 KiB: more than the 64 KiB outage buffer
 	for range n {
@@ -58,7 +59,7 @@ func TestBrokerOutage(t *testing.T) {
 	// The broker comes back on the same port; nats.go reconnects and
 	// resubscribes the sidecar's interest.
 	natstest.StartBroker(t, &server.Options{Port: port})
-	waitFor(t, "the sidecar reconnects", up.IsConnected)
+	waitFor(t, "the sidecar reconnects", up.Connected)
 	pub := natstest.Connect(t, broker.ClientURL())
 	waitFor(t, "delivery resumes", func() bool {
 		_ = pub.Publish("after.outage", nil)

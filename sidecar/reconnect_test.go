@@ -20,7 +20,6 @@ import (
 
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/meshconfig"
-	"github.com/weighstation/weighstation/sidecar"
 	"github.com/weighstation/weighstation/sidecar/upstream"
 )
 
@@ -36,9 +35,8 @@ func TestReconnectResumesTrafficAfterBrokerRestart(t *testing.T) {
 	port := natstest.FreePort(t)
 	broker := natstest.StartBroker(t, &server.Options{Port: port})
 	logs := &logLines{}
-	link := upstream.NewLink(logs.logger())
-	up := natstest.Connect(t, broker.ClientURL(), append(upstream.ConnectOptions(), link.Options()...)...)
-	r := startRig(t, broker, up, func(o *sidecar.Options) { o.Link = link })
+	up := natstest.DialUpstream(t, broker.ClientURL(), func(o *upstream.Options) { o.Log = logs.logger() })
+	r := startRig(t, broker, up)
 	// The outage's backlog (a second of messages) must fit the subscriber's
 	// queue: this test is about resuming, not about overflow.
 	cfg := configWith()
@@ -157,9 +155,8 @@ func TestReconnectResumesTrafficAfterBrokerRestart(t *testing.T) {
 func TestReconnectToABrokerThatStartsLater(t *testing.T) {
 	port := natstest.FreePort(t)
 	logs := &logLines{}
-	link := upstream.NewLink(logs.logger())
-	up := natstest.Connect(t, fmt.Sprintf("nats://127.0.0.1:%d", port), append(upstream.ConnectOptions(), link.Options()...)...)
-	r := startRig(t, nil, up, func(o *sidecar.Options) { o.Link = link })
+	up := natstest.DialUpstream(t, fmt.Sprintf("nats://127.0.0.1:%d", port), func(o *upstream.Options) { o.Log = logs.logger() })
+	r := startRig(t, nil, up)
 	if r.side.BrokerConnected() {
 		t.Fatal("connected to a broker that does not exist")
 	}

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/nats-io/nats.go"
 
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar/latency"
@@ -87,12 +86,6 @@ type Options struct {
 	AppSendBuffer int
 	// Log receives kill switch changes and configuration events.
 	Log logr.Logger
-	// Link reports the broker connection's losses and returns and holds
-	// publishes until the broker is first reached: make it with
-	// upstream.NewLink and connect with its Options. Nil: New makes one,
-	// logging to Log, which then cannot see the first connection of a
-	// connection that was still retrying (see upstream.Link.Options).
-	Link *upstream.Link
 }
 
 // DefaultOptions: nats-server's protocol defaults, 256 connections (a pod
@@ -125,8 +118,7 @@ var DefaultOptions = Options{
 // Server is a running sidecar.
 type Server struct {
 	opts     Options
-	nc       *nats.Conn
-	link     *upstream.Link
+	up       *upstream.Client
 	interest *upstream.Interest
 	ln       net.Listener
 
@@ -208,6 +200,10 @@ type Server struct {
 	retiredMu sync.Mutex
 	retired   map[string]pending.Counts // removed SUBs' final counts, by policy
 
+	// deliverScratch holds a header block without its reserved lines while
+	// deliver copies it (the upstream reader's alone).
+	deliverScratch []byte
+
 	// requestLatency times the application's requests, arrival to reply.
 	requestLatency *latency.Recorder
 
@@ -281,9 +277,9 @@ type serverInfo struct {
 	MaxPayload int64  `json:"max_payload"`
 }
 
-// New returns a sidecar that proxies to the broker behind nc. It does not
-// listen until Start.
-func New(nc *nats.Conn, opts Options) (*Server, error) {
+// New returns a sidecar that proxies to the broker behind up. It does not
+// listen until Start. up is the caller's to close, after the sidecar.
+func New(up *upstream.Client, opts Options) (*Server, error) {
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
@@ -298,27 +294,25 @@ func New(nc *nats.Conn, opts Options) (*Server, error) {
 	if opts.AppSendBuffer < 0 {
 		return nil, fmt.Errorf("sidecar options: -app-send-buffer must be 0 (the kernel's autotuning) or a number of bytes, got %d", opts.AppSendBuffer)
 	}
-	if broker := int(nc.MaxPayload()) - stampRoom; broker > 0 && broker < opts.Protocol.MaxPayload {
+	if broker := int(up.MaxPayload()) - stampRoom; broker > 0 && broker < opts.Protocol.MaxPayload {
 		opts.Protocol.MaxPayload = broker // leave the stamp room under the broker's limit
 	}
-	s := &Server{opts: opts, nc: nc, counters: policy.NewCounters(), routes: map[upstream.Key]*route{}, conns: map[*conn]struct{}{},
+	s := &Server{opts: opts, up: up, counters: policy.NewCounters(), routes: map[upstream.Key]*route{}, conns: map[*conn]struct{}{},
 		latency: map[string]*latencies{}, budget: pending.NewBudget(opts.MemoryBudget), retired: map[string]pending.Counts{},
 		requestLatency: latency.NewRecorder(), id: newSidecarID(), answerable: newAnswerable(), stop: make(chan struct{}),
 		audit: auditLog{logged: map[string]struct{}{}}}
 	s.kills.Store(&map[string]*killSwitch{})
-	s.interest = upstream.NewInterest(nc, s.deliver)
+	s.interest = upstream.NewInterest(up, s.deliver)
 	s.brokerVersion = versionBeforeBroker
-	s.link = opts.Link
-	if s.link == nil {
-		s.link = upstream.NewLink(opts.Log.WithName("broker"))
-	}
+	// Registered before the first INFO is made, so that a connection made
+	// meanwhile is not missed (brokerConnected may then run twice).
+	up.OnConnect(s.brokerConnected)
 	// Until a configuration arrives, the operator's documented defaults
 	// govern every subject: nothing is unbounded. They do not make the
 	// sidecar ready (HasConfig).
 	if err := s.setConfig(meshconfig.DefaultConfig(meshconfig.DefaultPolicy)); err != nil {
 		return nil, err
 	}
-	s.link.Attach(nc, s.brokerConnected)
 	return s, nil
 }
 
@@ -335,11 +329,11 @@ func (s *Server) HasConfig() bool { return s.configured.Load() }
 // BrokerConnected reports whether the connection to the broker is up now.
 // Without it the sidecar still serves its applications: publishes wait in
 // the bounded outage buffer.
-func (s *Server) BrokerConnected() bool { return s.link.Connected() }
+func (s *Server) BrokerConnected() bool { return s.up.Connected() }
 
 // BrokerReconnects is the number of times the connection to the broker came
-// back after it was lost (nats.go resubscribed each time).
-func (s *Server) BrokerReconnects() uint64 { return s.link.Reconnects() }
+// back after it was lost (its subscriptions were renewed each time).
+func (s *Server) BrokerReconnects() uint64 { return s.up.Reconnects() }
 
 // brokerConnected runs after each connection to the broker: the broker's
 // version and max_payload may be new (or known for the first time, when
@@ -390,11 +384,11 @@ func (s *Server) setConfig(cfg meshconfig.PodConfig) error {
 // message and the broker's max_payload (less the stamp's room), once it is
 // known. Called under configMu.
 func (s *Server) infoFor(compiled *policy.Publish) ([]byte, error) {
-	if v := s.nc.ConnectedServerVersion(); v != "" {
+	if v := s.up.ServerVersion(); v != "" {
 		s.brokerVersion = v
 	}
 	maxPayload := min(int64(s.opts.Protocol.MaxPayload), compiled.MaxMessageBytes)
-	if broker := s.nc.MaxPayload() - stampRoom; broker > 0 {
+	if broker := s.up.MaxPayload() - stampRoom; broker > 0 {
 		maxPayload = min(maxPayload, broker)
 	}
 	info, err := json.Marshal(serverInfo{
@@ -602,31 +596,43 @@ func (s *Server) unroute(ls *localSub) {
 // delivery can still reach the removed subscription (its accounting is then
 // final). A connection that asked for echo:false does not get its own
 // messages back, as from nats-server: they are recognised by OriginHeader.
-func (s *Server) deliver(key upstream.Key, m *nats.Msg) {
+func (s *Server) deliver(key upstream.Key, m *upstream.Msg) {
 	arrived := nanotime()
-	msg := pending.Message{Subject: m.Subject, Reply: m.Reply, Data: m.Data, ArrivedNanos: arrived}
+	header := m.Header
 	var origin uint64 // the publishing connection, when it asked for no echo
-	if len(m.Header) > 0 {
-		msg.NoResponders = m.Header.Get(statusHeader) == "503" && len(m.Data) == 0
+	var sentUnixNanos int64
+	noResponders := isNoResponders(header, m.Payload)
+	if len(header) > 0 {
 		// The reserved headers are ours: take them off, so the application
 		// receives the headers that were published (and MSG, not HMSG, when
-		// there were none).
-		r := removeReserved(m.Header)
-		msg.SentUnixNanos = r.sentUnixNanos
-		if r.origin != "" {
+		// there were none). deliver runs on the upstream reader alone, so
+		// its scratch space needs no lock.
+		var r reserved
+		header, r = stripReserved(s.deliverScratch[:0], header)
+		if r.removed > 0 {
+			s.deliverScratch = header[:0]
+		}
+		sentUnixNanos = r.sentUnixNanos
+		if r.origin != nil {
 			origin = originConn(s.id, r.origin)
 		}
-		if len(m.Header) > 0 {
-			msg.Header = appendHeaderBlock(nil, m.Header)
-		}
+	}
+	// One copy, header and payload together: the upstream reader's buffer
+	// is reused as soon as this returns.
+	body := make([]byte, len(header)+len(m.Payload))
+	copy(body, header)
+	copy(body[len(header):], m.Payload)
+	msg := pending.Message{Subject: string(m.Subject), Reply: string(m.Reply), Data: body[len(header):], ArrivedNanos: arrived,
+		SentUnixNanos: sentUnixNanos, NoResponders: noResponders}
+	if len(header) > 0 {
+		msg.Header = body[:len(header):len(header)]
 	}
 	if msg.NoResponders {
 		s.noRespondersReceived.Add(1)
 	}
 	if s.route(key, msg, origin) {
-		// Answered after the routing lock is released: the answer is a
-		// publish upstream, which may wait for the broker's socket, and
-		// every delivery and SUB waits for that lock.
+		// Answered after the routing lock is released: every delivery and
+		// SUB waits for that lock.
 		s.answerNoResponders(msg.Reply)
 	}
 }

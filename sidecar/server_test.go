@@ -15,6 +15,7 @@ import (
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/sidecar"
 	"github.com/weighstation/weighstation/sidecar/pending"
+	"github.com/weighstation/weighstation/sidecar/upstream"
 )
 
 // rig is an embedded broker with a sidecar in front of it.
@@ -26,12 +27,12 @@ type rig struct {
 func newRig(t testing.TB, configure ...func(*sidecar.Options)) *rig {
 	t.Helper()
 	broker := natstest.StartBroker(t, nil)
-	return startRig(t, broker, natstest.Connect(t, broker.ClientURL()), configure...)
+	return startRig(t, broker, natstest.DialUpstream(t, broker.ClientURL()), configure...)
 }
 
 // startRig starts a sidecar over the upstream connection up to broker,
 // configured (in audit mode) and listening on a free port.
-func startRig(t testing.TB, broker *server.Server, up *nats.Conn, configure ...func(*sidecar.Options)) *rig {
+func startRig(t testing.TB, broker *server.Server, up *upstream.Client, configure ...func(*sidecar.Options)) *rig {
 	t.Helper()
 	opts := sidecar.DefaultOptions
 	opts.Listen = "127.0.0.1:0"

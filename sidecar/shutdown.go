@@ -80,13 +80,13 @@ func (s *Server) Shutdown(grace time.Duration) ShutdownSummary {
 	}
 	s.Close()
 
-	if s.link.Connected() {
-		sum.FlushErr = s.nc.FlushTimeout(s.opts.UpstreamFlushTimeout)
+	if s.up.Connected() {
+		sum.FlushErr = s.up.Flush(s.opts.UpstreamFlushTimeout)
 	} else {
 		sum.FlushErr = errors.New("the broker is not connected")
 	}
 	if sum.FlushErr != nil {
-		sum.UnflushedBytes, _ = s.nc.Buffered()
+		sum.UnflushedBytes = s.up.Buffered()
 	}
 	after := s.shutdownTotals()
 	sum.Delivered = after.delivered - before.delivered

@@ -1,13 +1,11 @@
 package sidecar
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"strconv"
 	"strings"
-	"time"
-
-	"github.com/nats-io/nats.go"
 )
 
 // Headers reserved for sidecars. An application's own header of either
@@ -45,38 +43,11 @@ func shouldStamp(allowed bool, subject string) bool {
 
 func isDollar(subject string) bool { return strings.HasPrefix(subject, "$") }
 
-// reserved is what removeReserved found in a header.
+// reserved is what stripReserved found in a header block.
 type reserved struct {
 	sentUnixNanos int64  // the stamp, 0 when there was none or it was not a number
-	origin        string // OriginHeader's value, "" when none
-	removed       int    // how many reserved headers were removed
-}
-
-// removeReserved deletes every spelling of the reserved headers from h and
-// returns what they said.
-func removeReserved(h nats.Header) reserved {
-	var r reserved
-	for k, v := range h {
-		switch {
-		case strings.EqualFold(k, StampHeader):
-			if len(v) > 0 {
-				r.sentUnixNanos, _ = strconv.ParseInt(v[0], 10, 64)
-			}
-		case strings.EqualFold(k, OriginHeader):
-			if len(v) > 0 {
-				r.origin = v[0]
-			}
-		default:
-			continue
-		}
-		delete(h, k)
-		r.removed++
-	}
-	return r
-}
-
-func stamp(h nats.Header, now time.Time) {
-	h[StampHeader] = []string{strconv.FormatInt(now.UnixNano(), 10)}
+	origin        []byte // OriginHeader's value, nil when none
+	removed       int    // how many reserved lines were removed
 }
 
 // newSidecarID returns 16 random hex digits: the prefix of this sidecar's
@@ -94,12 +65,12 @@ func originValue(sidecarID string, connID uint64) string {
 
 // originConn returns the connection id in an OriginHeader value that this
 // sidecar wrote, or 0 when another sidecar (or nobody) wrote it.
-func originConn(sidecarID, origin string) uint64 {
-	rest, ok := strings.CutPrefix(origin, sidecarID)
+func originConn(sidecarID string, origin []byte) uint64 {
+	rest, ok := bytes.CutPrefix(origin, []byte(sidecarID))
 	if !ok || len(rest) < 2 || rest[0] != '.' {
 		return 0
 	}
-	id, err := strconv.ParseUint(rest[1:], 10, 64)
+	id, err := strconv.ParseUint(string(rest[1:]), 10, 64)
 	if err != nil {
 		return 0
 	}

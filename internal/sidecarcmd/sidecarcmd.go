@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -52,6 +51,7 @@ func Run(args []string) error {
 	brokerURL := fs.String("broker", "nats://weighstation-broker:4222", "the broker's URL")
 	tokenFile := fs.String("token-file", "", "file holding the broker token, for a broker run with -token-file (without it and -nkey-seed-file, a sidecar with -operator asks the operator for its own broker credential, held in memory only)")
 	nkeySeedFile := fs.String("nkey-seed-file", "", "file holding the sidecar's nkey seed, instead of a token")
+	brokerTLSCA := fs.String("broker-tls-ca", "", "PEM file of the CAs that sign the broker's TLS certificate: the connection to the broker then uses TLS, verified against them (a tls:// -broker URL, or a broker that requires TLS, uses TLS with the system's roots without it)")
 	configPath := fs.String("config", "", "pod configuration file (JSON or YAML), reloaded on change; empty: the documented defaults, and the sidecar is ready at once")
 	reload := fs.Duration("reload-interval", time.Second, "how often the configuration file is checked")
 	fs.IntVar(&opts.MaxConnections, "max-connections", opts.MaxConnections, "most application connections")
@@ -115,42 +115,49 @@ func Run(args []string) error {
 		return err
 	}
 	defer metrics.close()
-	var credentials []nats.Option
+	upOpts := upstream.DefaultOptions
+	upOpts.URL, upOpts.Log = *brokerURL, log.WithName("broker")
 	var issued *brokercred.Holder // the operator's credential; nil with a token or nkey
 	switch {
 	case *nkeySeedFile != "" && *tokenFile != "":
 		return errors.New("-token-file and -nkey-seed-file are two broker credentials: give one")
 	case *nkeySeedFile != "":
-		opt, err := nats.NkeyOptionFromSeed(*nkeySeedFile)
+		cred, err := upstream.NkeyFromSeedFile(*nkeySeedFile)
 		if err != nil {
-			return fmt.Errorf("reading the nkey seed: %w", err)
+			return fmt.Errorf("-nkey-seed-file: %w", err)
 		}
-		credentials = []nats.Option{opt}
+		upOpts.Credentials = cred
 	case *tokenFile != "" || xdsOpts.Address == "":
 		token, err := tokenfile.Read(*tokenFile)
 		if err != nil {
 			return fmt.Errorf("%w (or give -operator, and the operator issues this sidecar its broker credential)", err)
 		}
-		credentials = []nats.Option{nats.Token(token)}
+		upOpts.Credentials = upstream.Credentials{Token: token}
 	default:
 		issued = brokercred.New()
-		credentials = issued.Options()
+		upOpts.Credentials = issued.Credentials()
+	}
+	if *brokerTLSCA != "" {
+		cfg, err := upstream.TLSFromCAFile(*brokerTLSCA)
+		if err != nil {
+			return fmt.Errorf("-broker-tls-ca: %w", err)
+		}
+		upOpts.TLS = cfg
 	}
 	// The broker may not be there yet (it restarts, or the cluster is
-	// coming up): nats.go keeps trying (upstream.ConnectOptions) while the
-	// sidecar serves its applications and holds their publishes, bounded.
-	link := upstream.NewLink(log.WithName("broker"))
-	nc, err := nats.Connect(*brokerURL, append(append(upstream.ConnectOptions(), link.Options()...), credentials...)...)
+	// coming up): the connection keeps trying while the sidecar serves its
+	// applications and holds their publishes, bounded.
+	up, err := upstream.Dial(upOpts)
 	if err != nil {
-		return fmt.Errorf("connecting to the broker %s: %w", *brokerURL, err)
+		return err
 	}
-	defer nc.Close()
-	if !nc.IsConnected() {
-		log.Info("the broker is not reachable yet; serving applications and retrying", "broker", *brokerURL,
+	defer up.Close()
+	if !up.Connected() {
+		log.Info("the broker is not reachable yet; serving applications and retrying", "broker", up.URL(),
 			"retryEvery", upstream.ReconnectWait.String(), "outageBufferBytes", upstream.OutageBufferBytes)
 	}
-	opts.Log, opts.Link = log, link
-	s, err := sidecar.New(nc, opts)
+	opts.Log = log
+	s, err := sidecar.New(up, opts)
 	if err != nil {
 		return err
 	}

@@ -18,17 +18,17 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
+	"github.com/weighstation/weighstation/sidecar/upstream"
 )
 
 // ErrNotYet is what the broker connection sees until the credential
-// arrives: nats.go then retries, as it does while the broker is down, and
+// arrives: the connection then retries, as it does while the broker is down, and
 // the sidecar's outage buffer holds the application's publishes.
 var ErrNotYet = errors.New("the broker credential has not arrived from the operator yet")
 
@@ -52,26 +52,16 @@ type Holder struct {
 // New returns a Holder with no credential.
 func New() *Holder { return &Holder{} }
 
-// Options are the nats.Connect options that present the credential.
-// nats.go's default is to give up on a connection after the broker
-// refused the same credential twice; a sidecar never gives up on its
-// broker, and a refusal is logged and counted by the link.
-//
-// The callbacks are set directly rather than with nats.UserJWT, which
-// calls the JWT callback once when the options are processed and makes
-// nats.Connect fail if it has nothing yet: the sidecar connects before
-// its credential arrives, as it does before the broker is reachable.
-func (h *Holder) Options() []nats.Option {
-	return []nats.Option{
-		func(o *nats.Options) error {
-			o.UserJWT, o.SignatureCB = h.userJWT, h.sign
-			return nil
-		},
-		nats.IgnoreAuthErrorAbort(),
-	}
+// Credentials present the credential on each connection attempt. The
+// sidecar connects before its credential arrives, as it does before the
+// broker is reachable: until then an attempt fails with ErrNotYet and is
+// retried, and the outage buffer holds the application's publishes.
+func (h *Holder) Credentials() upstream.Credentials {
+	return upstream.Credentials{UserJWT: h.UserJWT, Sign: h.Sign}
 }
 
-func (h *Holder) userJWT() (string, error) {
+// UserJWT is the credential's user JWT, or ErrNotYet.
+func (h *Holder) UserJWT() (string, error) {
 	c := h.cred.Load()
 	if c == nil {
 		return "", ErrNotYet
@@ -79,7 +69,9 @@ func (h *Holder) userJWT() (string, error) {
 	return c.jwt, nil
 }
 
-func (h *Holder) sign(nonce []byte) ([]byte, error) {
+// Sign signs a broker's nonce with the credential's key, or fails with
+// ErrNotYet.
+func (h *Holder) Sign(nonce []byte) ([]byte, error) {
 	c := h.cred.Load()
 	if c == nil {
 		return nil, ErrNotYet

@@ -18,7 +18,7 @@ func TestReportsOfARealSidecar(t *testing.T) {
 	broker := natstest.StartBroker(t, nil)
 	opts := sidecar.DefaultOptions
 	opts.Listen = "127.0.0.1:0"
-	side, err := sidecar.New(natstest.Connect(t, broker.ClientURL()), opts)
+	side, err := sidecar.New(natstest.DialUpstream(t, broker.ClientURL()), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,19 @@
 // Package upstream is the sidecar's side of the broker: its single
-// connection, and the interest it holds there on behalf of the local
-// subscriptions.
+// connection (Client), and the interest it holds there on behalf of the
+// local subscriptions (Interest).
+//
+// The Client speaks the NATS client protocol itself rather than through
+// nats.go, whose API shaped a slower data path (a goroutine and a copy per
+// message on delivery, a header map per stamped publish, one lock shared by
+// every publish and SUB): one reader parses MSG and HMSG in place and calls
+// the subscription's handler with slices of its buffer; publishes are
+// appended to one outbound buffer as the frames the broker reads, and
+// written with a single writev by whichever goroutine finds the socket free.
+// It reconnects for ever, renews its subscriptions, holds publishes while
+// the broker is away (bounded), and counts what a lost connection may have
+// lost (InDoubt). Lock order: Client.mu, then Client.subsMu; Interest.mu is
+// taken before either. No lock is held while a handler runs or a socket is
+// written.
 //
 // Local interest is reference-counted and de-duplicated: ten local
 // "SUB orders.*" make one upstream subscription, a queue group maps to one
@@ -14,8 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-
-	"github.com/nats-io/nats.go"
 )
 
 // Key identifies one upstream subscription: a subject pattern and an
@@ -32,34 +43,29 @@ func (k Key) String() string {
 	return k.Subject + " (queue " + k.Queue + ")"
 }
 
-// Deliver receives every message of an upstream subscription, on that
-// subscription's nats.go goroutine (one per subscription, none per
-// message). It must hand the message on quickly: to bounded local queues.
-type Deliver func(key Key, msg *nats.Msg)
+// Deliver receives every message of an upstream subscription, on the
+// client's reader, with slices valid only during the call (upstream.Msg).
+// It must hand the message on quickly: to bounded local queues, which never
+// block. There is no buffer between the broker's socket and those queues.
+type Deliver func(key Key, msg *Msg)
 
 // Interest holds the upstream subscriptions. It is safe for concurrent use.
 type Interest struct {
-	nc      *nats.Conn
+	up      *Client
 	deliver Deliver
-	// limits bound what nats.go itself buffers per subscription before the
-	// sidecar's queues take over; nats.go drops past them and counts it.
-	pendingMsgs, pendingBytes int
 
 	mu   sync.Mutex
 	subs map[Key]*interest
 	// keep, once Drain was called, says which keys keep their interest;
 	// the others are refused (ErrDraining).
 	keep func(Key) bool
-	// retiredDrops are the drops of upstream subscriptions already removed,
-	// so that Dropped never goes backwards.
-	retiredDrops uint64
 }
 
 type interest struct {
-	sub  *nats.Subscription
+	sub  *Subscription
 	refs int
-	// drained is set once Drain withdrew the upstream subscription: nats.go
-	// removes it when it has handed over what it held.
+	// drained is set once Drain withdrew the upstream subscription: the
+	// client removes it when the broker confirmed the withdrawal.
 	drained bool
 }
 
@@ -67,32 +73,13 @@ type interest struct {
 // stopping.
 var ErrDraining = errors.New("the sidecar is shutting down")
 
-// Default per-subscription buffering inside nats.go: the sidecar moves
-// messages into its own bounded queues at once, so a small buffer suffices.
-// nats.go's own default (512k messages, 64 MiB per subscription) would be an
-// implicit limit far above the sidecar's memory budget.
-const (
-	DefaultPendingMessages = 65536
-	DefaultPendingBytes    = 16 << 20
-)
-
-// NewInterest returns an empty registry over nc.
-func NewInterest(nc *nats.Conn, deliver Deliver) *Interest {
-	return &Interest{nc: nc, deliver: deliver, pendingMsgs: DefaultPendingMessages, pendingBytes: DefaultPendingBytes, subs: map[Key]*interest{}}
+// NewInterest returns an empty registry over up.
+func NewInterest(up *Client, deliver Deliver) *Interest {
+	return &Interest{up: up, deliver: deliver, subs: map[Key]*interest{}}
 }
 
-// WithPendingLimits sets what nats.go may buffer per upstream subscription
-// before it drops (and counts) messages; it applies to subscriptions made
-// after the call.
-func (i *Interest) WithPendingLimits(messages, bytes int) *Interest {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	i.pendingMsgs, i.pendingBytes = messages, bytes
-	return i
-}
-
-// Add registers one more local interest in key and reports whether it is
-// the first (so that an upstream subscription was made).
+// Add registers one local interest in key. The first one subscribes
+// upstream; first reports whether this call did.
 func (i *Interest) Add(key Key) (first bool, err error) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -103,26 +90,13 @@ func (i *Interest) Add(key Key) (first bool, err error) {
 		in.refs++
 		return false, nil
 	}
-	handler := func(m *nats.Msg) { i.deliver(key, m) }
-	var sub *nats.Subscription
-	if key.Queue == "" {
-		sub, err = i.nc.Subscribe(key.Subject, handler)
-	} else {
-		sub, err = i.nc.QueueSubscribe(key.Subject, key.Queue, handler)
-	}
-	if err != nil {
-		return false, fmt.Errorf("subscribing upstream to %s: %w", key, err)
-	}
-	if err := sub.SetPendingLimits(i.pendingMsgs, i.pendingBytes); err != nil {
-		_ = sub.Unsubscribe()
-		return false, fmt.Errorf("bounding the upstream buffer of %s: %w", key, err)
-	}
+	sub := i.up.Subscribe(key.Subject, key.Queue, func(m *Msg) { i.deliver(key, m) })
 	i.subs[key] = &interest{sub: sub, refs: 1}
 	return true, nil
 }
 
-// Remove drops one local interest in key and reports whether it was the
-// last (so that the upstream subscription was removed).
+// Remove drops one local interest in key; the last one unsubscribes
+// upstream, and last reports whether this call did.
 func (i *Interest) Remove(key Key) (last bool, err error) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -135,53 +109,39 @@ func (i *Interest) Remove(key Key) (last bool, err error) {
 		return false, nil
 	}
 	delete(i.subs, key)
-	if n, err := in.sub.Dropped(); err == nil {
-		i.retiredDrops += uint64(n)
-	}
-	if in.drained {
-		return true, nil // nats.go removes it once drained
-	}
-	if err := in.sub.Unsubscribe(); err != nil {
-		return true, fmt.Errorf("unsubscribing upstream from %s: %w", key, err)
+	if !in.drained {
+		i.up.Unsubscribe(in.sub)
 	}
 	return true, nil
 }
 
 // Drain withdraws the upstream subscriptions whose keys keep does not
-// keep, with nats.go's Subscription.Drain: the broker stops sending them
-// (a queue group's messages go to its other members), and what nats.go
-// already buffered is still delivered. The channel it returns closes once
-// all of it was handed to Deliver, and never if the connection closes
-// first: closing stop ends the wait (and closes the channel) then. From
-// then on, Add refuses those keys (ErrDraining), so that nothing renews
-// them.
+// keep: the broker stops sending them (a queue group's messages go to its
+// other members), and what it sent before it learnt of it is still
+// delivered. The channel it returns closes once the broker confirmed the
+// withdrawal (everything before it was handed to Deliver), or the
+// connection was lost, or stop was closed. From then on, Add refuses
+// those keys (ErrDraining), so that nothing renews them.
 func (i *Interest) Drain(keep func(Key) bool, stop <-chan struct{}) <-chan struct{} {
 	i.mu.Lock()
 	i.keep = keep
-	var closed []<-chan nats.SubStatus
+	var withdrawn []*Subscription
 	for key, in := range i.subs {
 		if keep(key) || in.drained {
 			continue
 		}
-		ch := in.sub.StatusChanged(nats.SubscriptionClosed) // before Drain, so as not to miss it
-		if err := in.sub.Drain(); err != nil {
-			continue // already gone with the connection: nothing left to hand over
-		}
 		in.drained = true
-		closed = append(closed, ch)
+		withdrawn = append(withdrawn, in.sub)
 	}
 	i.mu.Unlock()
 	done := make(chan struct{})
+	confirmed := make(chan struct{})
+	i.up.Drain(withdrawn, func(error) { close(confirmed) })
 	go func() {
 		defer close(done)
-		for _, ch := range closed {
-			for open := true; open; { // nats.go closes it once the subscription is removed
-				select {
-				case _, open = <-ch:
-				case <-stop:
-					return
-				}
-			}
+		select {
+		case <-confirmed:
+		case <-stop:
 		}
 	}()
 	return done
@@ -202,21 +162,4 @@ func (i *Interest) Refs(key Key) int {
 		return in.refs
 	}
 	return 0
-}
-
-// Dropped is the number of messages nats.go dropped because an upstream
-// subscription's buffer (WithPendingLimits) was full, for every upstream
-// subscription ever held. These never reached a local queue, so they are
-// outside the local subscriptions' balances; a steady rise means the
-// sidecar's delivery cannot keep up with the broker.
-func (i *Interest) Dropped() uint64 {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	total := i.retiredDrops
-	for _, in := range i.subs {
-		if n, err := in.sub.Dropped(); err == nil {
-			total += uint64(n)
-		}
-	}
-	return total
 }

@@ -93,20 +93,20 @@ func TestBrokerCredentials(t *testing.T) {
 
 	holder := fetchCredential(t, xdsAddr, injectedToken, injected)
 	drainingHolder := fetchCredential(t, xdsAddr, drainingToken, draining)
-	drainingConn, err := nats.Connect(brokerURL, drainingHolder.Options()...)
+	drainingConn, err := nats.Connect(brokerURL, credOptions(drainingHolder)...)
 	if err != nil {
 		t.Fatalf("the second sidecar with its issued credential: %v", err)
 	}
 	defer drainingConn.Close()
 	relabelledHolder := fetchCredential(t, xdsAddr, relabelledToken, relabelled)
-	relabelledConn, err := nats.Connect(brokerURL, relabelledHolder.Options()...)
+	relabelledConn, err := nats.Connect(brokerURL, credOptions(relabelledHolder)...)
 	if err != nil {
 		t.Fatalf("the third sidecar with its issued credential: %v", err)
 	}
 	defer relabelledConn.Close()
 	reason := make(chan error, 1)
 	closed := make(chan struct{})
-	sidecarConn, err := nats.Connect(brokerURL, append(holder.Options(), nats.NoReconnect(),
+	sidecarConn, err := nats.Connect(brokerURL, append(credOptions(holder), nats.NoReconnect(),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			select {
 			case reason <- err:
@@ -185,7 +185,7 @@ func TestBrokerCredentials(t *testing.T) {
 	default:
 		t.Error("the broker gave no reason for closing the deleted pod's connection")
 	}
-	if _, err := nats.Connect(brokerURL, holder.Options()...); !isAuthorizationViolation(err) {
+	if _, err := nats.Connect(brokerURL, credOptions(holder)...); !isAuthorizationViolation(err) {
 		t.Errorf("the deleted pod's credential: %v, want an authorization violation", err)
 	}
 	// The revocation that came after the terminating pod's deletion and
@@ -195,7 +195,7 @@ func TestBrokerCredentials(t *testing.T) {
 			t.Errorf("the %s pod's sidecar lost its broker connection: %v", name, err)
 		}
 	}
-	again, err := nats.Connect(brokerURL, drainingHolder.Options()...)
+	again, err := nats.Connect(brokerURL, credOptions(drainingHolder)...)
 	if err != nil {
 		t.Errorf("the terminating pod's credential was refused: %v", err)
 	} else {
@@ -247,4 +247,13 @@ func fetchCredential(t *testing.T, xdsAddr, token string, p *corev1.Pod) *broker
 		t.Fatalf("pod %s's sidecar did not get its credential: %v", p.Name, err)
 	}
 	return holder
+}
+
+// credOptions present a sidecar's issued credential with nats.go, as the
+// sidecar's own connection presents it (upstream.Credentials).
+func credOptions(h *brokercred.Holder) []nats.Option {
+	return []nats.Option{func(o *nats.Options) error {
+		o.UserJWT, o.SignatureCB = h.UserJWT, h.Sign
+		return nil
+	}}
 }

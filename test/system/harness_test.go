@@ -34,7 +34,6 @@ import (
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar"
 	"github.com/weighstation/weighstation/sidecar/report"
-	"github.com/weighstation/weighstation/sidecar/upstream"
 	"github.com/weighstation/weighstation/sidecar/xdsclient"
 	"google.golang.org/grpc"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -219,9 +218,7 @@ func startPod(t *testing.T, ns, name string, labels map[string]string, brokerURL
 	}
 	// The broker may not be there yet: the sidecar serves and holds
 	// publishes until it is, as in a pod.
-	link := upstream.NewLink(logr.Discard())
-	sideOpts.Link = link
-	side, err := sidecar.New(natstest.Connect(t, brokerURL, append(upstream.ConnectOptions(), link.Options()...)...), sideOpts)
+	side, err := sidecar.New(natstest.DialUpstream(t, brokerURL), sideOpts)
 	if err != nil {
 		t.Fatal(err)
 	}

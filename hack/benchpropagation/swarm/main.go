@@ -38,7 +38,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"google.golang.org/grpc/credentials"
 
 	"github.com/weighstation/weighstation/hack/benchpropagation/swarmproto"
@@ -69,7 +68,7 @@ func main() {
 
 // pod is one running sidecar.
 type pod struct {
-	nc     *nats.Conn
+	nc     *upstream.Client
 	side   *sidecar.Server
 	client *xdsclient.Client
 }
@@ -159,14 +158,14 @@ func run(manifestPath, reportAddr string, start bool, pprofAddr string, initialB
 
 func newPod(i int, spec swarmproto.Pod, m *swarmproto.Manifest, brokerURL string, start bool, initialBackoff, maxBackoff time.Duration, events *reporter) (*pod, error) {
 	// What internal/sidecarcmd does for one sidecar, minus the logging.
-	link := upstream.NewLink(logr.Discard())
-	nc, err := nats.Connect(brokerURL, append(upstream.ConnectOptions(), link.Options()...)...)
+	upOpts := upstream.DefaultOptions
+	upOpts.URL = brokerURL
+	nc, err := upstream.Dial(upOpts)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the broker: %w", err)
 	}
 	opts := sidecar.DefaultOptions
 	opts.Listen = "127.0.0.1:0"
-	opts.Link = link
 	side, err := sidecar.New(nc, opts)
 	if err != nil {
 		nc.Close()

@@ -1,0 +1,324 @@
+package upstream
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// OutageBufferBytes bounds the publishes the connection holds while the
+// broker is away (before it is first reached, and between a loss and the
+// reconnect): nats.go's ReconnectBufSize default. Past it, a publish is
+// refused with ErrOutageBufferFull.
+const OutageBufferBytes = 8 << 20
+
+// MaxPendingBytes bounds what waits for the socket while the broker is
+// connected. A publisher past it waits for the writer (Publish does not
+// return), so that it stops reading its own client and TCP pushes back on
+// the application, instead of the sidecar buffering without bound.
+const MaxPendingBytes = 8 << 20
+
+// Reconnection: every ReconnectWait plus up to ReconnectJitter, for ever,
+// as nats.go does with MaxReconnects(-1). A restarted broker is reached
+// within about 100 ms of its return.
+const (
+	ReconnectWait   = 50 * time.Millisecond
+	ReconnectJitter = 50 * time.Millisecond
+)
+
+// Options configure the connection to the broker. DefaultOptions documents
+// the values.
+type Options struct {
+	// URL is the broker's: nats://host:port, or tls://host:port to
+	// require TLS. User information in it (nats://user:pass@ or
+	// nats://token@) is a credential when Credentials gives none.
+	URL string
+	// Name is the connection's name in the broker's monitoring.
+	Name string
+	// Credentials present the sidecar to the broker.
+	Credentials Credentials
+	// TLS, when set, is used for the connection (its RootCAs verify the
+	// broker); the broker must then offer TLS. Nil: TLS only when the
+	// broker requires it or the URL says tls://, with the system's roots.
+	TLS *tls.Config
+	// DialTimeout bounds one attempt: TCP, TLS, and the broker's answer to
+	// CONNECT.
+	DialTimeout time.Duration
+	// ReconnectWait and ReconnectJitter space the attempts.
+	ReconnectWait, ReconnectJitter time.Duration
+	// OutageBufferBytes bounds publishes held while the broker is away.
+	OutageBufferBytes int
+	// MaxPendingBytes bounds what waits for the socket while connected.
+	MaxPendingBytes int
+	// PingInterval is how often an idle connection is checked; after
+	// MaxPingsOut unanswered PINGs it is taken for dead and replaced.
+	PingInterval time.Duration
+	MaxPingsOut  int
+	// ConfirmInterval is how often, at most, the writer asks the broker to
+	// confirm what it received (a PING after a write). Messages written
+	// since the last confirmation when the connection is lost are counted
+	// as in doubt (InDoubt): they may or may not have reached the broker.
+	ConfirmInterval time.Duration
+	// Log receives the connection's losses and returns.
+	Log logr.Logger
+}
+
+// DefaultOptions: nats.go's reconnection and ping defaults (2 minutes, 2
+// outstanding), its 8 MiB reconnect buffer, 2 s per connection attempt, and
+// a confirmation at most every 20 ms while messages flow.
+var DefaultOptions = Options{
+	Name:              "weighstation-sidecar",
+	DialTimeout:       2 * time.Second,
+	ReconnectWait:     ReconnectWait,
+	ReconnectJitter:   ReconnectJitter,
+	OutageBufferBytes: OutageBufferBytes,
+	MaxPendingBytes:   MaxPendingBytes,
+	PingInterval:      2 * time.Minute,
+	MaxPingsOut:       2,
+	ConfirmInterval:   20 * time.Millisecond,
+	Log:               logr.Discard(),
+}
+
+// Errors a publish or flush can return.
+var (
+	// ErrOutageBufferFull: the broker is away and OutageBufferBytes of
+	// publishes already wait for it.
+	ErrOutageBufferFull = errors.New("the broker is unavailable and the outage buffer is full")
+	// ErrMaxPayload: the message is larger than the broker's max_payload.
+	ErrMaxPayload = errors.New("the message exceeds the broker's max_payload")
+	// ErrNotConnected: a flush while the broker is away.
+	ErrNotConnected = errors.New("the broker is not connected")
+	// ErrClosed: the connection was closed (Close).
+	ErrClosed = errors.New("the connection to the broker is closed")
+	// ErrFlushTimeout: the broker did not confirm in time.
+	ErrFlushTimeout = errors.New("the broker did not confirm in time")
+	// ErrPendingFull: a publish that must not wait found MaxPendingBytes
+	// waiting for the socket.
+	ErrPendingFull = errors.New("the connection to the broker is backed up")
+)
+
+// Client is the sidecar's one connection to the broker. It speaks the NATS
+// client protocol itself: one reader parses the broker's messages in place
+// and hands them to their subscription's handler; publishes are appended
+// to an outbound buffer, written with one writev per wake-up by whichever
+// goroutine finds the socket free (the publisher itself, when nothing is
+// queued). It reconnects for ever, renews its subscriptions, and holds
+// publishes meanwhile, bounded.
+//
+// Lock order: mu, then subsMu. No lock is held while a handler runs or a
+// socket is written.
+type Client struct {
+	opts   Options
+	server *url.URL
+
+	info atomic.Pointer[ServerInfo] // the last broker's INFO; nil before the first
+
+	reconnects atomic.Uint64
+	unsent     atomic.Uint64
+	inDoubt    atomic.Uint64
+	connects   atomic.Uint64
+
+	subsMu  sync.RWMutex
+	subs    map[uint64]*Subscription
+	nextSID atomic.Uint64
+
+	mu   sync.Mutex
+	room *sync.Cond // signalled when the writer made room, or the connection changed
+	// conn is the live connection, nil while the broker is away.
+	conn net.Conn
+	// ctl are control lines (SUB, UNSUB, PONG) for the live connection;
+	// they go before out in each write and are dropped with the
+	// connection (its subscriptions are renewed whole on the next).
+	ctl []byte
+	// out are publishes, in order; they survive a lost connection.
+	out     []byte
+	outMsgs int // publishes in out
+	// heldMax is the largest payload in out taken while disconnected,
+	// checked against the next broker's max_payload.
+	heldMax int
+	// spare buffers for the next ctl and out, so that writes do not
+	// allocate.
+	spareCtl, spareOut []byte
+	writing            bool // a goroutine is writing the socket
+	// waiting are flushes to confirm with the next PING; sent are the
+	// PINGs on the wire, in order, each with what its PONG confirms.
+	waiting     []func(error)
+	pingWanted  bool
+	sent        []ping
+	unconfirmed int       // messages written since the last PING
+	lastPing    time.Time // when the last confirming PING was written
+	// confirmArmed: the writer's timer will ask the broker to confirm
+	// messages written without a PING.
+	confirmArmed bool
+	pingsOut     int // liveness PINGs unanswered
+	onConnect    []func()
+	announced    bool
+	lostAt       time.Time
+	lastAuthErr  string
+	closed       bool
+
+	wake      chan struct{} // the writer has work
+	reconnect chan struct{} // the connection was lost
+	done      chan struct{}
+	wg        sync.WaitGroup
+}
+
+// ping is one PING on the wire: its PONG confirms the messages written
+// before it and completes its waiters.
+type ping struct {
+	confirms int
+	waiters  []func(error)
+}
+
+// Dial makes a client and tries the broker once, within DialTimeout. A
+// broker that is not there is not an error: the client keeps trying in the
+// background and holds publishes meanwhile. Only invalid options are.
+func Dial(opts Options) (*Client, error) {
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	if opts.DialTimeout <= 0 || opts.ReconnectWait <= 0 || opts.ReconnectJitter < 0 || opts.OutageBufferBytes < 1 ||
+		opts.MaxPendingBytes < 1 || opts.PingInterval <= 0 || opts.MaxPingsOut < 1 || opts.ConfirmInterval <= 0 {
+		return nil, fmt.Errorf("broker connection options: every limit must be positive, got %+v", opts)
+	}
+	server, err := parseURL(opts.URL)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{opts: opts, server: server, subs: map[uint64]*Subscription{}, wake: make(chan struct{}, 1),
+		reconnect: make(chan struct{}, 1), done: make(chan struct{})}
+	c.room = sync.NewCond(&c.mu)
+	if err := c.connect(); err != nil {
+		c.noteFailure(err)
+	}
+	c.wg.Add(2)
+	go c.writeLoop()
+	go c.keepConnected()
+	return c, nil
+}
+
+// parseURL checks a broker URL: nats:// or tls://, with a host and port
+// (4222 when none is given, as nats.go assumes).
+func parseURL(raw string) (*url.URL, error) {
+	if !strings.Contains(raw, "://") {
+		raw = "nats://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("-broker %q: %w", raw, err)
+	}
+	switch u.Scheme {
+	case "nats", "tls":
+	default:
+		return nil, fmt.Errorf("-broker %q: the scheme must be nats:// or tls://", raw)
+	}
+	if u.Hostname() == "" {
+		return nil, fmt.Errorf("-broker %q names no host", raw)
+	}
+	if u.Port() == "" {
+		u.Host = net.JoinHostPort(u.Hostname(), "4222")
+	}
+	return u, nil
+}
+
+// OnConnect registers f to run after every connection to the broker, the
+// first included (the broker's version and max_payload may be new). When
+// the client is connected already, f is not run for that connection.
+func (c *Client) OnConnect(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onConnect = append(c.onConnect, f)
+}
+
+// ServerInfo is what the sidecar uses of the broker's INFO.
+type ServerInfo struct {
+	ServerID     string `json:"server_id"`
+	ServerName   string `json:"server_name"`
+	Version      string `json:"version"`
+	MaxPayload   int64  `json:"max_payload"`
+	Headers      bool   `json:"headers"`
+	TLSRequired  bool   `json:"tls_required"`
+	AuthRequired bool   `json:"auth_required"`
+	Nonce        string `json:"nonce"`
+}
+
+// Connected reports whether the broker is connected now.
+func (c *Client) Connected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conn != nil
+}
+
+// Reconnects is how often the connection came back after it was lost (the
+// first connection does not count).
+func (c *Client) Reconnects() uint64 { return c.reconnects.Load() }
+
+// Unsent is the number of held publishes the broker refused when it was
+// reached: larger than its max_payload.
+func (c *Client) Unsent() uint64 { return c.unsent.Load() }
+
+// InDoubt is the number of publishes written to a connection that was lost
+// before the broker confirmed them: they may or may not have arrived.
+func (c *Client) InDoubt() uint64 { return c.inDoubt.Load() }
+
+// MaxPayload is the broker's max_payload, 0 before it was first reached.
+func (c *Client) MaxPayload() int64 {
+	if i := c.info.Load(); i != nil {
+		return i.MaxPayload
+	}
+	return 0
+}
+
+// ServerVersion is the broker's version, "" before it was first reached.
+func (c *Client) ServerVersion() string {
+	if i := c.info.Load(); i != nil {
+		return i.Version
+	}
+	return ""
+}
+
+// Buffered is the bytes waiting to be written (or held for the broker).
+func (c *Client) Buffered() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.ctl) + len(c.out)
+}
+
+// URL is the broker's address without credentials, for logs.
+func (c *Client) URL() string { return c.server.Scheme + "://" + c.server.Host }
+
+// Close closes the connection. Publishes still held are counted as unsent.
+func (c *Client) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	close(c.done)
+	conn := c.conn
+	c.conn = nil
+	if c.outMsgs > 0 {
+		c.unsent.Add(uint64(c.outMsgs))
+	}
+	c.out, c.outMsgs = nil, 0
+	waiters := c.failPingsLocked()
+	c.room.Broadcast()
+	c.mu.Unlock()
+	if conn != nil {
+		_ = conn.Close()
+	}
+	for _, w := range waiters {
+		w(ErrClosed)
+	}
+	c.wg.Wait()
+	c.opts.Log.Info("connection to the broker closed")
+}

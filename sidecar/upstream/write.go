@@ -1,0 +1,316 @@
+package upstream
+
+import (
+	"bytes"
+	"net"
+	"strconv"
+	"time"
+)
+
+var (
+	pingLine = []byte("PING\r\n")
+	pongLine = []byte("PONG\r\n")
+	// headerStart is the version line of a header block the sidecar makes
+	// when the application's message had none.
+	headerStart = []byte("NATS/1.0\r\n")
+	crlf        = []byte("\r\n")
+)
+
+// maxSpareBuffer is the largest outbound buffer kept for reuse after a
+// write: a burst of large messages grows the buffers, and they are let go
+// when the burst is written rather than held for ever.
+const maxSpareBuffer = 1 << 20
+
+// Publish queues one message for the broker; WriteQueued (or the writer)
+// sends it. header is a complete header block ("NATS/1.0\r\n...\r\n") or
+// nil; extra are header lines ("Key: value\r\n") inserted after its version
+// line, a block being made for them when header is nil. So a stamp is
+// added without decoding the application's headers. The slices are copied
+// before Publish returns.
+//
+// While the broker is connected and MaxPendingBytes wait for the socket,
+// Publish waits for the writer: its caller stops reading its application,
+// and TCP pushes back. It holds no lock of the caller's while it waits;
+// callers must not either. While the broker is away, the message is held
+// within OutageBufferBytes, or refused with ErrOutageBufferFull.
+func (c *Client) Publish(subject, reply, header, extra, payload []byte) error {
+	return c.publish(subject, reply, header, extra, payload, true)
+}
+
+// PublishNoWait is Publish for callers that must never wait (the reader's
+// own answers): it returns ErrPendingFull rather than waiting for room.
+func (c *Client) PublishNoWait(subject, reply, header, extra, payload []byte) error {
+	err := c.publish(subject, reply, header, extra, payload, false)
+	c.kick()
+	return err
+}
+
+func (c *Client) publish(subject, reply, header, extra, payload []byte, wait bool) error {
+	headerLen := len(header) + len(extra)
+	if header == nil && extra != nil {
+		headerLen = len(headerStart) + len(extra) + len(crlf)
+	}
+	size := headerLen + len(payload)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		if c.closed {
+			return ErrClosed
+		}
+		if c.conn == nil {
+			if len(c.out)+size+len(subject)+len(reply)+32 > c.opts.OutageBufferBytes {
+				return ErrOutageBufferFull
+			}
+			c.heldMax = max(c.heldMax, size)
+			break
+		}
+		if len(c.out) < c.opts.MaxPendingBytes {
+			break
+		}
+		if !wait {
+			return ErrPendingFull
+		}
+		c.room.Wait()
+	}
+	if info := c.info.Load(); info != nil && int64(size) > info.MaxPayload {
+		return ErrMaxPayload
+	}
+	c.out = appendFrame(c.out, subject, reply, header, extra, payload, headerLen)
+	c.outMsgs++
+	return nil
+}
+
+// appendFrame appends a PUB, or an HPUB when there are headers.
+func appendFrame(dst, subject, reply, header, extra, payload []byte, headerLen int) []byte {
+	if headerLen == 0 {
+		dst = append(dst, "PUB "...)
+	} else {
+		dst = append(dst, "HPUB "...)
+	}
+	dst = append(dst, subject...)
+	dst = append(dst, ' ')
+	if len(reply) > 0 {
+		dst = append(dst, reply...)
+		dst = append(dst, ' ')
+	}
+	if headerLen > 0 {
+		dst = strconv.AppendInt(dst, int64(headerLen), 10)
+		dst = append(dst, ' ')
+	}
+	dst = strconv.AppendInt(dst, int64(headerLen+len(payload)), 10)
+	dst = append(dst, crlf...)
+	switch {
+	case header == nil && extra != nil:
+		dst = append(dst, headerStart...)
+		dst = append(dst, extra...)
+		dst = append(dst, crlf...)
+	case header != nil:
+		split := versionLineEnd(header)
+		dst = append(dst, header[:split]...)
+		dst = append(dst, extra...)
+		dst = append(dst, header[split:]...)
+	}
+	dst = append(dst, payload...)
+	return append(dst, crlf...)
+}
+
+// versionLineEnd is where a header block's first line ends (after its
+// CRLF), where inserted lines go.
+func versionLineEnd(header []byte) int {
+	for i := 0; i+1 < len(header); i++ {
+		if header[i] == '\r' && header[i+1] == '\n' {
+			return i + 2
+		}
+	}
+	return len(header)
+}
+
+func appendSub(dst []byte, subject, queue string, sid uint64) []byte {
+	dst = append(dst, "SUB "...)
+	dst = append(dst, subject...)
+	dst = append(dst, ' ')
+	if queue != "" {
+		dst = append(dst, queue...)
+		dst = append(dst, ' ')
+	}
+	dst = strconv.AppendUint(dst, sid, 10)
+	return append(dst, crlf...)
+}
+
+func appendUnsub(dst []byte, sid uint64) []byte {
+	dst = append(dst, "UNSUB "...)
+	dst = strconv.AppendUint(dst, sid, 10)
+	return append(dst, crlf...)
+}
+
+// WriteQueued writes what is queued now, on the caller's goroutine, unless
+// another goroutine is writing (it then writes this too). An application
+// connection calls it when its read buffer holds no further command, so
+// that a burst of publishes goes up in one write, and a lone one at once.
+func (c *Client) WriteQueued() {
+	c.mu.Lock()
+	c.writeLocked()
+	c.mu.Unlock()
+}
+
+// FlushAsync calls done once the broker confirmed everything queued before
+// it (a PING and its PONG), or with an error when the connection is lost
+// first. done runs on the client's reader; it must not block.
+func (c *Client) FlushAsync(done func(error)) {
+	c.mu.Lock()
+	switch {
+	case c.closed:
+		c.mu.Unlock()
+		done(ErrClosed)
+		return
+	case c.conn == nil:
+		c.mu.Unlock()
+		done(ErrNotConnected)
+		return
+	}
+	c.waiting = append(c.waiting, done)
+	c.pingWanted = true
+	c.mu.Unlock()
+	c.kick()
+}
+
+// Flush waits until the broker confirmed everything queued before it, at
+// most timeout.
+func (c *Client) Flush(timeout time.Duration) error {
+	confirmed := make(chan error, 1)
+	c.FlushAsync(func(err error) { confirmed <- err })
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case err := <-confirmed:
+		return err
+	case <-t.C:
+		return ErrFlushTimeout
+	}
+}
+
+// kick wakes the writer.
+func (c *Client) kick() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writeLocked writes what is queued until nothing is, unless another
+// goroutine is writing. Called with mu held; it releases mu while the
+// socket is written. One writev carries the control lines, the publishes
+// and, when one is due, a PING that asks the broker to confirm them.
+func (c *Client) writeLocked() {
+	for c.conn != nil && !c.writing && (len(c.ctl) > 0 || len(c.out) > 0 || c.pingWanted) {
+		conn := c.conn
+		ctl, out, msgs := c.ctl, c.out, c.outMsgs
+		c.ctl, c.out, c.outMsgs = c.spareCtl[:0], c.spareOut[:0], 0
+		c.spareCtl, c.spareOut = nil, nil
+		now := time.Now()
+		confirm := c.pingWanted || (c.unconfirmed+msgs > 0 && len(c.sent) == 0 && now.Sub(c.lastPing) >= c.opts.ConfirmInterval)
+		if confirm {
+			c.sent = append(c.sent, ping{confirms: c.unconfirmed + msgs, waiters: c.waiting})
+			c.unconfirmed, c.waiting, c.pingWanted, c.lastPing = 0, nil, false, now
+		} else {
+			c.unconfirmed += msgs
+		}
+		c.writing = true
+		c.mu.Unlock()
+
+		bufs := net.Buffers{ctl, out}
+		if confirm {
+			bufs = append(bufs, pingLine)
+		}
+		_, err := bufs.WriteTo(conn)
+
+		c.mu.Lock()
+		c.writing = false
+		c.spareCtl, c.spareOut = reusable(ctl), reusable(out)
+		c.room.Broadcast()
+		if err != nil {
+			c.mu.Unlock()
+			c.lost(conn, err)
+			c.mu.Lock()
+		}
+	}
+	if c.conn != nil && c.unconfirmed > 0 && !c.confirmArmed {
+		c.confirmArmed = true // the writer's timer confirms them if no later write does
+		c.kick()
+	}
+}
+
+func reusable(b []byte) []byte {
+	if cap(b) > maxSpareBuffer {
+		return nil
+	}
+	return b[:0]
+}
+
+// writeLoop writes what others queued without writing (control lines,
+// answers from the reader, flushes), asks the broker to confirm messages
+// left unconfirmed, and checks that an idle connection is alive.
+func (c *Client) writeLoop() {
+	defer c.wg.Done()
+	alive := time.NewTicker(c.opts.PingInterval)
+	defer alive.Stop()
+	confirm := time.NewTimer(c.opts.ConfirmInterval)
+	defer confirm.Stop()
+	armed := true // the timer runs
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-c.wake:
+		case <-confirm.C:
+			c.mu.Lock()
+			c.confirmArmed, armed = false, false
+			if c.conn != nil && c.unconfirmed > 0 && len(c.sent) == 0 {
+				c.pingWanted = true
+			}
+			c.mu.Unlock()
+		case <-alive.C:
+			c.mu.Lock()
+			conn := c.conn
+			if conn != nil && c.pingsOut >= c.opts.MaxPingsOut {
+				c.mu.Unlock()
+				c.lost(conn, errStale)
+				continue
+			}
+			if conn != nil {
+				c.pingsOut++
+				c.pingWanted = true
+			}
+			c.mu.Unlock()
+		}
+		c.mu.Lock()
+		c.writeLocked()
+		if c.confirmArmed && !armed {
+			armed = true
+			confirm.Reset(c.opts.ConfirmInterval)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// dropOversize removes from held publishes (PUB and HPUB frames this
+// client wrote) those whose size exceeds maxPayload: a broker refuses them
+// by closing the connection. It returns what is kept and how many were
+// dropped.
+func dropOversize(held []byte, maxPayload int) ([]byte, int) {
+	kept := held[:0:0]
+	dropped := 0
+	for len(held) > 0 {
+		eol := bytes.IndexByte(held, '\n')
+		line := held[:eol-1]
+		size, _ := atoi(line[bytes.LastIndexByte(line, ' ')+1:])
+		frame := held[:eol+1+size+2]
+		held = held[len(frame):]
+		if size > maxPayload {
+			dropped++
+			continue
+		}
+		kept = append(kept, frame...)
+	}
+	return kept, dropped
+}
