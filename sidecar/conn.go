@@ -56,6 +56,8 @@ type conn struct {
 	// headerScratch and extraScratch hold a publish's header block without
 	// reserved lines and the lines the sidecar adds (the reader's).
 	headerScratch, extraScratch []byte
+	// reader parses the client's commands (the reader goroutine's).
+	reader *protocol.Reader
 	// upstreamQueued is set when a publish waits in the upstream
 	// connection's buffer for this reader to write it (the reader's).
 	upstreamQueued bool
@@ -130,10 +132,9 @@ func (c *conn) serve() {
 	}()
 
 	r := protocol.NewReader(flushingReader{c}, c.srv.opts.Protocol)
+	c.reader = r
 	var cmd protocol.Command
-	deadline := c.srv.opts.ConnectTimeout
 	for {
-		_ = c.netConn.SetReadDeadline(time.Now().Add(deadline))
 		if err := r.Next(&cmd); err != nil {
 			var perr *protocol.Error
 			var nerr net.Error
@@ -141,7 +142,7 @@ func (c *conn) serve() {
 			case errors.As(err, &perr):
 				c.sendErrAndClose(perr.Text)
 			case errors.As(err, &nerr) && nerr.Timeout():
-				if deadline == c.srv.opts.ConnectTimeout && !c.connected {
+				if !c.connected {
 					c.sendErrAndClose("Authentication Timeout") // nats-server's text
 				} else {
 					c.sendErrAndClose("Stale Connection")
@@ -151,9 +152,6 @@ func (c *conn) serve() {
 		}
 		if cmd.Op == protocol.OpConnect {
 			c.connected = true
-		}
-		if c.connected {
-			deadline = c.srv.opts.MaxIdle
 		}
 		if !c.handle(&cmd) {
 			return
@@ -176,9 +174,6 @@ func (c *conn) handle(cmd *protocol.Command) bool {
 			c.origin = originValue(c.srv.id, c.id)
 		}
 	case protocol.OpPing:
-		// A client's PING/PONG (nats.go's Flush) promises that the server
-		// has everything sent before it. Through a proxy, the server that
-		// matters is the broker: flush the upstream connection first.
 		c.pong(c.sentUpstream)
 		c.sentUpstream = false
 		return true
@@ -301,10 +296,21 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 // up in one write, and a lone publish at once, on this goroutine.
 type flushingReader struct{ c *conn }
 
+// It also sets the read deadline when a command starts, rather than for
+// every command: ConnectTimeout until CONNECT arrived, MaxIdle after, for
+// the whole command, so a command that dribbles in (a slow-loris) or a
+// silent client is closed.
 func (r flushingReader) Read(p []byte) (int, error) {
 	if r.c.upstreamQueued {
 		r.c.upstreamQueued = false
 		r.c.srv.up.WriteQueued()
+	}
+	if r.c.reader.Buffered() == 0 { // a new command starts: its time starts
+		idle := r.c.srv.opts.MaxIdle
+		if !r.c.connected {
+			idle = r.c.srv.opts.ConnectTimeout
+		}
+		_ = r.c.netConn.SetReadDeadline(time.Now().Add(idle))
 	}
 	return r.c.netConn.Read(p)
 }

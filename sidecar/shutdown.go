@@ -45,8 +45,8 @@ const drainPoll = 5 * time.Millisecond
 //     arriving).
 //  2. It withdraws the upstream interest of every SUB under a
 //     Subscription, so that the broker sends no more (a queue group's
-//     messages go to its other members) and what nats.go buffered still
-//     reaches the queues. New SUBs under a Subscription are refused.
+//     messages go to its other members) and what it sent before it
+//     learnt of it still reaches the queues. New SUBs under a Subscription are refused.
 //  3. It keeps delivering until every queue is empty or grace ends.
 //  4. It drops what is left, counted with reason shutdown, closes the
 //     connections, and flushes to the broker what the applications
@@ -57,13 +57,15 @@ func (s *Server) Shutdown(grace time.Duration) ShutdownSummary {
 	start := time.Now()
 	before := s.shutdownTotals()
 	s.draining.Store(true)
-	if s.ln != nil {
-		_ = s.ln.Close() // accept returns; a new connection is refused by the kernel
-	}
+	// The interest is withdrawn before the listener closes, so that a SUB
+	// that arrives once new connections are refused is refused too.
 	handedOver := s.interest.Drain(func(key upstream.Key) bool {
 		_, covered := s.policy.Load().SubscriptionFor(key.Subject)
 		return !covered
 	}, s.stop)
+	if s.ln != nil {
+		_ = s.ln.Close() // accept returns; a new connection is refused by the kernel
+	}
 
 	sum := ShutdownSummary{Drained: s.waitDrained(handedOver, grace)}
 	sum.Waited = time.Since(start)
@@ -94,9 +96,9 @@ func (s *Server) Shutdown(grace time.Duration) ShutdownSummary {
 	return sum
 }
 
-// waitDrained waits until nats.go handed over what the withdrawn
-// subscriptions held and every local queue is empty, or grace ends, and
-// reports whether it drained.
+// waitDrained waits until the broker confirmed the withdrawal of the
+// subscriptions (what it sent before was handed to the queues) and every
+// local queue is empty, or grace ends, and reports whether it drained.
 func (s *Server) waitDrained(handedOver <-chan struct{}, grace time.Duration) bool {
 	deadline := time.NewTimer(grace)
 	defer deadline.Stop()

@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -60,52 +59,90 @@ type Command struct {
 	Body       []byte
 	// Options: CONNECT's JSON.
 	Options []byte
+
+	// bodySize is PUB's or HPUB's body length, which parse learnt from the
+	// line and Next then reads (hasBody).
+	bodySize int
+	hasBody  bool
 }
 
 // Header returns HPUB's headers and Payload the rest of the body.
 func (c *Command) Header() []byte  { return c.Body[:c.HeaderSize] }
 func (c *Command) Payload() []byte { return c.Body[c.HeaderSize:] }
 
-// Reader parses client commands from a stream.
+// Reader parses client commands from a stream, in place: see Buffer for
+// its memory, which Limits bound (one control line and one payload at
+// most).
 type Reader struct {
-	br     *bufio.Reader
+	buf    *Buffer
 	limits Limits
-	line   []byte // the current control line, copied out of br (reading the body refills br)
-	body   []byte // the current body and its CRLF, reused
 }
+
+// Read buffer sizes of a client connection: 4 KiB while it is quiet, up to
+// 64 KiB while it streams, and one whole frame for a larger message.
+const (
+	InitialReadBuffer   = 4 << 10
+	StreamingReadBuffer = 64 << 10
+)
 
 // NewReader reads commands from r within limits.
 func NewReader(r io.Reader, limits Limits) *Reader {
-	// The buffer holds one control line and its CRLF: ReadSlice reports a
-	// longer line as bufio.ErrBufferFull before we buffer any more of it.
 	return &Reader{
-		br:     bufio.NewReaderSize(r, limits.MaxControlLine+2),
+		buf: NewBuffer(r, BufferSizes{Initial: InitialReadBuffer, Streaming: StreamingReadBuffer,
+			Limit: limits.MaxControlLine + 2 + limits.MaxPayload + 2}),
 		limits: limits,
-		line:   make([]byte, 0, limits.MaxControlLine+2),
 	}
 }
 
-// Next reads the next command into cmd. It returns a *Error for a protocol
-// violation (errors.Is with ErrControlLineTooLong, ErrPayloadTooLarge,
-// ErrUnknownOperation or ErrMalformed), or the stream's error (io.EOF
-// between commands, io.ErrUnexpectedEOF inside one).
+// Buffered is how many bytes of a command not yet returned are buffered.
+func (r *Reader) Buffered() int { return len(r.buf.Bytes()) }
+
+// BufferSize is the read buffer's current size.
+func (r *Reader) BufferSize() int { return r.buf.Size() }
+
+// Next reads the next command into cmd. A *Error means the client broke the
+// protocol or a limit; other errors are I/O errors (io.EOF: the client
+// left).
 func (r *Reader) Next(cmd *Command) error {
 	*cmd = Command{}
-	raw, err := r.br.ReadSlice('\n')
+	n, err := r.buf.LineLen(r.limits.MaxControlLine + 1) // +1: the line's CR
 	switch {
-	case errors.Is(err, bufio.ErrBufferFull):
+	case errors.Is(err, ErrLineTooLong):
 		return controlLineTooLong(r.limits.MaxControlLine)
-	case errors.Is(err, io.EOF) && len(raw) > 0:
+	case errors.Is(err, io.EOF) && len(r.buf.Bytes()) > 0:
 		return io.ErrUnexpectedEOF
 	case err != nil:
 		return err
 	}
-	line := bytes.TrimSuffix(raw[:len(raw)-1], []byte{'\r'})
+	line := bytes.TrimSuffix(r.buf.Bytes()[:n], []byte{'\r'})
 	if len(line) > r.limits.MaxControlLine {
 		return controlLineTooLong(r.limits.MaxControlLine)
 	}
-	r.line = append(r.line[:0], line...)
-	return r.parse(r.line, cmd)
+	if err := r.parse(line, cmd); err != nil {
+		return err
+	}
+	if !cmd.hasBody {
+		r.buf.Consume(n + 1)
+		return nil
+	}
+	// The body: wait for all of it, then take the line again from where
+	// the buffer now holds it (waiting may have moved it).
+	size := cmd.bodySize
+	if err := r.buf.Ensure(n + 1 + size + 2); err != nil {
+		return err
+	}
+	frame := r.buf.Bytes()
+	if frame[n+1+size] != '\r' || frame[n+1+size+1] != '\n' {
+		return malformed("%s body of %d bytes is not followed by CRLF", cmd.Op, size)
+	}
+	headerSize := cmd.HeaderSize
+	if err := r.parse(bytes.TrimSuffix(frame[:n], []byte{'\r'}), cmd); err != nil {
+		return err
+	}
+	cmd.HeaderSize = headerSize
+	cmd.Body = frame[n+1 : n+1+size]
+	r.buf.Consume(n + 1 + size + 2)
+	return nil
 }
 
 func (r *Reader) parse(line []byte, cmd *Command) error {
@@ -125,7 +162,8 @@ func (r *Reader) parse(line []byte, cmd *Command) error {
 		if err != nil {
 			return err
 		}
-		return r.readBody(cmd, size)
+		cmd.bodySize, cmd.hasBody = size, true
+		return nil
 	case bytes.EqualFold(verb, []byte("HPUB")):
 		n := split(rest, &args)
 		if n != 3 && n != 4 {
@@ -147,7 +185,8 @@ func (r *Reader) parse(line []byte, cmd *Command) error {
 			return malformed("HPUB header size %d exceeds its total size %d", headerSize, total)
 		}
 		cmd.HeaderSize = headerSize
-		return r.readBody(cmd, total)
+		cmd.bodySize, cmd.hasBody = total, true
+		return nil
 	case bytes.EqualFold(verb, []byte("SUB")):
 		n := split(rest, &args)
 		if n != 2 && n != 3 {
@@ -195,25 +234,6 @@ func (r *Reader) size(op string, arg []byte) (int, error) {
 		return 0, payloadTooLarge(size, r.limits.MaxPayload)
 	}
 	return size, nil
-}
-
-// readBody reads size bytes and the CRLF after them.
-func (r *Reader) readBody(cmd *Command, size int) error {
-	if cap(r.body) < size+2 {
-		r.body = make([]byte, size+2)
-	}
-	body := r.body[:size+2]
-	if _, err := io.ReadFull(r.br, body); err != nil {
-		if errors.Is(err, io.EOF) {
-			return io.ErrUnexpectedEOF
-		}
-		return err
-	}
-	if body[size] != '\r' || body[size+1] != '\n' {
-		return malformed("%s body of %d bytes is not followed by CRLF", cmd.Op, size)
-	}
-	cmd.Body = body[:size]
-	return nil
 }
 
 // parseSize parses a non-negative decimal that fits comfortably in an int.

@@ -178,3 +178,86 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// TestReaderBufferFollowsTheLoad: a 1 MiB payload split into one-byte
+// reads arrives whole, the buffer growing to hold it and never past one
+// frame; a stream of small commands grows it to the streaming size at most;
+// quiet reads return it to its initial size.
+func TestReaderBufferFollowsTheLoad(t *testing.T) {
+	limits := protocol.Limits{MaxControlLine: 4096, MaxPayload: 1 << 20}
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
+	var wire bytes.Buffer
+	wire.WriteString("PUB big 1048576\r\n")
+	wire.Write(big)
+	wire.WriteString("\r\n")
+	small := "PUB s 100\r\n" + strings.Repeat("x", 100) + "\r\n"
+	for range 10_000 {
+		wire.WriteString(small)
+	}
+	for range 2 * protocol.IdleReads {
+		wire.WriteString("PING\r\n")
+	}
+	// The big frame one byte at a time; then the stream as fast as it is
+	// asked for; then the PINGs one at a time, as a quiet client sends them.
+	bigFrame := len("PUB big 1048576\r\n") + len(big) + 2
+	streamEnd := bigFrame + 10_000*len(small)
+	r := protocol.NewReader(&phased{data: wire.Bytes(), oneByteUntil: bigFrame, wholeUntil: streamEnd}, limits)
+	var cmd protocol.Command
+	if err := r.Next(&cmd); err != nil || !bytes.Equal(cmd.Body, big) {
+		t.Fatalf("the 1 MiB message: %v, %d bytes", err, len(cmd.Body))
+	}
+	if size, limit := r.BufferSize(), limits.MaxControlLine+2+limits.MaxPayload+2; size < 1<<20 || size > limit {
+		t.Fatalf("buffer %d bytes after the 1 MiB message, want at least 1 MiB and at most one frame (%d)", size, limit)
+	}
+	for i := range 10_000 {
+		if err := r.Next(&cmd); err != nil || len(cmd.Body) != 100 {
+			t.Fatalf("small message %d: %v", i, err)
+		}
+	}
+	for range 2 * protocol.IdleReads {
+		if err := r.Next(&cmd); err != nil || cmd.Op != protocol.OpPing {
+			t.Fatalf("PING: %v %v", err, cmd.Op)
+		}
+	}
+	if size := r.BufferSize(); size != protocol.InitialReadBuffer {
+		t.Fatalf("buffer %d bytes after quiet reads, want %d", size, protocol.InitialReadBuffer)
+	}
+
+	streaming := protocol.NewReader(&phased{data: bytes.Repeat([]byte(small), 10_000), wholeUntil: 10_000 * len(small)}, limits)
+	largest := 0
+	for range 10_000 {
+		if err := streaming.Next(&cmd); err != nil {
+			t.Fatal(err)
+		}
+		largest = max(largest, streaming.BufferSize())
+	}
+	if largest != protocol.StreamingReadBuffer {
+		t.Fatalf("a stream of small commands grew the buffer to %d, want %d", largest, protocol.StreamingReadBuffer)
+	}
+}
+
+// phased reads one byte at a time before oneByteUntil, then as much as is
+// asked for until wholeUntil, then one line at a time.
+type phased struct {
+	data                     []byte
+	off                      int
+	oneByteUntil, wholeUntil int
+}
+
+func (p *phased) Read(b []byte) (int, error) {
+	if p.off == len(p.data) {
+		return 0, io.EOF
+	}
+	end := len(p.data)
+	switch {
+	case p.off < p.oneByteUntil:
+		end = p.off + 1
+	case p.off < p.wholeUntil:
+		end = p.wholeUntil
+	default:
+		end = p.off + bytes.IndexByte(p.data[p.off:], '\n') + 1
+	}
+	n := copy(b, p.data[p.off:end])
+	p.off += n
+	return n, nil
+}

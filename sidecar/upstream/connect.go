@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nkeys"
+
+	"github.com/weighstation/weighstation/sidecar/protocol"
 )
 
 // Credentials present the sidecar to the broker: a token, a user and
@@ -66,10 +68,10 @@ func (c *Client) connect() error {
 	return c.install(conn, fr, info)
 }
 
-func (c *Client) handshake(conn net.Conn) (net.Conn, *frames, *ServerInfo, error) {
+func (c *Client) handshake(conn net.Conn) (net.Conn, *protocol.Buffer, *ServerInfo, error) {
 	_ = conn.SetDeadline(time.Now().Add(c.opts.DialTimeout))
 	fr := newFrames(conn, maxServerPayload)
-	line, err := fr.line()
+	line, err := readLine(fr)
 	if err != nil {
 		return conn, nil, nil, fmt.Errorf("reading the broker's INFO: %w", err)
 	}
@@ -101,7 +103,7 @@ func (c *Client) handshake(conn net.Conn) (net.Conn, *frames, *ServerInfo, error
 		return conn, nil, nil, fmt.Errorf("sending CONNECT: %w", err)
 	}
 	for {
-		line, err := fr.line()
+		line, err := readLine(fr)
 		if err != nil {
 			return conn, nil, nil, fmt.Errorf("waiting for the broker to accept CONNECT: %w", err)
 		}
@@ -208,7 +210,7 @@ func credentialsFromURL(user string, ui interface{ Password() (string, bool) }) 
 
 // install makes conn the live connection: the subscriptions go first, then
 // what was held (less what exceeds the broker's max_payload).
-func (c *Client) install(conn net.Conn, fr *frames, info *ServerInfo) error {
+func (c *Client) install(conn net.Conn, fr *protocol.Buffer, info *ServerInfo) error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"strings"
+
+	"github.com/weighstation/weighstation/sidecar/protocol"
 )
 
 // Msg is one message from the broker. Its slices point into the reader's
@@ -96,7 +98,7 @@ const maxServerLine = 64 << 10
 
 // readLoop parses the broker's frames in place and dispatches them, until
 // the connection ends.
-func (c *Client) readLoop(conn net.Conn, fr *frames) {
+func (c *Client) readLoop(conn net.Conn, fr *protocol.Buffer) {
 	defer c.wg.Done()
 	var m Msg
 	for {
@@ -108,17 +110,17 @@ func (c *Client) readLoop(conn net.Conn, fr *frames) {
 	}
 }
 
-func (c *Client) readOne(fr *frames, m *Msg) error {
-	n, err := fr.lineLen()
+func (c *Client) readOne(fr *protocol.Buffer, m *Msg) error {
+	n, err := lineLen(fr)
 	if err != nil {
 		return err
 	}
-	line := trimCR(fr.buf[fr.start : fr.start+n])
+	line := trimCR(fr.Bytes()[:n])
 	switch {
 	case bytes.HasPrefix(line, []byte("MSG ")), bytes.HasPrefix(line, []byte("HMSG ")):
 		return c.message(fr, n, m)
 	case bytes.Equal(line, []byte("PING")):
-		fr.consume(n + 1)
+		fr.Consume(n + 1)
 		c.mu.Lock()
 		if c.conn != nil {
 			c.ctl = append(c.ctl, pongLine...)
@@ -126,17 +128,17 @@ func (c *Client) readOne(fr *frames, m *Msg) error {
 		c.mu.Unlock()
 		c.kick()
 	case bytes.Equal(line, []byte("PONG")):
-		fr.consume(n + 1)
+		fr.Consume(n + 1)
 		c.pong()
 	case bytes.HasPrefix(line, []byte("INFO ")):
 		info, err := parseInfo(line)
-		fr.consume(n + 1)
+		fr.Consume(n + 1)
 		if err == nil {
 			c.info.Store(info)
 		}
 	case bytes.HasPrefix(line, []byte("-ERR")):
 		text := errText(line)
-		fr.consume(n + 1)
+		fr.Consume(n + 1)
 		// A permissions violation is the broker's answer to one SUB or
 		// PUB and keeps the connection; anything else, the broker closes
 		// it next.
@@ -146,7 +148,7 @@ func (c *Client) readOne(fr *frames, m *Msg) error {
 		}
 		c.opts.Log.Error(&BrokerError{Text: text}, "the broker reported an error")
 	case bytes.HasPrefix(line, []byte("+OK")):
-		fr.consume(n + 1)
+		fr.Consume(n + 1)
 	default:
 		return fmt.Errorf("the broker sent %q, which is not a NATS server operation", truncate(line))
 	}
@@ -155,8 +157,8 @@ func (c *Client) readOne(fr *frames, m *Msg) error {
 
 // message parses a MSG or HMSG whose control line is n bytes long, waits
 // for its body and hands it to its subscription.
-func (c *Client) message(fr *frames, n int, m *Msg) error {
-	line := trimCR(fr.buf[fr.start : fr.start+n])
+func (c *Client) message(fr *protocol.Buffer, n int, m *Msg) error {
+	line := trimCR(fr.Bytes()[:n])
 	var args [6][2]int // offsets of the arguments in line
 	hmsg := line[0] == 'H'
 	count := splitArgs(line, &args)
@@ -178,12 +180,13 @@ func (c *Client) message(fr *frames, n int, m *Msg) error {
 	if !ok || !sidOK || headerLen > total || total > maxServerPayload {
 		return fmt.Errorf("the broker sent a malformed %q", truncate(line))
 	}
-	if err := fr.ensure(n + 1 + total + 2); err != nil {
+	if err := fr.Ensure(n + 1 + total + 2); err != nil {
 		return err
 	}
-	// ensure may have moved the buffer: the offsets still hold.
-	line = fr.buf[fr.start : fr.start+n]
-	body := fr.buf[fr.start+n+1 : fr.start+n+1+total+2]
+	// Ensure may have moved the buffer: the offsets still hold.
+	frame := fr.Bytes()
+	line = frame[:n]
+	body := frame[n+1 : n+1+total+2]
 	if body[total] != '\r' || body[total+1] != '\n' {
 		return fmt.Errorf("the broker's %d-byte message on %q is not followed by CRLF", total, arg(1))
 	}
@@ -203,7 +206,7 @@ func (c *Client) message(fr *frames, n int, m *Msg) error {
 	if s != nil {
 		s.handler(m)
 	}
-	fr.consume(n + 1 + total + 2)
+	fr.Consume(n + 1 + total + 2)
 	return nil
 }
 
@@ -288,114 +291,35 @@ func atou(b []byte) (uint64, bool) {
 	return n, true
 }
 
-// frames is the reader's buffer: frames are parsed where they were read.
-// It grows to hold the largest frame that arrives (up to limit) and shrinks
-// back to its first size after idleShrink reads that used little of it, so
-// a burst of large messages does not hold memory for ever.
-type frames struct {
-	r          io.Reader
-	buf        []byte
-	start, end int
-	limit      int
-	small      int
-	idle       int // consecutive small reads into a grown buffer
-}
-
+// Read buffer sizes of the broker connection: 32 KiB while it is quiet, up
+// to 256 KiB while messages stream in, and one whole frame for a larger
+// message (at most a control line and maxServerPayload).
 const (
-	initialReadBuffer = 32 << 10
-	idleShrink        = 64
+	initialReadBuffer   = 32 << 10
+	streamingReadBuffer = 256 << 10
 )
 
-func newFrames(r io.Reader, limit int) *frames {
-	return &frames{r: r, buf: make([]byte, initialReadBuffer), limit: limit + maxServerLine, small: initialReadBuffer}
+func newFrames(r io.Reader, limit int) *protocol.Buffer {
+	return protocol.NewBuffer(r, protocol.BufferSizes{Initial: initialReadBuffer, Streaming: streamingReadBuffer, Limit: maxServerLine + 2 + limit + 2})
 }
 
-// lineLen returns the length of the next line up to its '\n' (exclusive),
-// reading as needed.
-func (f *frames) lineLen() (int, error) {
-	scanned := 0
-	for {
-		if i := bytes.IndexByte(f.buf[f.start+scanned:f.end], '\n'); i >= 0 {
-			return scanned + i, nil
-		}
-		scanned = f.end - f.start
-		if scanned > maxServerLine {
-			return 0, fmt.Errorf("the broker sent a control line over %d bytes", maxServerLine)
-		}
-		if err := f.more(scanned + 1); err != nil {
-			return 0, err
-		}
+// lineLen is the next line's length, up to its '\n'.
+func lineLen(fr *protocol.Buffer) (int, error) {
+	n, err := fr.LineLen(maxServerLine)
+	if errors.Is(err, protocol.ErrLineTooLong) {
+		return 0, fmt.Errorf("the broker sent a control line over %d bytes", maxServerLine)
 	}
+	return n, err
 }
 
-// line returns the next line without its CRLF and consumes it (for the
-// handshake, where nothing else is read).
-func (f *frames) line() ([]byte, error) {
-	n, err := f.lineLen()
+// readLine returns the next line without its CRLF and consumes it (for the
+// handshake, where nothing else is read yet).
+func readLine(fr *protocol.Buffer) ([]byte, error) {
+	n, err := lineLen(fr)
 	if err != nil {
 		return nil, err
 	}
-	line := trimCR(f.buf[f.start : f.start+n])
-	f.consume(n + 1)
+	line := bytes.Clone(trimCR(fr.Bytes()[:n]))
+	fr.Consume(n + 1)
 	return line, nil
-}
-
-// ensure reads until n bytes from start are buffered.
-func (f *frames) ensure(n int) error {
-	for f.end-f.start < n {
-		if err := f.more(n); err != nil {
-			if errors.Is(err, io.EOF) {
-				return io.ErrUnexpectedEOF
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-func (f *frames) consume(n int) {
-	f.start += n
-	if f.start == f.end {
-		f.start, f.end = 0, 0
-	}
-}
-
-// more reads at least one byte, first making room for a frame of want
-// bytes from start: moving the partial frame to the front, or growing.
-func (f *frames) more(want int) error {
-	if want > f.limit {
-		return fmt.Errorf("the broker sent a frame of %d bytes, over %d", want, f.limit)
-	}
-	if f.start+want > len(f.buf) || f.end == len(f.buf) {
-		size := len(f.buf)
-		for size < want {
-			size *= 2
-		}
-		if size > len(f.buf) {
-			grown := make([]byte, min(size, f.limit))
-			f.end = copy(grown, f.buf[f.start:f.end])
-			f.buf, f.start = grown, 0
-			f.idle = 0
-		} else {
-			f.end = copy(f.buf, f.buf[f.start:f.end])
-			f.start = 0
-		}
-	}
-	if f.start == f.end && len(f.buf) > f.small {
-		if f.idle++; f.idle > idleShrink {
-			f.buf, f.start, f.end, f.idle = make([]byte, f.small), 0, 0, 0
-		}
-	}
-	n, err := f.r.Read(f.buf[f.end:])
-	f.end += n
-	if n >= f.small {
-		f.idle = 0
-	}
-	if n > 0 {
-		return nil
-	}
-	if err == nil {
-		err = io.ErrNoProgress
-	}
-	return err
 }

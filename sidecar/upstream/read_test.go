@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/weighstation/weighstation/sidecar/protocol"
 )
 
 // stream is what a broker might send: messages with and without reply and
@@ -68,7 +70,7 @@ func TestFramesAcrossReads(t *testing.T) {
 			grew := false
 			for err == nil {
 				err = c.readOne(fr, &m)
-				grew = grew || len(fr.buf) > initialReadBuffer
+				grew = grew || fr.Size() > initialReadBuffer
 			}
 			if err != io.EOF {
 				t.Fatalf("reading the stream: %v", err)
@@ -98,7 +100,7 @@ func TestFramesAcrossReads(t *testing.T) {
 // the buffer to its first size.
 func TestReadBufferShrinksWhenIdle(t *testing.T) {
 	big := strings.Repeat("x", 1<<20)
-	wire := fmt.Sprintf("MSG big 1 %d\r\n%s\r\n", len(big), big) + strings.Repeat("MSG a.b 1 1\r\nx\r\n", 2*idleShrink)
+	wire := fmt.Sprintf("MSG big 1 %d\r\n%s\r\n", len(big), big) + strings.Repeat("MSG a.b 1 1\r\nx\r\n", 2*protocol.IdleReads)
 	c, got := readerClient(t)
 	fr := newFrames(iotest.OneByteReader(strings.NewReader(wire)), maxServerPayload)
 	var m Msg
@@ -106,13 +108,13 @@ func TestReadBufferShrinksWhenIdle(t *testing.T) {
 	largest := 0
 	for err == nil {
 		err = c.readOne(fr, &m)
-		largest = max(largest, len(fr.buf))
+		largest = max(largest, fr.Size())
 	}
-	if err != io.EOF || len(*got) != 1+2*idleShrink {
+	if err != io.EOF || len(*got) != 1+2*protocol.IdleReads {
 		t.Fatalf("%d messages, error %v", len(*got), err)
 	}
-	if largest <= 1<<20 || len(fr.buf) != initialReadBuffer {
-		t.Fatalf("buffer grew to %d and ended at %d, want over 1 MiB and then %d", largest, len(fr.buf), initialReadBuffer)
+	if largest <= 1<<20 || fr.Size() != initialReadBuffer {
+		t.Fatalf("buffer grew to %d and ended at %d, want over 1 MiB and then %d", largest, fr.Size(), initialReadBuffer)
 	}
 }
 
