@@ -58,6 +58,9 @@ type conn struct {
 	headerScratch, extraScratch []byte
 	// reader parses the client's commands (the reader goroutine's).
 	reader *protocol.Reader
+	// subjects are the subjects this connection published lately (the
+	// reader's).
+	subjects *interned
 	// upstreamQueued is set when a publish waits in the upstream
 	// connection's buffer for this reader to write it (the reader's).
 	upstreamQueued bool
@@ -110,6 +113,7 @@ func (ls *localSub) retireWhenSettled() {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	return &conn{srv: s, id: s.nextConnID.Add(1), netConn: nc, subs: map[string]*localSub{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		subjects:     newInterned(),
 		errs:         protocol.NewErrorCoalescer(protocol.DefaultErrorInterval, protocol.DefaultErrorKeys),
 		pendingLimit: pending.NewBudget(s.opts.MaxPendingBytesPerConnection)}
 }
@@ -200,7 +204,10 @@ func (c *conn) handle(cmd *protocol.Command) bool {
 }
 
 func (c *conn) publish(cmd *protocol.Command) bool {
-	subject, reply := string(cmd.Subject), string(cmd.Reply)
+	subject, reply := c.subjects.of(cmd.Subject), ""
+	if len(cmd.Reply) > 0 {
+		reply = string(cmd.Reply) // an inbox: rarely seen twice
+	}
 	now := time.Now()
 	if matcher.ValidateSubject(subject) != nil || (reply != "" && matcher.ValidateSubject(reply) != nil) {
 		c.srv.invalid.Add(1)

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weighstation/weighstation/meshconfig"
+	"github.com/weighstation/weighstation/sidecar"
 	"github.com/weighstation/weighstation/sidecar/breaker"
 	"github.com/weighstation/weighstation/sidecar/pending"
 )
@@ -329,7 +330,10 @@ func TestSlowResponderTripsOnReplyLatency(t *testing.T) {
 // hand-written configuration may not) never trips: its stalled consumer
 // overflows its queue instead, and other evaluations go on.
 func TestEssentialSubscriptionNeverTrips(t *testing.T) {
-	r := newRig(t)
+	// A bounded send buffer: the stalled consumer's socket then takes a
+	// few messages and no more, so its queue stays full (the kernel's
+	// autotuning would go on taking them while the test looks).
+	r := newRig(t, func(o *sidecar.Options) { o.AppSendBuffer = 64 << 10 })
 	crit := autoKill("crit", "crit", meshconfig.AutoKillSwitch{MaxPendingMessages: 5, WindowMillis: 1000, CooldownMillis: 1000})
 	crit.Essential = true
 	crit.Limits.MaxPendingMessages = 50

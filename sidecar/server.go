@@ -203,6 +203,9 @@ type Server struct {
 	// deliverScratch holds a header block without its reserved lines while
 	// deliver copies it (the upstream reader's alone).
 	deliverScratch []byte
+	// deliveredSubjects are the subjects of messages delivered lately (the
+	// upstream reader's alone).
+	deliveredSubjects *interned
 
 	// requestLatency times the application's requests, arrival to reply.
 	requestLatency *latency.Recorder
@@ -299,7 +302,7 @@ func New(up *upstream.Client, opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, up: up, counters: policy.NewCounters(), routes: map[upstream.Key]*route{}, conns: map[*conn]struct{}{},
 		latency: map[string]*latencies{}, budget: pending.NewBudget(opts.MemoryBudget), retired: map[string]pending.Counts{},
-		requestLatency: latency.NewRecorder(), id: newSidecarID(), answerable: newAnswerable(), stop: make(chan struct{}),
+		requestLatency: latency.NewRecorder(), id: newSidecarID(), deliveredSubjects: newInterned(), answerable: newAnswerable(), stop: make(chan struct{}),
 		audit: auditLog{logged: map[string]struct{}{}}}
 	s.kills.Store(&map[string]*killSwitch{})
 	s.interest = upstream.NewInterest(up, s.deliver)
@@ -622,7 +625,15 @@ func (s *Server) deliver(key upstream.Key, m *upstream.Msg) {
 	body := make([]byte, len(header)+len(m.Payload))
 	copy(body, header)
 	copy(body[len(header):], m.Payload)
-	msg := pending.Message{Subject: string(m.Subject), Reply: string(m.Reply), Data: body[len(header):], ArrivedNanos: arrived,
+	subject := key.Subject // a literal subscription's messages all carry its subject
+	if string(m.Subject) != subject {
+		subject = s.deliveredSubjects.of(m.Subject)
+	}
+	var reply string
+	if len(m.Reply) > 0 {
+		reply = string(m.Reply) // an inbox: rarely seen twice
+	}
+	msg := pending.Message{Subject: subject, Reply: reply, Data: body[len(header):], ArrivedNanos: arrived,
 		SentUnixNanos: sentUnixNanos, NoResponders: noResponders}
 	if len(header) > 0 {
 		msg.Header = body[:len(header):len(header)]

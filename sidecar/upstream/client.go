@@ -148,6 +148,8 @@ type Client struct {
 	// allocate.
 	spareCtl, spareOut []byte
 	writing            bool // a goroutine is writing the socket
+	iov                net.Buffers
+	iovArray           [3][]byte
 	// waiting are flushes to confirm with the next PING; sent are the
 	// PINGs on the wire, in order, each with what its PONG confirms.
 	waiting     []func(error)

@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"bytes"
-	"net"
 	"strconv"
 	"time"
 )
@@ -218,11 +217,14 @@ func (c *Client) writeLocked() {
 		c.writing = true
 		c.mu.Unlock()
 
-		bufs := net.Buffers{ctl, out}
+		// The writer's own iovec: only the goroutine that set writing
+		// uses it, and a field does not escape per write as a local would.
+		c.iov = append(c.iovArray[:0], ctl, out)
 		if confirm {
-			bufs = append(bufs, pingLine)
+			c.iov = append(c.iov, pingLine)
 		}
-		_, err := bufs.WriteTo(conn)
+		_, err := c.iov.WriteTo(conn) // it consumes c.iov, not the array
+		clear(c.iovArray[:])          // no reference to the buffers it wrote
 
 		c.mu.Lock()
 		c.writing = false
