@@ -540,9 +540,11 @@ func (c *conn) writer() {
 					if m.NoResponders && !c.noResponders.Load() {
 						// A status this client did not ask for and cannot read.
 						ls.queue.Discard(pending.ReasonUnsupported)
+						m.Body.Release()
 						continue
 					}
 					batch = c.appendMsg(batch, ls, &m)
+					m.Body.Release() // copied into the batch
 					timings = append(timings, timing{ls, m.Subject, m.Reply, m.ArrivedNanos, m.SentUnixNanos})
 					n++
 				}

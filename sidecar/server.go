@@ -621,8 +621,11 @@ func (s *Server) deliver(key upstream.Key, m *upstream.Msg) {
 		}
 	}
 	// One copy, header and payload together: the upstream reader's buffer
-	// is reused as soon as this returns.
-	body := make([]byte, len(header)+len(m.Payload))
+	// is reused as soon as this returns. The copy is shared by every local
+	// subscriber and returns to a pool when the last one wrote it.
+	shared := pending.NewShared(len(header) + len(m.Payload))
+	defer shared.Release() // deliver's own reference; each queue holds one more
+	body := shared.Bytes
 	copy(body, header)
 	copy(body[len(header):], m.Payload)
 	subject := key.Subject // a literal subscription's messages all carry its subject
@@ -633,7 +636,7 @@ func (s *Server) deliver(key upstream.Key, m *upstream.Msg) {
 	if len(m.Reply) > 0 {
 		reply = string(m.Reply) // an inbox: rarely seen twice
 	}
-	msg := pending.Message{Subject: subject, Reply: reply, Data: body[len(header):], ArrivedNanos: arrived,
+	msg := pending.Message{Subject: subject, Reply: reply, Data: body[len(header):], Body: shared, ArrivedNanos: arrived,
 		SentUnixNanos: sentUnixNanos, NoResponders: noResponders}
 	if len(header) > 0 {
 		msg.Header = body[:len(header):len(header)]
@@ -677,6 +680,7 @@ func (s *Server) route(key upstream.Key, msg pending.Message, origin uint64) (an
 			answer = answer || (key.Queue != "" && msg.Reply != "")
 			continue
 		}
+		msg.Body.Retain() // the queue's reference (Push releases it if it refuses)
 		ls.queue.Push(msg)
 		ls.conn.wakeWriter()
 	}

@@ -100,6 +100,9 @@ type Message struct {
 	SentUnixNanos int64
 	// NoResponders marks the broker's 503 status answer to a request.
 	NoResponders bool
+	// Body, when not nil, holds Header and Data: the queue holds one
+	// reference to it while the message is pending (see Shared).
+	Body *Shared
 }
 
 // Size is the message's weight against MaxBytes.
@@ -211,7 +214,8 @@ func (q *Queue) Close(reason Reason) int {
 	return q.DropAll(reason, nil)
 }
 
-// Push offers a message and reports whether it was queued. Under
+// Push offers a message and reports whether it was queued. It takes one
+// reference to m.Body, which it releases if it refuses m or drops it later. Under
 // DropOldest it may evict older messages to make room (counted as
 // overflow); a message larger than MaxBytes on its own is always refused.
 // With a budget, the bytes are reserved first (see Budget).
@@ -222,6 +226,7 @@ func (q *Queue) Push(m Message) bool {
 	// lock while it takes another's.
 	if q.conn != nil && !q.conn.reserve(size) {
 		q.countDrop(ReasonConnection)
+		m.Body.Release()
 		return false
 	}
 	if q.budget != nil && !q.budget.reserve(size) {
@@ -235,6 +240,7 @@ func (q *Queue) Push(m Message) bool {
 				reason = ReasonBudget
 			}
 			q.countDrop(reason)
+			m.Body.Release()
 			return false
 		}
 	}
@@ -245,19 +251,23 @@ func (q *Queue) Push(m Message) bool {
 	case q.closed:
 		q.counts.Dropped[q.lateReason]++
 		q.releaseBudget(size)
+		m.Body.Release()
 		return false
 	case size > q.limits.MaxBytes:
 		q.counts.Dropped[ReasonOverflow]++
 		q.releaseBudget(size)
+		m.Body.Release()
 		return false
 	}
 	for q.full(size) {
 		if q.limits.Overflow == DropNewest {
 			q.counts.Dropped[ReasonOverflow]++
 			q.releaseBudget(size)
+			m.Body.Release()
 			return false
 		}
-		q.popLocked()
+		old := q.popLocked()
+		old.Body.Release()
 		q.counts.Dropped[ReasonOverflow]++
 	}
 	q.pushLocked(m)
@@ -293,7 +303,8 @@ func (q *Queue) shedOldest() bool {
 	if q.counts.Pending == 0 {
 		return false
 	}
-	q.popLocked()
+	m := q.popLocked()
+	m.Body.Release()
 	q.counts.Dropped[ReasonShed]++
 	return true
 }
@@ -334,6 +345,8 @@ func (q *Queue) popLocked() Message {
 }
 
 // Take removes the oldest message for writing; it is in flight until Done.
+// The caller gets the queue's reference to its Body, and releases it once
+// it copied the bytes out.
 func (q *Queue) Take() (Message, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -383,6 +396,7 @@ func (q *Queue) DropAll(reason Reason, each func(*Message)) int {
 		if each != nil {
 			each(&m)
 		}
+		m.Body.Release()
 	}
 	q.counts.Dropped[reason] += uint64(n)
 	return n
