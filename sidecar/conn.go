@@ -514,6 +514,13 @@ func (c *conn) writer() {
 	batch := make([]byte, 0, batchBytes)
 	var tookFrom []taken
 	var timings []timing
+	// A large payload is written from its pooled body, by reference: the
+	// batch holds its line and the CRLF after it, and the write is one
+	// writev of the batch's segments and the payloads between them, so the
+	// payload is copied once in this sidecar (into the body), not twice.
+	var iovArray [2 * maxReferenced]([]byte)
+	var held [maxReferenced]*pending.Shared
+	var iov net.Buffers
 	for {
 		select {
 		case <-c.wake:
@@ -522,6 +529,8 @@ func (c *conn) writer() {
 		}
 		for {
 			batch, tookFrom, timings = batch[:0], tookFrom[:0], timings[:0]
+			iov = iovArray[:0]
+			referenced, segment, size := 0, 0, 0
 			c.mu.Lock()
 			batch = append(batch, c.control...)
 			c.control = c.control[:0]
@@ -529,7 +538,7 @@ func (c *conn) writer() {
 			c.mu.Unlock()
 			for _, ls := range order {
 				n := 0
-				for len(batch) < batchBytes && !ls.removed.Load() {
+				for len(batch)+size < batchBytes && referenced < maxReferenced && !ls.removed.Load() {
 					if max := ls.maxMsgs.Load(); max > 0 && ls.delivered.Load()+int64(n) >= max {
 						break
 					}
@@ -543,8 +552,18 @@ func (c *conn) writer() {
 						m.Body.Release()
 						continue
 					}
-					batch = c.appendMsg(batch, ls, &m)
-					m.Body.Release() // copied into the batch
+					if len(m.Data) >= referencedPayload && m.Body != nil {
+						batch = c.appendMsgHead(batch, ls, &m)
+						iov = append(iov, batch[segment:], m.Data)
+						segment = len(batch)
+						batch = append(batch, "\r\n"...)
+						held[referenced] = m.Body // released once written
+						referenced++
+						size += len(m.Data)
+					} else {
+						batch = c.appendMsg(batch, ls, &m)
+						m.Body.Release() // copied into the batch
+					}
 					timings = append(timings, timing{ls, m.Subject, m.Reply, m.ArrivedNanos, m.SentUnixNanos})
 					n++
 				}
@@ -568,7 +587,18 @@ func (c *conn) writer() {
 					c.srv.answerable.delivered(tm.reply, tm.ls.policy, beforeWrite)
 				}
 			}
-			_, err := c.netConn.Write(batch)
+			var err error
+			if referenced == 0 {
+				_, err = c.netConn.Write(batch)
+			} else {
+				iov = append(iov, batch[segment:])
+				_, err = iov.WriteTo(c.netConn)
+				for i := range referenced {
+					held[i].Release()
+					held[i] = nil
+				}
+				clear(iovArray[:])
+			}
 			if err != nil {
 				for _, tm := range timings {
 					if tm.reply != "" {
@@ -613,6 +643,23 @@ func (c *conn) writer() {
 		}
 	}
 }
+
+// appendMsgHead writes a message's line and header, as appendMsg does, but
+// not its payload.
+func (c *conn) appendMsgHead(dst []byte, ls *localSub, m *pending.Message) []byte {
+	var header []byte
+	if len(m.Header) > 0 && c.headers.Load() {
+		header = m.Header
+	}
+	return protocol.AppendMsgHead(dst, m.Subject, ls.sid, m.Reply, header, len(m.Data))
+}
+
+// Payloads of referencedPayload bytes or more are written by reference,
+// at most maxReferenced in one write.
+const (
+	referencedPayload = 16 << 10
+	maxReferenced     = 16
+)
 
 // appendMsg writes a message as MSG, or as HMSG to a client that declared
 // headers.

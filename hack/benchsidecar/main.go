@@ -67,6 +67,7 @@ type setup struct {
 type run struct {
 	summary *loadgen.Summary
 	cpu     map[string]time.Duration // by process name
+	rss     map[string]int64         // VmRSS at the end of the run, by process name
 }
 
 func main() {
@@ -185,9 +186,14 @@ func benchOnce(bin string, mesh *benchharness.Mesh, procs []*benchharness.Proc, 
 	if summary.Received != summary.Sent {
 		return run{}, fmt.Errorf("sent %d, received %d", summary.Sent, summary.Received)
 	}
-	r := run{summary: summary, cpu: map[string]time.Duration{}}
+	r := run{summary: summary, cpu: map[string]time.Duration{}, rss: map[string]int64{}}
 	for i, p := range procs {
 		r.cpu[p.Name] = after[i] - before[i]
+		rss, err := p.RSS()
+		if err != nil {
+			return run{}, err
+		}
+		r.rss[p.Name] = rss
 	}
 	return r, nil
 }
@@ -316,8 +322,18 @@ func report(c config, setups []setup, results [][]run) {
 		return gobench.Median(xs)
 	}
 	b, sa, sb := perMsg("broker"), perMsg("sidecar-a"), perMsg("sidecar-b")
-	fmt.Printf("\nCPU per message in the two-sidecar runs (process accounting, 10 ms ticks): broker %.2f µs, publisher's sidecar %.2f µs (%.2f× the broker), subscriber's sidecar %.2f µs (%.2f× the broker)\n\n",
+	fmt.Printf("\nCPU per message in the two-sidecar runs (process accounting, 10 ms ticks): broker %.2f µs, publisher's sidecar %.2f µs (%.2f× the broker), subscriber's sidecar %.2f µs (%.2f× the broker)\n",
 		b, sa, sa/max(b, 1e-9), sb, sb/max(b, 1e-9))
+	rssAfter := func(name string) float64 {
+		side := results[indexOf(setups, sidecarsSetup)]
+		xs := make([]float64, len(side))
+		for k, r := range side {
+			xs[k] = float64(r.rss[name]) / (1 << 20)
+		}
+		return gobench.Median(xs)
+	}
+	fmt.Printf("RSS at the end of the two-sidecar runs (VmRSS, median of the rounds; the whole `weighstation` binary): publisher's sidecar %.1f MiB, subscriber's sidecar %.1f MiB, broker %.1f MiB\n\n",
+		rssAfter("sidecar-a"), rssAfter("sidecar-b"), rssAfter("broker"))
 }
 
 // rateSetup is one way to the broker in the sustainable-rate search.

@@ -60,3 +60,23 @@ func appendSubjectSIDReply(dst []byte, subject, sid, reply string) []byte {
 	}
 	return dst
 }
+
+// AppendMsgHead appends a MSG (header nil) or an HMSG up to its payload:
+// the control line and the header block. The caller writes the payload of
+// payloadLen bytes and a CRLF after it, so that a large payload can be
+// written from where it is rather than copied behind the line.
+func AppendMsgHead(dst []byte, subject, sid, reply string, header []byte, payloadLen int) []byte {
+	if header == nil {
+		dst = append(dst, "MSG "...)
+		dst = appendSubjectSIDReply(dst, subject, sid, reply)
+		dst = strconv.AppendInt(dst, int64(payloadLen), 10)
+		return append(dst, "\r\n"...)
+	}
+	dst = append(dst, "HMSG "...)
+	dst = appendSubjectSIDReply(dst, subject, sid, reply)
+	dst = strconv.AppendInt(dst, int64(len(header)), 10)
+	dst = append(dst, ' ')
+	dst = strconv.AppendInt(dst, int64(len(header)+payloadLen), 10)
+	dst = append(dst, "\r\n"...)
+	return append(dst, header...)
+}
