@@ -99,6 +99,10 @@ bench-sidecar: build ## Open-loop end to end: two sidecars vs direct, 5 configur
 	go build -o bin/tcprelay ./hack/tcprelay
 	go run ./hack/benchsidecar -bin bin/weighstation -relay bin/tcprelay -duration $(BENCH_DURATION) -rounds $(BENCH_ROUNDS) -out bin/bench-sidecar
 
+.PHONY: profile-sidecar
+profile-sidecar: build ## Where a message's time goes: CPU profiles of both sidecars under open-loop load (PROFILE_BIN, PROFILE_RATE 10000/s, 1 KiB, 34 s), split by what the time was spent on; raw profiles in bin/profile-sidecar/.
+	$(GO) run ./hack/profilesidecar -bin $${PROFILE_BIN:-bin/weighstation} -rate $${PROFILE_RATE:-10000} -size 1024 -duration 34s -out bin/profile-sidecar
+
 .PHONY: bench-sidecar-rss
 bench-sidecar-rss: binaries ## Idle memory (VmRSS, RssAnon, RssFile) of the sidecar as `weighstation sidecar` and as weighstation-sidecar, the image's binaries, standalone on loopback (ROUNDS).
 	$(GO) run ./hack/sidecarrss -bin-dir $(BIN_DIR) -rounds $${ROUNDS:-5}

@@ -69,6 +69,13 @@ type conn struct {
 	// pendingLimit bounds the bytes all this connection's queues hold.
 	pendingLimit *pending.Budget
 
+	// flushQueued is set while the connection waits in Server.toFlush (the
+	// upstream reader's).
+	flushQueued bool
+	// writeMu is held by whoever writes to the socket (connwrite.go).
+	writeMu sync.Mutex
+	out     batch
+
 	mu      sync.Mutex
 	control []byte // queued control replies
 	// pongs are the PONGs owed to the client's PINGs, in order: each is
@@ -115,7 +122,8 @@ func newConn(s *Server, nc net.Conn) *conn {
 	return &conn{srv: s, id: s.nextConnID.Add(1), netConn: nc, subs: map[string]*localSub{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
 		subjects:     newInterned(),
 		errs:         protocol.NewErrorCoalescer(protocol.DefaultErrorInterval, protocol.DefaultErrorKeys),
-		pendingLimit: pending.NewBudget(s.opts.MaxPendingBytesPerConnection)}
+		pendingLimit: pending.NewBudget(s.opts.MaxPendingBytesPerConnection),
+		out:          newBatch(&s.opts, nc)}
 }
 
 func (c *conn) serve() {
@@ -481,193 +489,6 @@ func (c *conn) sendErrAndClose(text string) {
 	_ = c.netConn.SetWriteDeadline(time.Now().Add(time.Second))
 	_, _ = c.netConn.Write(protocol.AppendErr(nil, text))
 	c.close()
-}
-
-func (c *conn) wakeWriter() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
-
-// writer gathers control replies and queued messages into batches and
-// writes them, settling every message it took as delivered or dropped.
-func (c *conn) writer() {
-	type taken struct {
-		ls *localSub
-		n  int
-	}
-	type timing struct {
-		ls                  *localSub
-		subject, reply      string
-		arrived, sentUnixNs int64
-	}
-	// A message counts as delivered, and its latency is taken, when the
-	// write that carries it returns. With a bounded send buffer, a batch is
-	// no larger than that buffer: a bigger one would wait in this writer,
-	// its first messages long read by the application while the write
-	// blocks for the rest, and all of it would be measured late.
-	batchBytes := c.srv.opts.WriteBatchBytes
-	if b := c.srv.opts.AppSendBuffer; b > 0 && b < batchBytes {
-		batchBytes = b
-	}
-	batch := make([]byte, 0, batchBytes)
-	var tookFrom []taken
-	var timings []timing
-	// A large payload is written from its pooled body, by reference: the
-	// batch holds its line and the CRLF after it, and the write is one
-	// writev of the batch's segments and the payloads between them, so the
-	// payload is copied once in this sidecar (into the body), not twice.
-	var iovArray [2 * maxReferenced]([]byte)
-	var held [maxReferenced]*pending.Shared
-	var iov net.Buffers
-	for {
-		select {
-		case <-c.wake:
-		case <-c.done:
-			return
-		}
-		for {
-			batch, tookFrom, timings = batch[:0], tookFrom[:0], timings[:0]
-			iov = iovArray[:0]
-			referenced, segment, size := 0, 0, 0
-			c.mu.Lock()
-			batch = append(batch, c.control...)
-			c.control = c.control[:0]
-			order := c.order
-			c.mu.Unlock()
-			for _, ls := range order {
-				n := 0
-				for len(batch)+size < batchBytes && referenced < maxReferenced && !ls.removed.Load() {
-					if max := ls.maxMsgs.Load(); max > 0 && ls.delivered.Load()+int64(n) >= max {
-						break
-					}
-					m, ok := ls.queue.Take()
-					if !ok {
-						break
-					}
-					if m.NoResponders && !c.noResponders.Load() {
-						// A status this client did not ask for and cannot read.
-						ls.queue.Discard(pending.ReasonUnsupported)
-						m.Body.Release()
-						continue
-					}
-					if len(m.Data) >= referencedPayload && m.Body != nil {
-						batch = c.appendMsgHead(batch, ls, &m)
-						iov = append(iov, batch[segment:], m.Data)
-						segment = len(batch)
-						batch = append(batch, "\r\n"...)
-						held[referenced] = m.Body // released once written
-						referenced++
-						size += len(m.Data)
-					} else {
-						batch = c.appendMsg(batch, ls, &m)
-						m.Body.Release() // copied into the batch
-					}
-					timings = append(timings, timing{ls, m.Subject, m.Reply, m.ArrivedNanos, m.SentUnixNanos})
-					n++
-				}
-				if n > 0 {
-					tookFrom = append(tookFrom, taken{ls, n})
-				}
-			}
-			if len(batch) == 0 {
-				break
-			}
-			// A request is remembered before the write that carries it: a
-			// fast application's reply can reach this sidecar's reader
-			// before the write returns, and would then find no request to
-			// answer (its reply refused by the ACL, and the request counted
-			// as unanswered, which trips the automatic kill switch of a
-			// healthy responder). Its answer is timed from just before the
-			// write.
-			beforeWrite := nanotime()
-			for _, tm := range timings {
-				if tm.reply != "" {
-					c.srv.answerable.delivered(tm.reply, tm.ls.policy, beforeWrite)
-				}
-			}
-			var err error
-			if referenced == 0 {
-				_, err = c.netConn.Write(batch)
-			} else {
-				iov = append(iov, batch[segment:])
-				_, err = iov.WriteTo(c.netConn)
-				for i := range referenced {
-					held[i].Release()
-					held[i] = nil
-				}
-				clear(iovArray[:])
-			}
-			if err != nil {
-				for _, tm := range timings {
-					if tm.reply != "" {
-						c.srv.answerable.answered(tm.reply) // never delivered: nothing to answer
-					}
-				}
-			}
-			if err == nil {
-				// Response time from the message's arrival in this sidecar
-				// (dwell) and from the publishing sidecar's stamp (end to
-				// end), both at the moment of the write.
-				writtenMono, writtenWall := nanotime(), time.Now().UnixNano()
-				timeReplies := c.requests.pending()
-				for _, tm := range timings {
-					if timeReplies {
-						if started, ok := c.requests.finish(tm.subject); ok {
-							c.srv.requestLatency.Record(time.Duration(writtenMono - started))
-						}
-					}
-					tm.ls.latency.Dwell.Record(time.Duration(writtenMono - tm.arrived))
-					if tm.sentUnixNs != 0 {
-						tm.ls.latency.EndToEnd.Record(time.Duration(writtenWall - tm.sentUnixNs))
-					}
-				}
-			}
-			for _, t := range tookFrom {
-				for range t.n {
-					t.ls.queue.Done(err == nil)
-				}
-				if err == nil {
-					delivered := t.ls.delivered.Add(int64(t.n))
-					if max := t.ls.maxMsgs.Load(); max > 0 && delivered >= max {
-						c.removeSub(t.ls, pending.ReasonUnsubscribed)
-					}
-				}
-				t.ls.retireWhenSettled() // if it was removed while these were in flight
-			}
-			if err != nil {
-				c.close()
-				return
-			}
-		}
-	}
-}
-
-// appendMsgHead writes a message's line and header, as appendMsg does, but
-// not its payload.
-func (c *conn) appendMsgHead(dst []byte, ls *localSub, m *pending.Message) []byte {
-	var header []byte
-	if len(m.Header) > 0 && c.headers.Load() {
-		header = m.Header
-	}
-	return protocol.AppendMsgHead(dst, m.Subject, ls.sid, m.Reply, header, len(m.Data))
-}
-
-// Payloads of referencedPayload bytes or more are written by reference,
-// at most maxReferenced in one write.
-const (
-	referencedPayload = 16 << 10
-	maxReferenced     = 16
-)
-
-// appendMsg writes a message as MSG, or as HMSG to a client that declared
-// headers.
-func (c *conn) appendMsg(dst []byte, ls *localSub, m *pending.Message) []byte {
-	if len(m.Header) > 0 && c.headers.Load() {
-		return protocol.AppendHMsg(dst, m.Subject, ls.sid, m.Reply, m.Header, m.Data)
-	}
-	return protocol.AppendMsg(dst, m.Subject, ls.sid, m.Reply, m.Data)
 }
 
 func (c *conn) close() {

@@ -1,9 +1,12 @@
 package sidecar_test
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"net"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -265,6 +268,84 @@ func TestLargePayloadsAreWrittenByReference(t *testing.T) {
 					t.Fatalf("subscriber %d: round %d message %d did not arrive within 10s", s, round, i)
 				}
 			}
+		}
+	}
+}
+
+// TestDeliveryIsWrittenInline: a subscriber that keeps up gets its messages
+// written by the upstream reader itself (no hand-off to the connection's
+// writer), every one intact and in order, while a stalled subscriber on a
+// bounded socket beside it leaves its messages to its own writer and
+// delays no one.
+func TestDeliveryIsWrittenInline(t *testing.T) {
+	r := newRig(t, func(o *sidecar.Options) { o.AppSendBuffer = 16 << 10 })
+	app := r.app(t)
+	got := make(chan []byte, 1000)
+	if _, err := app.Subscribe("inline", func(m *nats.Msg) { got <- m.Data }); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, app)
+	stalled := r.stalledSubscriber(t, "inline")
+	defer stalled.Close()
+	inlineBefore, _ := r.side.AppWrites()
+	pub := r.direct(t)
+	const messages = 500
+	payload := bytes.Repeat([]byte("x"), 1024)
+	for i := range messages {
+		if err := pub.Publish("inline", append([]byte(fmt.Sprintf("%04d", i)), payload...)); err != nil {
+			t.Fatal(err)
+		}
+		if i%50 == 0 {
+			flush(t, pub) // several reads on the sidecar's side, not one
+		}
+	}
+	flush(t, pub)
+	for i := range messages {
+		select {
+		case data := <-got:
+			if want := fmt.Sprintf("%04d", i); string(data[:4]) != want || len(data) != 4+len(payload) {
+				t.Fatalf("message %d: got %q... (%d bytes), want %s... (%d bytes)", i, data[:4], len(data), want, 4+len(payload))
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("message %d did not arrive within 10s beside a stalled subscriber", i)
+		}
+	}
+	inline, byWriter := r.side.AppWrites()
+	if inline == inlineBefore {
+		t.Fatalf("no write was made inline (inline %d, by writers %d)", inline, byWriter)
+	}
+	if counts := r.statsOf(t, "stalled"); counts.Pending+counts.InFlight == 0 {
+		t.Fatalf("the stalled subscriber holds nothing (%+v): it did not stall, and the test shows nothing", counts)
+	}
+}
+
+// stalledSubscriber subscribes to subject (sid "stalled") on a raw connection with
+// a 4 KiB receive buffer, then never reads again.
+func (r *rig) stalledSubscriber(t *testing.T, subject string) net.Conn {
+	t.Helper()
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		if cerr := c.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) }); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	conn, err := d.Dial("tcp", r.side.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	if _, err := conn.Write([]byte("CONNECT {}\r\nSUB " + subject + " stalled\r\nPING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("waiting for the stalled subscriber's PONG: %v", err)
+		}
+		if line == "PONG\r\n" {
+			return conn
 		}
 	}
 }

@@ -33,6 +33,8 @@ var (
 		"Messages from the broker for interest no local subscription held any more (between an UNSUB and the broker learning of it).", nil, nil)
 	descBrokerInDoubt = prometheus.NewDesc("weighstation_sidecar_broker_in_doubt_total",
 		"Publishes written to a connection to the broker that was lost before the broker confirmed them: they may or may not have arrived.", nil, nil)
+	descWrites = prometheus.NewDesc("weighstation_sidecar_app_writes_total",
+		"Writes to applications' sockets, by who wrote: the upstream reader inline (the application kept up) or the connection's writer goroutine (control replies, a full socket, a busy writer).", []string{"by"}, nil)
 	descBrokerConnected = prometheus.NewDesc("weighstation_sidecar_broker_connected",
 		"1 while the connection to the broker is up. Without it the sidecar still serves its applications: publishes wait in the bounded outage buffer.", nil, nil)
 	descBrokerReconnects = prometheus.NewDesc("weighstation_sidecar_broker_reconnects_total",
@@ -80,7 +82,7 @@ type collector struct{ s *Server }
 func (s *Server) Collector() prometheus.Collector { return collector{s} }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descInFlight, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descBrokerInDoubt, descBrokerConnected, descBrokerReconnects, descBrokerUnsent, descEchoSuppressed, descKilled, descBreakerState, descBreakerTransitions, descNoResponders, descAccess, descRepliesAllowed, descUntracked} {
+	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descInFlight, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descBrokerInDoubt, descWrites, descBrokerConnected, descBrokerReconnects, descBrokerUnsent, descEchoSuppressed, descKilled, descBreakerState, descBreakerTransitions, descNoResponders, descAccess, descRepliesAllowed, descUntracked} {
 		ch <- d
 	}
 }
@@ -98,6 +100,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descInvalid, prometheus.CounterValue, float64(c.s.Invalid()))
 	ch <- prometheus.MustNewConstMetric(descUnrouted, prometheus.CounterValue, float64(c.s.Unrouted()))
 	ch <- prometheus.MustNewConstMetric(descBrokerInDoubt, prometheus.CounterValue, float64(c.s.up.InDoubt()))
+	inline, byWriter := c.s.AppWrites()
+	ch <- prometheus.MustNewConstMetric(descWrites, prometheus.CounterValue, float64(inline), "inline")
+	ch <- prometheus.MustNewConstMetric(descWrites, prometheus.CounterValue, float64(byWriter), "writer")
 	ch <- prometheus.MustNewConstMetric(descBrokerConnected, prometheus.GaugeValue, boolGauge(c.s.BrokerConnected()))
 	ch <- prometheus.MustNewConstMetric(descBrokerReconnects, prometheus.CounterValue, float64(c.s.BrokerReconnects()))
 	ch <- prometheus.MustNewConstMetric(descBrokerUnsent, prometheus.CounterValue, float64(c.s.up.Unsent()))

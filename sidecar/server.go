@@ -206,6 +206,13 @@ type Server struct {
 	// deliveredSubjects are the subjects of messages delivered lately (the
 	// upstream reader's alone).
 	deliveredSubjects *interned
+	// toFlush are the connections route queued messages for since the
+	// upstream reader last read (the upstream reader's alone): it writes
+	// them inline before it reads again (flushDeliveries).
+	toFlush []*conn
+	// inlineWrites and writerWrites count the writes to applications by
+	// who made them (AppWrites).
+	inlineWrites, writerWrites atomic.Uint64
 
 	// requestLatency times the application's requests, arrival to reply.
 	requestLatency *latency.Recorder
@@ -247,6 +254,12 @@ func (s *Server) Latency() map[string][2]latency.Snapshot {
 
 // RequestLatency snapshots the application's request latencies.
 func (s *Server) RequestLatency() latency.Snapshot { return s.requestLatency.Snapshot() }
+
+// AppWrites counts the writes to applications' sockets: those the upstream
+// reader made inline, and those the connections' writer goroutines made.
+func (s *Server) AppWrites() (inline, byWriter uint64) {
+	return s.inlineWrites.Load(), s.writerWrites.Load()
+}
 
 // BudgetUsed is the bytes all pending messages hold now, of MemoryBudget.
 func (s *Server) BudgetUsed() int64 { return s.budget.Used() }
@@ -306,6 +319,7 @@ func New(up *upstream.Client, opts Options) (*Server, error) {
 		audit: auditLog{logged: map[string]struct{}{}}}
 	s.kills.Store(&map[string]*killSwitch{})
 	s.interest = upstream.NewInterest(up, s.deliver)
+	up.SetBeforeRead(s.flushDeliveries)
 	s.brokerVersion = versionBeforeBroker
 	// Registered before the first INFO is made, so that a connection made
 	// meanwhile is not missed (brokerConnected may then run twice).
@@ -682,9 +696,24 @@ func (s *Server) route(key upstream.Key, msg pending.Message, origin uint64) (an
 		}
 		msg.Body.Retain() // the queue's reference (Push releases it if it refuses)
 		ls.queue.Push(msg)
-		ls.conn.wakeWriter()
+		if !ls.conn.flushQueued {
+			ls.conn.flushQueued = true
+			s.toFlush = append(s.toFlush, ls.conn)
+		}
 	}
 	return answer
+}
+
+// flushDeliveries writes what route queued since the upstream reader's
+// last read, inline where a connection's writer is idle (connwrite.go).
+// It runs on the upstream reader before each read.
+func (s *Server) flushDeliveries() {
+	for i, c := range s.toFlush {
+		c.flushQueued = false
+		c.flushInline()
+		s.toFlush[i] = nil
+	}
+	s.toFlush = s.toFlush[:0]
 }
 
 // pickQueueMember picks one local member of a queue group, round robin from

@@ -124,6 +124,9 @@ type Client struct {
 	reconnects atomic.Uint64
 	unsent     atomic.Uint64
 	inDoubt    atomic.Uint64
+	// beforeRead runs on the reader before each read from the broker
+	// (SetBeforeRead).
+	beforeRead atomic.Pointer[func()]
 	connects   atomic.Uint64
 
 	subsMu  sync.RWMutex
@@ -239,6 +242,13 @@ func (c *Client) OnConnect(f func()) {
 	defer c.mu.Unlock()
 	c.onConnect = append(c.onConnect, f)
 }
+
+// SetBeforeRead registers f to run on the reader goroutine before each
+// read from the broker's socket: every frame read so far has been handed
+// to its subscription's handler, and the reader may wait for more. It is
+// the moment to write out what those frames produced, as nats-server's
+// read loop flushes its clients. f must not block.
+func (c *Client) SetBeforeRead(f func()) { c.beforeRead.Store(&f) }
 
 // ServerInfo is what the sidecar uses of the broker's INFO.
 type ServerInfo struct {

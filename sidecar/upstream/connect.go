@@ -70,7 +70,7 @@ func (c *Client) connect() error {
 
 func (c *Client) handshake(conn net.Conn) (net.Conn, *protocol.Buffer, *ServerInfo, error) {
 	_ = conn.SetDeadline(time.Now().Add(c.opts.DialTimeout))
-	fr := newFrames(conn, maxServerPayload)
+	fr := c.newFrames(conn, maxServerPayload)
 	line, err := readLine(fr)
 	if err != nil {
 		return conn, nil, nil, fmt.Errorf("reading the broker's INFO: %w", err)
@@ -93,7 +93,7 @@ func (c *Client) handshake(conn net.Conn) (net.Conn, *protocol.Buffer, *ServerIn
 			return conn, nil, nil, fmt.Errorf("TLS with the broker: %w", err)
 		}
 		conn = tc
-		fr = newFrames(conn, maxServerPayload)
+		fr = c.newFrames(conn, maxServerPayload)
 	}
 	connect, err := c.connectLine(info, useTLS)
 	if err != nil {

@@ -299,8 +299,21 @@ const (
 	streamingReadBuffer = 256 << 10
 )
 
-func newFrames(r io.Reader, limit int) *protocol.Buffer {
-	return protocol.NewBuffer(r, protocol.BufferSizes{Initial: initialReadBuffer, Streaming: streamingReadBuffer, Limit: maxServerLine + 2 + limit + 2})
+func (c *Client) newFrames(r io.Reader, limit int) *protocol.Buffer {
+	return protocol.NewBuffer(hookedReader{r, c}, protocol.BufferSizes{Initial: initialReadBuffer, Streaming: streamingReadBuffer, Limit: maxServerLine + 2 + limit + 2})
+}
+
+// hookedReader runs the client's beforeRead hook before each read.
+type hookedReader struct {
+	r io.Reader
+	c *Client
+}
+
+func (h hookedReader) Read(p []byte) (int, error) {
+	if f := h.c.beforeRead.Load(); f != nil {
+		(*f)()
+	}
+	return h.r.Read(p)
 }
 
 // lineLen is the next line's length, up to its '\n'.

@@ -2,9 +2,11 @@ package upstream
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -64,7 +66,7 @@ func TestFramesAcrossReads(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c, got := readerClient(t)
-			fr := newFrames(tt.r(strings.NewReader(wire)), maxServerPayload)
+			fr := c.newFrames(tt.r(strings.NewReader(wire)), maxServerPayload)
 			var m Msg
 			var err error
 			grew := false
@@ -102,7 +104,7 @@ func TestReadBufferShrinksWhenIdle(t *testing.T) {
 	big := strings.Repeat("x", 1<<20)
 	wire := fmt.Sprintf("MSG big 1 %d\r\n%s\r\n", len(big), big) + strings.Repeat("MSG a.b 1 1\r\nx\r\n", 2*protocol.IdleReads)
 	c, got := readerClient(t)
-	fr := newFrames(iotest.OneByteReader(strings.NewReader(wire)), maxServerPayload)
+	fr := c.newFrames(iotest.OneByteReader(strings.NewReader(wire)), maxServerPayload)
 	var m Msg
 	var err error
 	largest := 0
@@ -132,7 +134,7 @@ func TestMalformedServerFrames(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c, _ := readerClient(t)
-			fr := newFrames(strings.NewReader(tt.wire), maxServerPayload)
+			fr := c.newFrames(strings.NewReader(tt.wire), maxServerPayload)
 			var m Msg
 			err := c.readOne(fr, &m)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -155,9 +157,50 @@ func FuzzServerFrames(f *testing.F) {
 				t.Fatalf("delivered parts that are not in the input")
 			}
 		}
-		fr := newFrames(iotest.HalfReader(bytes.NewReader(in)), 1<<16)
+		fr := c.newFrames(iotest.HalfReader(bytes.NewReader(in)), 1<<16)
 		var m Msg
 		for c.readOne(fr, &m) == nil {
 		}
 	})
+}
+
+// chunkReader returns one chunk per Read.
+type chunkReader struct{ chunks []string }
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	if len(r.chunks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.chunks[0])
+	r.chunks[0] = r.chunks[0][n:]
+	if r.chunks[0] == "" {
+		r.chunks = r.chunks[1:]
+	}
+	return n, nil
+}
+
+// TestBeforeReadSeesEveryFrameReadSoFar: the hook runs before each read,
+// once every whole frame of the earlier reads was handed over, and a frame
+// split across reads is handed over only after the read that completes it.
+func TestBeforeReadSeesEveryFrameReadSoFar(t *testing.T) {
+	c, got := readerClient(t)
+	var seen []int
+	c.SetBeforeRead(func() { seen = append(seen, len(*got)) })
+	r := &chunkReader{chunks: []string{
+		"MSG a 1 1\r\nx\r\nMSG b 1 1\r\ny\r\n", // two frames
+		"MSG c 1 3\r\nab",                      // one frame begun
+		"c\r\nPING\r\nMSG d 2 0\r\n\r\n",       // its end, a PING, one more
+	}}
+	fr := c.newFrames(r, maxServerPayload)
+	var m Msg
+	var err error
+	for err == nil {
+		err = c.readOne(fr, &m)
+	}
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("read ended with %v, want EOF", err)
+	}
+	if want := []int{0, 2, 2, 4}; !slices.Equal(seen, want) {
+		t.Fatalf("messages handed over at each read: %v, want %v", seen, want)
+	}
 }

@@ -1,0 +1,338 @@
+package sidecar
+
+import (
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/weighstation/weighstation/sidecar/pending"
+	"github.com/weighstation/weighstation/sidecar/protocol"
+)
+
+// A connection's writes. Whoever holds conn.writeMu gathers control replies
+// and queued messages into one batch, writes it and settles every message
+// it took as delivered or dropped. Two goroutines may hold it:
+//
+//   - the upstream reader, inline: once it has routed everything it read
+//     and before it waits for more, it writes each connection it delivered
+//     to whose writer is idle, without blocking (nats-server's read loop
+//     flushes its clients the same way). A write that would block, or
+//     completes only in part, is left to the connection's writer;
+//   - the connection's writer goroutine, woken for control replies, for
+//     what an inline write left, and for messages that arrive while the
+//     writer holds the lock.
+//
+// So a message moves from the broker's socket to the application's in one
+// goroutine when the application keeps up, with no hand-off between
+// goroutines, and a slow application still never stalls the reader.
+//
+// Lock order: writeMu, then conn.mu (taken briefly for the control replies
+// and the subscription list).
+
+// Payloads of referencedPayload bytes or more are written by reference,
+// at most maxReferenced in one write.
+const (
+	referencedPayload = 16 << 10
+	maxReferenced     = 16
+)
+
+// batch is one write's content and what settles it once written (under
+// conn.writeMu).
+type batch struct {
+	limit int // bytes in one write
+	// buf holds the lines and the payloads under referencedPayload; a large
+	// payload is written from its pooled body, by reference: toWrite is
+	// buf's segments and the payloads between them, one writev, so a
+	// payload is copied once in this sidecar (into the body), not twice.
+	buf         []byte
+	iovArray    [2*maxReferenced + 1][]byte
+	held        [maxReferenced]*pending.Shared
+	referenced  int
+	payloadSize int
+	// toWrite is what is left to write; not empty while a write that was
+	// begun inline waits for the writer goroutine to finish it.
+	toWrite  net.Buffers
+	tookFrom []taken
+	timings  []timing
+	// full is set when the batch stopped at its limit with messages left.
+	full bool
+	// nonBlocking writes inline; nil where the connection has no file
+	// descriptor, and then every write is the writer goroutine's.
+	nonBlocking *nonBlockingWriter
+}
+
+type taken struct {
+	ls *localSub
+	n  int
+}
+
+type timing struct {
+	ls                  *localSub
+	subject, reply      string
+	arrived, sentUnixNs int64
+}
+
+// newBatch sizes a connection's batches. A message counts as delivered, and
+// its latency is taken, when the write that carries it returns. With a
+// bounded send buffer, a batch is no larger than that buffer: a bigger one
+// would wait in this writer, its first messages long read by the
+// application while the write blocks for the rest, and all of it would be
+// measured late.
+func newBatch(opts *Options, nc net.Conn) batch {
+	limit := opts.WriteBatchBytes
+	if b := opts.AppSendBuffer; b > 0 && b < limit {
+		limit = b
+	}
+	b := batch{limit: limit, buf: make([]byte, 0, limit)}
+	if sc, ok := nc.(syscall.Conn); ok && nonBlockingWrites {
+		if raw, err := sc.SyscallConn(); err == nil {
+			b.nonBlocking = newNonBlockingWriter(raw)
+		}
+	}
+	return b
+}
+
+func (c *conn) wakeWriter() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writer is the connection's writer goroutine.
+func (c *conn) writer() {
+	for {
+		select {
+		case <-c.wake:
+		case <-c.done:
+			// An inline write may have left a batch unfinished: what it
+			// took was not delivered.
+			c.writeMu.Lock()
+			if len(c.out.toWrite) > 0 {
+				c.settle(net.ErrClosed)
+			}
+			c.writeMu.Unlock()
+			return
+		}
+		for {
+			more, err := c.writeBatch()
+			if err != nil {
+				c.close()
+				return
+			}
+			if !more {
+				break
+			}
+		}
+	}
+}
+
+// writeBatch finishes a batch an inline write left, or gathers and writes
+// the next one. It reports whether there may be more to write.
+func (c *conn) writeBatch() (more bool, err error) {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	if len(c.out.toWrite) == 0 {
+		if !c.fill() {
+			return false, nil
+		}
+	}
+	_, err = c.out.toWrite.WriteTo(c.netConn)
+	c.srv.writerWrites.Add(1)
+	c.settle(err)
+	return err == nil, err
+}
+
+// flushInline writes what is queued for c without blocking, on the
+// upstream reader's goroutine. Whatever it cannot write now is left to the
+// writer goroutine, which it wakes.
+func (c *conn) flushInline() {
+	if c.out.nonBlocking == nil || !c.writeMu.TryLock() {
+		c.wakeWriter() // the writer holds the lock: it goes round once more
+		return
+	}
+	defer c.writeMu.Unlock()
+	select {
+	case <-c.done:
+		return // closing: the writer settles what is left
+	default:
+	}
+	if len(c.out.toWrite) > 0 {
+		c.wakeWriter() // an earlier inline write is the writer's to finish
+		return
+	}
+	if !c.fill() {
+		return
+	}
+	n := c.out.nonBlocking.writeNow(c.out.toWrite)
+	if n == 0 {
+		c.wakeWriter() // a full socket: the writer waits for room
+		return
+	}
+	c.srv.inlineWrites.Add(1)
+	consume(&c.out.toWrite, n)
+	if len(c.out.toWrite) > 0 {
+		c.wakeWriter() // the rest, blocking, from the writer
+		return
+	}
+	full := c.out.full
+	c.settle(nil)
+	if full {
+		c.wakeWriter()
+	}
+}
+
+// fill gathers the control replies and queued messages into c.out, up to
+// its limit, and reports whether there is anything to write.
+func (c *conn) fill() bool {
+	b := &c.out
+	b.buf, b.tookFrom, b.timings = b.buf[:0], b.tookFrom[:0], b.timings[:0]
+	b.referenced, b.payloadSize, b.full = 0, 0, false
+	iov := b.iovArray[:0]
+	segment := 0
+	c.mu.Lock()
+	b.buf = append(b.buf, c.control...)
+	c.control = c.control[:0]
+	order := c.order
+	c.mu.Unlock()
+	for _, ls := range order {
+		n := 0
+		for !ls.removed.Load() {
+			if max := ls.maxMsgs.Load(); max > 0 && ls.delivered.Load()+int64(n) >= max {
+				break
+			}
+			if len(b.buf)+b.payloadSize >= b.limit || b.referenced >= maxReferenced {
+				b.full = true // perhaps with nothing left: the writer then finds none
+				break
+			}
+			m, ok := ls.queue.Take()
+			if !ok {
+				break
+			}
+			if m.NoResponders && !c.noResponders.Load() {
+				// A status this client did not ask for and cannot read.
+				ls.queue.Discard(pending.ReasonUnsupported)
+				m.Body.Release()
+				continue
+			}
+			if len(m.Data) >= referencedPayload && m.Body != nil {
+				b.buf = c.appendMsgHead(b.buf, ls, &m)
+				iov = append(iov, b.buf[segment:], m.Data)
+				segment = len(b.buf)
+				b.buf = append(b.buf, "\r\n"...)
+				b.held[b.referenced] = m.Body // released once written
+				b.referenced++
+				b.payloadSize += len(m.Data)
+			} else {
+				b.buf = c.appendMsg(b.buf, ls, &m)
+				m.Body.Release() // copied into the batch
+			}
+			b.timings = append(b.timings, timing{ls, m.Subject, m.Reply, m.ArrivedNanos, m.SentUnixNanos})
+			n++
+		}
+		if n > 0 {
+			b.tookFrom = append(b.tookFrom, taken{ls, n})
+		}
+	}
+	if len(b.buf) == 0 {
+		return false
+	}
+	// A segment may point into an earlier array of buf, if an append grew
+	// it: that array still holds the bytes the segment names.
+	b.toWrite = append(iov, b.buf[segment:])
+	// A request is remembered before the write that carries it: a fast
+	// application's reply can reach this sidecar's reader before the write
+	// returns, and would then find no request to answer (its reply refused
+	// by the ACL, and the request counted as unanswered, which trips the
+	// automatic kill switch of a healthy responder). Its answer is timed
+	// from just before the write.
+	beforeWrite := nanotime()
+	for _, tm := range b.timings {
+		if tm.reply != "" {
+			c.srv.answerable.delivered(tm.reply, tm.ls.policy, beforeWrite)
+		}
+	}
+	return true
+}
+
+// settle accounts for a batch once its write returned: each message it
+// took counts as delivered (err nil) or dropped, with its latencies.
+func (c *conn) settle(err error) {
+	b := &c.out
+	for i := range b.referenced {
+		b.held[i].Release()
+		b.held[i] = nil
+	}
+	b.referenced = 0
+	clear(b.iovArray[:])
+	b.toWrite = nil
+	if err != nil {
+		for _, tm := range b.timings {
+			if tm.reply != "" {
+				c.srv.answerable.answered(tm.reply) // never delivered: nothing to answer
+			}
+		}
+	} else {
+		// Response time from the message's arrival in this sidecar
+		// (dwell) and from the publishing sidecar's stamp (end to end),
+		// both at the moment of the write.
+		writtenMono, writtenWall := nanotime(), time.Now().UnixNano()
+		timeReplies := c.requests.pending()
+		for _, tm := range b.timings {
+			if timeReplies {
+				if started, ok := c.requests.finish(tm.subject); ok {
+					c.srv.requestLatency.Record(time.Duration(writtenMono - started))
+				}
+			}
+			tm.ls.latency.Dwell.Record(time.Duration(writtenMono - tm.arrived))
+			if tm.sentUnixNs != 0 {
+				tm.ls.latency.EndToEnd.Record(time.Duration(writtenWall - tm.sentUnixNs))
+			}
+		}
+	}
+	for _, t := range b.tookFrom {
+		for range t.n {
+			t.ls.queue.Done(err == nil)
+		}
+		if err == nil {
+			delivered := t.ls.delivered.Add(int64(t.n))
+			if max := t.ls.maxMsgs.Load(); max > 0 && delivered >= max {
+				c.removeSub(t.ls, pending.ReasonUnsubscribed)
+			}
+		}
+		t.ls.retireWhenSettled() // if it was removed while these were in flight
+	}
+	clear(b.timings) // no strings or subscriptions kept alive by the scratch
+	b.timings, b.tookFrom = b.timings[:0], b.tookFrom[:0]
+}
+
+// consume drops the first n bytes of bufs.
+func consume(bufs *net.Buffers, n int) {
+	for len(*bufs) > 0 && n >= len((*bufs)[0]) {
+		n -= len((*bufs)[0])
+		(*bufs)[0] = nil
+		*bufs = (*bufs)[1:]
+	}
+	if len(*bufs) > 0 {
+		(*bufs)[0] = (*bufs)[0][n:]
+	}
+}
+
+// appendMsgHead writes a message's line and header, as appendMsg does, but
+// not its payload.
+func (c *conn) appendMsgHead(dst []byte, ls *localSub, m *pending.Message) []byte {
+	var header []byte
+	if len(m.Header) > 0 && c.headers.Load() {
+		header = m.Header
+	}
+	return protocol.AppendMsgHead(dst, m.Subject, ls.sid, m.Reply, header, len(m.Data))
+}
+
+// appendMsg writes a message as MSG, or as HMSG to a client that declared
+// headers.
+func (c *conn) appendMsg(dst []byte, ls *localSub, m *pending.Message) []byte {
+	if len(m.Header) > 0 && c.headers.Load() {
+		return protocol.AppendHMsg(dst, m.Subject, ls.sid, m.Reply, m.Header, m.Data)
+	}
+	return protocol.AppendMsg(dst, m.Subject, ls.sid, m.Reply, m.Data)
+}
