@@ -162,9 +162,7 @@ func (s *Server) setKilled(ks *killSwitch, killed bool, reason string, now time.
 	}
 	// Every deliver pushes under the routing read lock after checking
 	// killed: once this lock was held, none can still push to these queues.
-	s.mu.Lock()
-	//nolint:staticcheck // an empty critical section is the point: a barrier.
-	s.mu.Unlock()
+	s.router.barrier()
 	var requests []string
 	for _, ls := range subs {
 		ls.queue.DropAll(pending.ReasonKilled, func(m *pending.Message) {

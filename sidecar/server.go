@@ -9,6 +9,24 @@
 // switches and their circuit breakers (killswitch.go, package breaker),
 // subject ACLs (access.go), latency histograms (package latency) and
 // configuration (SetConfig; package configfile).
+//
+// The parts: Server (server.go) is the composition root: options,
+// configuration, the listener and the connections. sidecar/upstream owns
+// the broker's protocol, its subscription ids and reconnection; deliver.go
+// takes each of the broker's messages off its socket (one copy, shared by
+// a fan-out) and router.go hands it to the local subscriptions (fan-out,
+// queue groups, echo:false). conn.go reads an application's commands;
+// connwrite.go writes to it, inline from the upstream reader when the
+// application keeps up. telemetry.go holds what is counted and timed
+// outside the queues and the Topics.
+//
+// Lock order: Server.configMu, then Server.interestMu, then router.mu or
+// Server.connsMu; a connection's writeMu, then its mu. On the path of a
+// message no lock is held while another is taken: the upstream reader
+// takes router.mu's read lock to route (a queue's own lock inside it) and
+// a connection's writeMu to write; an application connection's reader
+// takes the request tables' locks and the upstream client's one at a
+// time, and never blocks on a socket while holding one.
 package sidecar
 
 import (
@@ -23,7 +41,6 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/weighstation/weighstation/meshconfig"
-	"github.com/weighstation/weighstation/sidecar/latency"
 	"github.com/weighstation/weighstation/sidecar/pending"
 	"github.com/weighstation/weighstation/sidecar/policy"
 	"github.com/weighstation/weighstation/sidecar/protocol"
@@ -137,8 +154,8 @@ type Server struct {
 	brokerVersion string
 
 	// interestMu serializes changes of upstream interest: SUBs, UNSUBs and
-	// kill switches (which withdraw and restore it). Order: configMu, then
-	// interestMu, then mu.
+	// kill switches (which withdraw and restore it). The lock order is in
+	// the package doc.
 	interestMu sync.Mutex
 	// kills are the kill switches by Subscription policy name, replaced
 	// whole by each configuration.
@@ -146,53 +163,33 @@ type Server struct {
 	// answerable are the requests delivered to the application and not yet
 	// answered.
 	answerable *answerable
-	// noRespondersSent counts the sidecar's own "no responders" answers to
-	// requests it dropped as killed; noRespondersReceived counts those the
-	// application's requests got (from the broker or a sidecar).
-	noRespondersSent, noRespondersReceived atomic.Uint64
-	// noRespondersUnsent counts those answers the upstream connection
-	// refused (the broker was away and the outage buffer full).
-	noRespondersUnsent atomic.Uint64
-	// evaluations counts the kill switch loop's ticks.
-	evaluations atomic.Uint64
 
-	// access counts ACL verdicts; audit remembers what audit mode logged;
-	// repliesAllowed counts replies the ACL let through as replies.
-	access         accessCounters
-	audit          auditLog
-	repliesAllowed atomic.Uint64
-	stop           chan struct{}
+	stop chan struct{}
 
 	// draining is set when Shutdown begins: no new connection, and no new
 	// interest under a Subscription; final once its grace period is over:
 	// no new SUB at all, and what is left is dropped as shutdown.
 	draining, final atomic.Bool
 
-	mu     sync.RWMutex
-	routes map[upstream.Key]*route
-	conns  map[*conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	// access remembers ACL verdicts; audit what audit mode logged.
+	access accessCounters
+	audit  auditLog
 
-	// unrouted counts upstream messages that arrived for interest no local
-	// subscription holds any more (in the instant between an UNSUB and the
-	// broker learning of it).
-	unrouted atomic.Uint64
-	// refusedConnections counts connections over MaxConnections.
-	refusedConnections atomic.Uint64
-	// strippedStamps counts reserved headers (StampHeader, OriginHeader)
-	// that applications supplied.
-	strippedStamps atomic.Uint64
+	// router hands the broker's messages to local subscriptions.
+	router *router
+	// telemetry counts and times what the queues and Topics do not.
+	telemetry
+
+	// connsMu guards conns and closed.
+	connsMu sync.Mutex
+	conns   map[*conn]struct{}
+	closed  bool
+	wg      sync.WaitGroup
+
 	// id prefixes this sidecar's OriginHeader values; nextConnID numbers
 	// its connections for them.
 	id         string
 	nextConnID atomic.Uint64
-	// echoSuppressed counts messages not delivered to the connection that
-	// published them, because it asked for echo:false.
-	echoSuppressed atomic.Uint64
-	// invalid counts PUBs and SUBs refused before any policy: an invalid
-	// subject or pattern, or a header block that does not parse.
-	invalid atomic.Uint64
 
 	// budget bounds every queue's bytes together.
 	budget *pending.Budget
@@ -206,81 +203,10 @@ type Server struct {
 	// deliveredSubjects are the subjects of messages delivered lately (the
 	// upstream reader's alone).
 	deliveredSubjects *interned
-	// toFlush are the connections route queued messages for since the
-	// upstream reader last read (the upstream reader's alone): it writes
-	// them inline before it reads again (flushDeliveries).
-	toFlush []*conn
-	// inlineWrites and writerWrites count the writes to applications by
-	// who made them (AppWrites).
-	inlineWrites, writerWrites atomic.Uint64
-
-	// requestLatency times the application's requests, arrival to reply.
-	requestLatency *latency.Recorder
-
-	latencyMu sync.Mutex
-	latency   map[string]*latencies // by Subscription policy name ("" for SUBs none covers)
-}
-
-// latencies are the distributions of one Subscription policy in this pod.
-type latencies struct {
-	Dwell    *latency.Recorder // arrival in this sidecar to the write to the application
-	EndToEnd *latency.Recorder // the publishing sidecar's receive to this sidecar's write
-}
-
-// latenciesFor returns a policy's recorders. There is one set per
-// Subscription of the configuration (and one for SUBs none covers), so
-// their memory is bounded by the configuration, not by the SUBs.
-func (s *Server) latenciesFor(policyName string) *latencies {
-	s.latencyMu.Lock()
-	defer s.latencyMu.Unlock()
-	l := s.latency[policyName]
-	if l == nil {
-		l = &latencies{Dwell: latency.NewRecorder(), EndToEnd: latency.NewRecorder()}
-		s.latency[policyName] = l
-	}
-	return l
-}
-
-// Latency snapshots the distributions by Subscription policy name.
-func (s *Server) Latency() map[string][2]latency.Snapshot {
-	s.latencyMu.Lock()
-	defer s.latencyMu.Unlock()
-	out := make(map[string][2]latency.Snapshot, len(s.latency))
-	for name, l := range s.latency {
-		out[name] = [2]latency.Snapshot{l.Dwell.Snapshot(), l.EndToEnd.Snapshot()}
-	}
-	return out
-}
-
-// RequestLatency snapshots the application's request latencies.
-func (s *Server) RequestLatency() latency.Snapshot { return s.requestLatency.Snapshot() }
-
-// AppWrites counts the writes to applications' sockets: those the upstream
-// reader made inline, and those the connections' writer goroutines made.
-func (s *Server) AppWrites() (inline, byWriter uint64) {
-	return s.inlineWrites.Load(), s.writerWrites.Load()
 }
 
 // BudgetUsed is the bytes all pending messages hold now, of MemoryBudget.
 func (s *Server) BudgetUsed() int64 { return s.budget.Used() }
-
-// Invalid is the number of PUBs and SUBs refused for an invalid subject,
-// pattern or header block.
-func (s *Server) Invalid() uint64 { return s.invalid.Load() }
-
-// StrippedStamps is the number of reserved headers (StampHeader,
-// OriginHeader) removed from applications' messages.
-func (s *Server) StrippedStamps() uint64 { return s.strippedStamps.Load() }
-
-// EchoSuppressed is the number of messages not delivered back to the
-// connection that published them, because it asked for echo:false.
-func (s *Server) EchoSuppressed() uint64 { return s.echoSuppressed.Load() }
-
-// route is the local subscriptions behind one upstream subscription.
-type route struct {
-	subs []*localSub
-	next atomic.Uint64 // round robin among a queue group's local members
-}
 
 // serverInfo is the INFO a client sees. The sidecar speaks for the broker:
 // its version, and its max_payload unless ours is smaller.
@@ -313,13 +239,13 @@ func New(up *upstream.Client, opts Options) (*Server, error) {
 	if broker := int(up.MaxPayload()) - stampRoom; broker > 0 && broker < opts.Protocol.MaxPayload {
 		opts.Protocol.MaxPayload = broker // leave the stamp room under the broker's limit
 	}
-	s := &Server{opts: opts, up: up, counters: policy.NewCounters(), routes: map[upstream.Key]*route{}, conns: map[*conn]struct{}{},
-		latency: map[string]*latencies{}, budget: pending.NewBudget(opts.MemoryBudget), retired: map[string]pending.Counts{},
-		requestLatency: latency.NewRecorder(), id: newSidecarID(), deliveredSubjects: newInterned(), answerable: newAnswerable(), stop: make(chan struct{}),
+	s := &Server{opts: opts, up: up, counters: policy.NewCounters(), router: newRouter(), conns: map[*conn]struct{}{},
+		telemetry: newTelemetry(), budget: pending.NewBudget(opts.MemoryBudget), retired: map[string]pending.Counts{},
+		id: newSidecarID(), deliveredSubjects: newInterned(), answerable: newAnswerable(), stop: make(chan struct{}),
 		audit: auditLog{logged: map[string]struct{}{}}}
 	s.kills.Store(&map[string]*killSwitch{})
 	s.interest = upstream.NewInterest(up, s.deliver)
-	up.SetBeforeRead(s.flushDeliveries)
+	up.SetBeforeRead(s.router.flush)
 	s.brokerVersion = versionBeforeBroker
 	// Registered before the first INFO is made, so that a connection made
 	// meanwhile is not missed (brokerConnected may then run twice).
@@ -427,11 +353,11 @@ func (s *Server) infoFor(compiled *policy.Publish) ([]byte, error) {
 func (s *Server) installInfo(info []byte) {
 	old := s.info.Swap(&info)
 	if old != nil && string(*old) != string(info) {
-		s.mu.RLock()
+		s.connsMu.Lock()
 		for c := range s.conns {
 			c.queueControl(protocol.AppendInfo(nil, info))
 		}
-		s.mu.RUnlock()
+		s.connsMu.Unlock()
 	}
 }
 
@@ -494,9 +420,9 @@ func (s *Server) accept() {
 			}
 			continue
 		}
-		s.mu.Lock()
+		s.connsMu.Lock()
 		if s.closed || len(s.conns) >= s.opts.MaxConnections {
-			s.mu.Unlock()
+			s.connsMu.Unlock()
 			s.refusedConnections.Add(1)
 			// nats-server's text for the same limit.
 			_, _ = nc.Write(protocol.AppendErr(nil, "maximum connections exceeded"))
@@ -510,7 +436,7 @@ func (s *Server) accept() {
 		}
 		c := newConn(s, nc)
 		s.conns[c] = struct{}{}
-		s.mu.Unlock()
+		s.connsMu.Unlock()
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -521,7 +447,7 @@ func (s *Server) accept() {
 
 // Close stops listening, closes every connection and waits for them.
 func (s *Server) Close() {
-	s.mu.Lock()
+	s.connsMu.Lock()
 	if !s.closed {
 		close(s.stop)
 	}
@@ -530,7 +456,7 @@ func (s *Server) Close() {
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
-	s.mu.Unlock()
+	s.connsMu.Unlock()
 	if s.ln != nil {
 		_ = s.ln.Close()
 	}
@@ -541,9 +467,9 @@ func (s *Server) Close() {
 }
 
 func (s *Server) forget(c *conn) {
-	s.mu.Lock()
+	s.connsMu.Lock()
 	delete(s.conns, c)
-	s.mu.Unlock()
+	s.connsMu.Unlock()
 }
 
 // subscribe routes key's messages to ls, then makes sure the broker sends
@@ -555,19 +481,12 @@ func (s *Server) subscribe(ls *localSub) error {
 		return upstream.ErrDraining // its queue would only be dropped
 	}
 	ls.killed.Store(s.isKilled(ls.policy))
-	s.mu.Lock()
-	r := s.routes[ls.key]
-	if r == nil {
-		r = &route{}
-		s.routes[ls.key] = r
-	}
-	r.subs = append(append([]*localSub(nil), r.subs...), ls) // copy: deliver reads it under RLock
-	s.mu.Unlock()
+	s.router.add(ls)
 	if ls.killed.Load() {
 		return nil // interest comes back when the kill switch is released
 	}
 	if _, err := s.interest.Add(ls.key); err != nil {
-		s.unroute(ls)
+		s.router.remove(ls)
 		return err
 	}
 	ls.hasInterest = true
@@ -578,155 +497,11 @@ func (s *Server) subscribe(ls *localSub) error {
 func (s *Server) unsubscribe(ls *localSub) error {
 	s.interestMu.Lock()
 	defer s.interestMu.Unlock()
-	s.unroute(ls)
+	s.router.remove(ls)
 	if !ls.hasInterest {
 		return nil
 	}
 	ls.hasInterest = false
 	_, err := s.interest.Remove(ls.key)
 	return err
-}
-
-func (s *Server) unroute(ls *localSub) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.routes[ls.key]
-	if r == nil {
-		return
-	}
-	subs := make([]*localSub, 0, len(r.subs))
-	for _, x := range r.subs {
-		if x != ls {
-			subs = append(subs, x)
-		}
-	}
-	if len(subs) == 0 {
-		delete(s.routes, ls.key)
-		return
-	}
-	r.subs = subs
-}
-
-// deliver is called by the upstream subscription of key for each message:
-// every local subscriber gets it, or one member of a local queue group. It
-// pushes while holding the routing read lock, so once unroute returns no
-// delivery can still reach the removed subscription (its accounting is then
-// final). A connection that asked for echo:false does not get its own
-// messages back, as from nats-server: they are recognised by OriginHeader.
-func (s *Server) deliver(key upstream.Key, m *upstream.Msg) {
-	arrived := nanotime()
-	header := m.Header
-	var origin uint64 // the publishing connection, when it asked for no echo
-	var sentUnixNanos int64
-	noResponders := isNoResponders(header, m.Payload)
-	if len(header) > 0 {
-		// The reserved headers are ours: take them off, so the application
-		// receives the headers that were published (and MSG, not HMSG, when
-		// there were none). deliver runs on the upstream reader alone, so
-		// its scratch space needs no lock.
-		var r reserved
-		header, r = stripReserved(s.deliverScratch[:0], header)
-		if r.removed > 0 {
-			s.deliverScratch = header[:0]
-		}
-		sentUnixNanos = r.sentUnixNanos
-		if r.origin != nil {
-			origin = originConn(s.id, r.origin)
-		}
-	}
-	// One copy, header and payload together: the upstream reader's buffer
-	// is reused as soon as this returns. The copy is shared by every local
-	// subscriber and returns to a pool when the last one wrote it.
-	shared := pending.NewShared(len(header) + len(m.Payload))
-	defer shared.Release() // deliver's own reference; each queue holds one more
-	body := shared.Bytes
-	copy(body, header)
-	copy(body[len(header):], m.Payload)
-	subject := key.Subject // a literal subscription's messages all carry its subject
-	if string(m.Subject) != subject {
-		subject = s.deliveredSubjects.of(m.Subject)
-	}
-	var reply string
-	if len(m.Reply) > 0 {
-		reply = string(m.Reply) // an inbox: rarely seen twice
-	}
-	msg := pending.Message{Subject: subject, Reply: reply, Data: body[len(header):], Body: shared, ArrivedNanos: arrived,
-		SentUnixNanos: sentUnixNanos, NoResponders: noResponders}
-	if len(header) > 0 {
-		msg.Header = body[:len(header):len(header)]
-	}
-	if msg.NoResponders {
-		s.noRespondersReceived.Add(1)
-	}
-	if s.route(key, msg, origin) {
-		// Answered after the routing lock is released: every delivery and
-		// SUB waits for that lock.
-		s.answerNoResponders(msg.Reply)
-	}
-}
-
-// route pushes msg to key's local subscribers under the routing read lock.
-// It reports whether msg is a request to a killed queue group member,
-// which the caller answers with no responders.
-func (s *Server) route(key upstream.Key, msg pending.Message, origin uint64) (answer bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	r := s.routes[key]
-	var targets []*localSub
-	if r != nil {
-		targets = r.subs
-		if key.Queue != "" && len(targets) > 0 {
-			targets = pickQueueMember(targets, r.next.Add(1), origin)
-		}
-	}
-	if len(targets) == 0 {
-		s.unrouted.Add(1)
-		return false
-	}
-	for _, ls := range targets {
-		if origin != 0 && ls.conn.id == origin {
-			s.echoSuppressed.Add(1)
-			continue
-		}
-		if ls.killed.Load() {
-			// Sent before the broker learnt the interest was withdrawn.
-			ls.queue.Reject(pending.ReasonKilled)
-			answer = answer || (key.Queue != "" && msg.Reply != "")
-			continue
-		}
-		msg.Body.Retain() // the queue's reference (Push releases it if it refuses)
-		ls.queue.Push(msg)
-		if !ls.conn.flushQueued {
-			ls.conn.flushQueued = true
-			s.toFlush = append(s.toFlush, ls.conn)
-		}
-	}
-	return answer
-}
-
-// flushDeliveries writes what route queued since the upstream reader's
-// last read, inline where a connection's writer is idle (connwrite.go).
-// It runs on the upstream reader before each read.
-func (s *Server) flushDeliveries() {
-	for i, c := range s.toFlush {
-		c.flushQueued = false
-		c.flushInline()
-		s.toFlush[i] = nil
-	}
-	s.toFlush = s.toFlush[:0]
-}
-
-// pickQueueMember picks one local member of a queue group, round robin from
-// turn, preferring a member that is not killed and not the publisher of an
-// echo:false message (nats-server never picks that one); when there is none,
-// the round-robin choice, which then counts the message.
-func pickQueueMember(members []*localSub, turn uint64, origin uint64) []*localSub {
-	first := turn % uint64(len(members))
-	for k := range uint64(len(members)) {
-		i := (first + k) % uint64(len(members))
-		if ls := members[i]; !ls.killed.Load() && (origin == 0 || ls.conn.id != origin) {
-			return members[i : i+1]
-		}
-	}
-	return members[first : first+1]
 }

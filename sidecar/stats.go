@@ -65,12 +65,12 @@ func (s *Server) Stats() []SubscriptionStats {
 // liveSubs lists every connection's SUBs that are not removed, from a
 // snapshot of the connections and of each one's copy-on-write list.
 func (s *Server) liveSubs() []*localSub {
-	s.mu.RLock()
+	s.connsMu.Lock()
 	conns := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
-	s.mu.RUnlock()
+	s.connsMu.Unlock()
 	var out []*localSub
 	for _, c := range conns {
 		c.mu.Lock()
@@ -87,4 +87,4 @@ func (s *Server) liveSubs() []*localSub {
 
 // Unrouted is the number of upstream messages that arrived for interest no
 // local subscription held any more.
-func (s *Server) Unrouted() uint64 { return s.unrouted.Load() }
+func (s *Server) Unrouted() uint64 { return s.router.unrouted.Load() }

@@ -1,0 +1,64 @@
+package sidecar
+
+import (
+	"github.com/weighstation/weighstation/sidecar/pending"
+	"github.com/weighstation/weighstation/sidecar/upstream"
+)
+
+// deliver is called by the upstream subscription of key for each message:
+// every local subscriber gets it, or one member of a local queue group. It
+// pushes while holding the routing read lock, so once unroute returns no
+// delivery can still reach the removed subscription (its accounting is then
+// final). A connection that asked for echo:false does not get its own
+// messages back, as from nats-server: they are recognised by OriginHeader.
+func (s *Server) deliver(key upstream.Key, m *upstream.Msg) {
+	arrived := nanotime()
+	header := m.Header
+	var origin uint64 // the publishing connection, when it asked for no echo
+	var sentUnixNanos int64
+	noResponders := isNoResponders(header, m.Payload)
+	if len(header) > 0 {
+		// The reserved headers are ours: take them off, so the application
+		// receives the headers that were published (and MSG, not HMSG, when
+		// there were none). deliver runs on the upstream reader alone, so
+		// its scratch space needs no lock.
+		var r reserved
+		header, r = stripReserved(s.deliverScratch[:0], header)
+		if r.removed > 0 {
+			s.deliverScratch = header[:0]
+		}
+		sentUnixNanos = r.sentUnixNanos
+		if r.origin != nil {
+			origin = originConn(s.id, r.origin)
+		}
+	}
+	// One copy, header and payload together: the upstream reader's buffer
+	// is reused as soon as this returns. The copy is shared by every local
+	// subscriber and returns to a pool when the last one wrote it.
+	shared := pending.NewShared(len(header) + len(m.Payload))
+	defer shared.Release() // deliver's own reference; each queue holds one more
+	body := shared.Bytes
+	copy(body, header)
+	copy(body[len(header):], m.Payload)
+	subject := key.Subject // a literal subscription's messages all carry its subject
+	if string(m.Subject) != subject {
+		subject = s.deliveredSubjects.of(m.Subject)
+	}
+	var reply string
+	if len(m.Reply) > 0 {
+		reply = string(m.Reply) // an inbox: rarely seen twice
+	}
+	msg := pending.Message{Subject: subject, Reply: reply, Data: body[len(header):], Body: shared, ArrivedNanos: arrived,
+		SentUnixNanos: sentUnixNanos, NoResponders: noResponders}
+	if len(header) > 0 {
+		msg.Header = body[:len(header):len(header)]
+	}
+	if msg.NoResponders {
+		s.noRespondersReceived.Add(1)
+	}
+	if s.router.route(key, msg, origin) {
+		// Answered after the routing lock is released: every delivery and
+		// SUB waits for that lock.
+		s.answerNoResponders(msg.Reply)
+	}
+}
