@@ -34,22 +34,22 @@ type answerable struct {
 	untracked atomic.Uint64
 
 	mu      sync.Mutex
-	byReply map[string]answerEntry
+	byReply subjectMap[answerEntry]
 }
 
-func newAnswerable() *answerable { return &answerable{byReply: map[string]answerEntry{}} }
+func newAnswerable() *answerable { return &answerable{} }
 
 // delivered remembers that a request with this reply subject was written to
 // the application.
 func (a *answerable) delivered(reply, policy string, at int64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, ok := a.byReply[reply]; !ok && len(a.byReply) >= maxAnswerable {
+	if _, ok := a.byReply.get(reply); !ok && a.byReply.len() >= maxAnswerable {
 		a.untracked.Add(1)
 		return
 	}
-	a.byReply[reply] = answerEntry{policy: policy, delivered: at}
-	a.size.Store(int64(len(a.byReply)))
+	a.byReply.set(reply, answerEntry{policy: policy, delivered: at})
+	a.size.Store(int64(a.byReply.len()))
 }
 
 // answered takes the request a publish to subject answers, once.
@@ -59,10 +59,10 @@ func (a *answerable) answered(subject string) (answerEntry, bool) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	e, ok := a.byReply[subject]
+	e, ok := a.byReply.get(subject)
 	if ok {
-		delete(a.byReply, subject)
-		a.size.Store(int64(len(a.byReply)))
+		a.byReply.delete(subject)
+		a.size.Store(int64(a.byReply.len()))
 	}
 	return e, ok
 }
@@ -75,19 +75,18 @@ func (a *answerable) sweep(now int64, lateAfter func(policy string) time.Duratio
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for reply, e := range a.byReply {
+	a.byReply.retain(func(e answerEntry) (answerEntry, bool) {
 		age := time.Duration(now - e.delivered)
 		if age > ReplyAllowance {
-			delete(a.byReply, reply)
-			continue
+			return e, false
 		}
 		if !e.late {
 			if limit := lateAfter(e.policy); limit > 0 && age > limit {
 				late(e.policy, age)
 				e.late = true
-				a.byReply[reply] = e
 			}
 		}
-	}
-	a.size.Store(int64(len(a.byReply)))
+		return e, true
+	})
+	a.size.Store(int64(a.byReply.len()))
 }

@@ -58,9 +58,6 @@ type conn struct {
 	headerScratch, extraScratch []byte
 	// reader parses the client's commands (the reader goroutine's).
 	reader *protocol.Reader
-	// subjects are the subjects this connection published lately (the
-	// reader's).
-	subjects *interned
 	// upstreamQueued is set when a publish waits in the upstream
 	// connection's buffer for this reader to write it (the reader's).
 	upstreamQueued bool
@@ -120,7 +117,6 @@ func (ls *localSub) retireWhenSettled() {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	return &conn{srv: s, id: s.nextConnID.Add(1), netConn: nc, subs: map[string]*localSub{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
-		subjects:     newInterned(),
 		errs:         protocol.NewErrorCoalescer(protocol.DefaultErrorInterval, protocol.DefaultErrorKeys),
 		pendingLimit: pending.NewBudget(s.opts.MaxPendingBytesPerConnection),
 		out:          newBatch(&s.opts, nc)}
@@ -212,10 +208,10 @@ func (c *conn) handle(cmd *protocol.Command) bool {
 }
 
 func (c *conn) publish(cmd *protocol.Command) bool {
-	subject, reply := c.subjects.of(cmd.Subject), ""
-	if len(cmd.Reply) > 0 {
-		reply = string(cmd.Reply) // an inbox: rarely seen twice
-	}
+	// Views of the command's bytes, valid until this returns: whatever
+	// keeps one copies it (the request tables, the error coalescer and the
+	// matcher's cache do), so a publish allocates no string.
+	subject, reply := bytesView(cmd.Subject), bytesView(cmd.Reply)
 	now := time.Now()
 	if matcher.ValidateSubject(subject) != nil || (reply != "" && matcher.ValidateSubject(reply) != nil) {
 		c.srv.invalid.Add(1)

@@ -46,9 +46,12 @@ type batch struct {
 	// payload is copied once in this sidecar (into the body), not twice.
 	buf         []byte
 	iovArray    [2*maxReferenced + 1][]byte
-	held        [maxReferenced]*pending.Shared
 	referenced  int
 	payloadSize int
+	// bodies are the taken messages' bodies, held until the write settles:
+	// a message's subject and reply are views of its body (deliver.go),
+	// and settling reads them.
+	bodies []*pending.Shared
 	// toWrite is what is left to write; not empty while a write that was
 	// begun inline waits for the writer goroutine to finish it.
 	toWrite  net.Buffers
@@ -220,12 +223,13 @@ func (c *conn) fill() bool {
 				iov = append(iov, b.buf[segment:], m.Data)
 				segment = len(b.buf)
 				b.buf = append(b.buf, "\r\n"...)
-				b.held[b.referenced] = m.Body // released once written
 				b.referenced++
 				b.payloadSize += len(m.Data)
 			} else {
 				b.buf = c.appendMsg(b.buf, ls, &m)
-				m.Body.Release() // copied into the batch
+			}
+			if m.Body != nil {
+				b.bodies = append(b.bodies, m.Body) // released once settled
 			}
 			b.timings = append(b.timings, timing{ls, m.Subject, m.Reply, m.ArrivedNanos, m.SentUnixNanos})
 			n++
@@ -259,10 +263,14 @@ func (c *conn) fill() bool {
 // took counts as delivered (err nil) or dropped, with its latencies.
 func (c *conn) settle(err error) {
 	b := &c.out
-	for i := range b.referenced {
-		b.held[i].Release()
-		b.held[i] = nil
-	}
+	defer func() {
+		// Last: the timings read the bodies' subjects and replies.
+		for i, body := range b.bodies {
+			body.Release()
+			b.bodies[i] = nil
+		}
+		b.bodies = b.bodies[:0]
+	}()
 	b.referenced = 0
 	clear(b.iovArray[:])
 	b.toWrite = nil

@@ -32,23 +32,30 @@ func (s *Server) deliver(key upstream.Key, m *upstream.Msg) {
 			origin = originConn(s.id, r.origin)
 		}
 	}
-	// One copy, header and payload together: the upstream reader's buffer
-	// is reused as soon as this returns. The copy is shared by every local
-	// subscriber and returns to a pool when the last one wrote it.
-	shared := pending.NewShared(len(header) + len(m.Payload))
+	// One copy, header, payload, subject and reply together: the upstream
+	// reader's buffer is reused as soon as this returns. The copy is
+	// shared by every local subscriber and returns to a pool when the last
+	// one wrote it. The message's subject and reply are views of it, so a
+	// delivery allocates no string; they are valid while the body is
+	// referenced, and what keeps one longer copies it.
+	subject := key.Subject // a literal subscription's messages all carry its subject
+	literal := string(m.Subject) == subject
+	size := len(header) + len(m.Payload) + len(m.Reply)
+	if !literal {
+		size += len(m.Subject)
+	}
+	shared := pending.NewShared(size)
 	defer shared.Release() // deliver's own reference; each queue holds one more
 	body := shared.Bytes
-	copy(body, header)
-	copy(body[len(header):], m.Payload)
-	subject := key.Subject // a literal subscription's messages all carry its subject
-	if string(m.Subject) != subject {
-		subject = s.deliveredSubjects.of(m.Subject)
+	n := copy(body, header)
+	n += copy(body[n:], m.Payload)
+	dataEnd := n
+	reply := bytesView(body[n : n+copy(body[n:], m.Reply)])
+	n += len(reply)
+	if !literal {
+		subject = bytesView(body[n : n+copy(body[n:], m.Subject)])
 	}
-	var reply string
-	if len(m.Reply) > 0 {
-		reply = string(m.Reply) // an inbox: rarely seen twice
-	}
-	msg := pending.Message{Subject: subject, Reply: reply, Data: body[len(header):], Body: shared, ArrivedNanos: arrived,
+	msg := pending.Message{Subject: subject, Reply: reply, Data: body[len(header):dataEnd:dataEnd], Body: shared, ArrivedNanos: arrived,
 		SentUnixNanos: sentUnixNanos, NoResponders: noResponders}
 	if len(header) > 0 {
 		msg.Header = body[:len(header):len(header)]

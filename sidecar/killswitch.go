@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -167,7 +168,7 @@ func (s *Server) setKilled(ks *killSwitch, killed bool, reason string, now time.
 	for _, ls := range subs {
 		ls.queue.DropAll(pending.ReasonKilled, func(m *pending.Message) {
 			if ls.key.Queue != "" && m.Reply != "" {
-				requests = append(requests, m.Reply)
+				requests = append(requests, strings.Clone(m.Reply)) // a view of the body DropAll releases
 			}
 		})
 		ls.conn.wakeWriter() // a removal-by-count or retirement may be due

@@ -22,7 +22,7 @@ const (
 // outstanding is a connection's table of requests waiting for replies.
 type outstanding struct {
 	mu       sync.Mutex
-	byReply  map[string]int64 // reply subject -> arrival (nanotime)
+	byReply  subjectMap[int64] // reply subject -> arrival (nanotime)
 	untimed  uint64
 	lastSwep int64
 }
@@ -30,26 +30,23 @@ type outstanding struct {
 func (o *outstanding) start(reply string, arrived int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.byReply == nil {
-		o.byReply = make(map[string]int64)
-	}
-	if len(o.byReply) >= maxOutstandingRequests {
+	if o.byReply.len() >= maxOutstandingRequests {
 		o.sweep(arrived)
-		if len(o.byReply) >= maxOutstandingRequests {
+		if o.byReply.len() >= maxOutstandingRequests {
 			o.untimed++
 			return
 		}
 	}
-	o.byReply[reply] = arrived
+	o.byReply.set(reply, arrived)
 }
 
 // finish returns when the request answered on subject arrived, once.
 func (o *outstanding) finish(subject string) (int64, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	arrived, ok := o.byReply[subject]
+	arrived, ok := o.byReply.get(subject)
 	if ok {
-		delete(o.byReply, subject)
+		o.byReply.delete(subject)
 	}
 	return arrived, ok
 }
@@ -57,7 +54,7 @@ func (o *outstanding) finish(subject string) (int64, bool) {
 func (o *outstanding) pending() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return len(o.byReply) > 0
+	return o.byReply.len() > 0
 }
 
 // sweep forgets requests older than requestTimeout, at most once a second.
@@ -66,9 +63,7 @@ func (o *outstanding) sweep(now int64) {
 		return
 	}
 	o.lastSwep = now
-	for k, t := range o.byReply {
-		if now-t > int64(requestTimeout) {
-			delete(o.byReply, k)
-		}
-	}
+	o.byReply.retain(func(arrived int64) (int64, bool) {
+		return arrived, now-arrived <= int64(requestTimeout)
+	})
 }

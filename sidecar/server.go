@@ -200,9 +200,6 @@ type Server struct {
 	// deliverScratch holds a header block without its reserved lines while
 	// deliver copies it (the upstream reader's alone).
 	deliverScratch []byte
-	// deliveredSubjects are the subjects of messages delivered lately (the
-	// upstream reader's alone).
-	deliveredSubjects *interned
 }
 
 // BudgetUsed is the bytes all pending messages hold now, of MemoryBudget.
@@ -241,7 +238,7 @@ func New(up *upstream.Client, opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, up: up, counters: policy.NewCounters(), router: newRouter(), conns: map[*conn]struct{}{},
 		telemetry: newTelemetry(), budget: pending.NewBudget(opts.MemoryBudget), retired: map[string]pending.Counts{},
-		id: newSidecarID(), deliveredSubjects: newInterned(), answerable: newAnswerable(), stop: make(chan struct{}),
+		id: newSidecarID(), answerable: newAnswerable(), stop: make(chan struct{}),
 		audit: auditLog{logged: map[string]struct{}{}}}
 	s.kills.Store(&map[string]*killSwitch{})
 	s.interest = upstream.NewInterest(up, s.deliver)

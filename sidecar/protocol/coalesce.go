@@ -1,6 +1,9 @@
 package protocol
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // ErrorCoalescer decides which of a connection's -ERR replies are sent: at
 // most one per key (for example a refused subject) per interval. The rest
@@ -33,14 +36,15 @@ func NewErrorCoalescer(interval time.Duration, maxKeys int) *ErrorCoalescer {
 }
 
 // Allow reports whether an error for key may be sent now; if not, it counts
-// it as suppressed.
+// it as suppressed. key may be a view of a buffer the caller reuses: it is
+// copied when it is kept.
 func (c *ErrorCoalescer) Allow(key string, now time.Time) bool {
 	if last, ok := c.lastSent[key]; ok {
 		if now.Sub(last) < c.interval {
 			c.suppressed++
 			return false
 		}
-		c.lastSent[key] = now
+		c.lastSent[strings.Clone(key)] = now // a map assignment keeps the new key
 		return true
 	}
 	if len(c.lastSent) >= c.maxKeys {
@@ -50,7 +54,7 @@ func (c *ErrorCoalescer) Allow(key string, now time.Time) bool {
 			return false
 		}
 	}
-	c.lastSent[key] = now
+	c.lastSent[strings.Clone(key)] = now
 	return true
 }
 
