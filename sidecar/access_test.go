@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar"
 	"github.com/weighstation/weighstation/sidecar/policy"
@@ -54,7 +55,7 @@ func TestACLEnforce(t *testing.T) {
 		}
 	}
 	flush(t, app)
-	waitFor(t, "an error per refusal", func() bool { return len(errs.all()) == len(aclAttempts) })
+	natstest.WaitFor(t, "an error per refusal", func() bool { return len(errs.all()) == len(aclAttempts) })
 	for i, a := range aclAttempts {
 		verb := map[sidecar.Operation]string{sidecar.OpPublish: "Publish", sidecar.OpSubscribe: "Subscription"}[a.op]
 		want := `permissions violation for ` + strings.ToLower(verb) + ` to "` + strings.ToLower(a.subject) + `": ` + strings.ToLower(a.rule.Explain())
@@ -125,7 +126,7 @@ func TestACLAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 	flush(t, app, outside)
-	waitFor(t, "audit mode lets everything through", func() bool { return published.Load() == 4 && received.Load() == 1 })
+	natstest.WaitFor(t, "audit mode lets everything through", func() bool { return published.Load() == 4 && received.Load() == 1 })
 	if e := errs.all(); len(e) != 0 {
 		t.Fatalf("audit mode sent errors: %v", e)
 	}
@@ -144,7 +145,7 @@ func TestACLAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 	flush(t, app)
-	waitFor(t, "the reserved subject refused", func() bool { return len(errs.all()) == 1 })
+	natstest.WaitFor(t, "the reserved subject refused", func() bool { return len(errs.all()) == 1 })
 	if got := r.side.AccessDenials()[sidecar.AccessKey{Op: sidecar.OpSubscribe, Rule: policy.RuleReserved}]; got != 1 {
 		t.Fatalf("reserved refusals %d, want 1", got)
 	}
@@ -179,7 +180,7 @@ func TestReplyToReceivedRequestIsAllowedOnce(t *testing.T) {
 		}
 	}
 	flush(t, app, outside)
-	waitFor(t, "one reply through, one refused", func() bool { return replies.Load() == 1 && len(errs.all()) == 1 })
+	natstest.WaitFor(t, "one reply through, one refused", func() bool { return replies.Load() == 1 && len(errs.all()) == 1 })
 	if got := r.side.RepliesAllowed(); got != 1 {
 		t.Fatalf("RepliesAllowed = %d, want 1", got)
 	}

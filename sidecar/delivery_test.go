@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar"
 	"github.com/weighstation/weighstation/sidecar/pending"
@@ -51,7 +52,7 @@ func TestStalledConsumerFillsOnlyItsOwnQueue(t *testing.T) {
 					}
 				}
 				flush(t, pub)
-				waitFor(t, "the healthy consumer keeps up", func() bool { return received.Load() == int64(i+batch) })
+				natstest.WaitFor(t, "the healthy consumer keeps up", func() bool { return received.Load() == int64(i+batch) })
 			}
 
 			counts := r.countsOnceArrived(t, "stalled-1", n)
@@ -105,7 +106,7 @@ func TestLocalSubscriptionsTakeTheirSubscriptionsLimits(t *testing.T) {
 func (r *rig) countsOnceArrived(t *testing.T, sid string, n uint64) pending.Counts {
 	t.Helper()
 	var counts pending.Counts
-	waitFor(t, "every message reached "+sid+"'s accounting", func() bool {
+	natstest.WaitFor(t, "every message reached "+sid+"'s accounting", func() bool {
 		for _, s := range r.side.Stats() {
 			if s.SID == sid {
 				counts = s.Counts

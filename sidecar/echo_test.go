@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/weighstation/weighstation/internal/natstest"
 )
 
 // TestEchoFalse: a connection that asks for echo:false (nats.NoEcho) does
@@ -50,7 +52,7 @@ func TestEchoFalse(t *testing.T) {
 		}
 	}
 	flush(t, quiet, loud)
-	waitFor(t, "deliveries", func() bool {
+	natstest.WaitFor(t, "deliveries", func() bool {
 		return loudGot.len() == 3 && outsideGot.len() == 3 && quietGot.len() == 1 && loudJobs.len() == jobs
 	})
 	flush(t, quiet, loud) // anything still on its way would arrive by now

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar"
 	"github.com/weighstation/weighstation/sidecar/breaker"
@@ -44,7 +45,7 @@ func (r *rig) statsOf(t *testing.T, sid string) pending.Counts {
 // brokerSubs waits until the broker holds want subscriptions besides its own.
 func (r *rig) waitBrokerSubs(t *testing.T, base uint32, want uint32) {
 	t.Helper()
-	waitFor(t, "the broker's interest", func() bool { return r.broker.NumSubscriptions()-base == want })
+	natstest.WaitFor(t, "the broker's interest", func() bool { return r.broker.NumSubscriptions()-base == want })
 }
 
 // TestManualKillSwitch: engaging the switch stops delivery at once and
@@ -77,7 +78,7 @@ func TestManualKillSwitch(t *testing.T) {
 	}
 
 	publish(100)
-	waitFor(t, "the group shares 100 jobs", func() bool { return inPod.Load()+outside.Load() == 100 })
+	natstest.WaitFor(t, "the group shares 100 jobs", func() bool { return inPod.Load()+outside.Load() == 100 })
 	if inPod.Load() == 0 || outside.Load() == 0 {
 		t.Fatalf("the group did not share: in the pod %d, outside %d", inPod.Load(), outside.Load())
 	}
@@ -93,7 +94,7 @@ func TestManualKillSwitch(t *testing.T) {
 	}
 	r.waitBrokerSubs(t, base, 1) // only the outside member is left
 	publish(100)
-	waitFor(t, "the outside member takes the whole load", func() bool { return outside.Load() == 200-before })
+	natstest.WaitFor(t, "the outside member takes the whole load", func() bool { return outside.Load() == 200-before })
 	flush(t, app)
 	if got := inPod.Load(); got != before {
 		t.Fatalf("the killed member received %d messages while killed", got-before)
@@ -103,7 +104,7 @@ func TestManualKillSwitch(t *testing.T) {
 	r.setConfig(t, withSubscriptions(work))
 	r.waitBrokerSubs(t, base, 2)
 	publish(100)
-	waitFor(t, "the group shares again", func() bool { return inPod.Load()+outside.Load() == 300 })
+	natstest.WaitFor(t, "the group shares again", func() bool { return inPod.Load()+outside.Load() == 300 })
 	if inPod.Load() == before {
 		t.Fatal("the restored member received nothing")
 	}
@@ -174,7 +175,7 @@ func TestKillDropsWhatWaitsAndAnswersQueuedRequests(t *testing.T) {
 		t.Fatalf("after the kill: %+v; want nothing pending, and what waited dropped as killed", counts)
 	}
 	killed := counts.Dropped[pending.ReasonKilled]
-	waitFor(t, "a no-responders answer per killed request", func() bool { return uint64(answers.Load()) == killed })
+	natstest.WaitFor(t, "a no-responders answer per killed request", func() bool { return uint64(answers.Load()) == killed })
 	if sent := r.side.NoRespondersSent(); sent != killed {
 		t.Fatalf("NoRespondersSent = %d, want %d", sent, killed)
 	}
@@ -275,7 +276,7 @@ func TestAutoKillSwitchTripsAndRecovers(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, "half-open, then closed", func() bool { return r.side.KillSwitches()["feed"].Transitions["half-open->closed"] == 1 })
+	natstest.WaitFor(t, "half-open, then closed", func() bool { return r.side.KillSwitches()["feed"].Transitions["half-open->closed"] == 1 })
 	ks = r.side.KillSwitches()["feed"]
 	if ks.Killed || ks.State != breaker.Closed || ks.Transitions["closed->open"] != 1 || ks.Transitions["open->half-open"] != 1 {
 		t.Fatalf("after recovery: %+v", ks)
@@ -288,7 +289,7 @@ func TestAutoKillSwitchTripsAndRecovers(t *testing.T) {
 		}
 	}
 	flush(t, pub)
-	waitFor(t, "delivery resumed", func() bool { return r.statsOf(t, "1").Delivered == before+10 })
+	natstest.WaitFor(t, "delivery resumed", func() bool { return r.statsOf(t, "1").Delivered == before+10 })
 	if c := r.statsOf(t, "1"); !c.Balanced() || c.Dropped[pending.ReasonKilled] == 0 {
 		t.Fatalf("counts %+v: want balanced, with the backlog dropped as killed", c)
 	}
@@ -319,7 +320,7 @@ func TestSlowResponderTripsOnReplyLatency(t *testing.T) {
 	if ks.State != breaker.Open || !strings.Contains(ks.Reason, "reply latency") {
 		t.Fatalf("tripped: %+v, want open for reply latency", ks)
 	}
-	waitFor(t, "interest withdrawn", func() bool {
+	natstest.WaitFor(t, "interest withdrawn", func() bool {
 		_, err := requester.Request("slow.svc", nil, 10*time.Second)
 		return errors.Is(err, nats.ErrNoResponders)
 	})
@@ -340,7 +341,7 @@ func TestEssentialSubscriptionNeverTrips(t *testing.T) {
 	r.setConfig(t, withSubscriptions(crit))
 	r.stalledWithBacklog(t, "SUB crit 1", "1", "crit", "", 50)
 	evaluated := r.side.KillSwitchEvaluations()
-	waitFor(t, "ten more evaluations", func() bool { return r.side.KillSwitchEvaluations() >= evaluated+10 })
+	natstest.WaitFor(t, "ten more evaluations", func() bool { return r.side.KillSwitchEvaluations() >= evaluated+10 })
 	ks := r.side.KillSwitches()["crit"]
 	if ks.Killed || ks.Auto || len(ks.Transitions) != 0 {
 		t.Fatalf("essential subscription: %+v; want never killed, no breaker", ks)
@@ -371,7 +372,7 @@ func TestFastResponderDoesNotTrip(t *testing.T) {
 	// An unanswered request counts once it is past the threshold, at an
 	// evaluation (every 50 ms): wait for those of three thresholds.
 	evaluated := r.side.KillSwitchEvaluations()
-	waitFor(t, "evaluations over 300ms", func() bool { return r.side.KillSwitchEvaluations() >= evaluated+6 })
+	natstest.WaitFor(t, "evaluations over 300ms", func() bool { return r.side.KillSwitchEvaluations() >= evaluated+6 })
 	if ks := r.side.KillSwitches()["fast"]; ks.Killed || ks.State != breaker.Closed {
 		t.Fatalf("a responder answering at once: %+v, want closed", ks)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/sidecar"
 	"github.com/weighstation/weighstation/sidecar/pending"
 )
@@ -188,7 +189,7 @@ func TestNoRespondersOnlyForClientsThatAskForThem(t *testing.T) {
 	}
 	r.countsOnceArrived(t, "inbox-1", 1)
 	var counts pending.Counts
-	waitFor(t, "the writer settles the status", func() bool {
+	natstest.WaitFor(t, "the writer settles the status", func() bool {
 		for _, s := range r.side.Stats() {
 			if s.SID == "inbox-1" {
 				counts = s.Counts

@@ -35,7 +35,7 @@ func TestBrokerOutage(t *testing.T) {
 	flush(t, app)
 
 	broker.Shutdown()
-	waitFor(t, "the sidecar sees the outage", func() bool { return !up.Connected() })
+	natstest.WaitFor(t, "the sidecar sees the outage", func() bool { return !up.Connected() })
 	payload := bytes.Repeat([]byte("x"), 1024)
 	const n = 200 // 200 KiB: more than the 64 KiB outage buffer
 	for range n {
@@ -48,7 +48,7 @@ func TestBrokerOutage(t *testing.T) {
 	if c.Attempts != n || !c.Balanced() || c.FailedUpstream == 0 || c.Forwarded == 0 || c.Forwarded*1024 > 64<<10 {
 		t.Fatalf("counters %+v: want %d attempts, some buffered (at most 64 KiB), the rest refused", c, n)
 	}
-	waitFor(t, "the application hears of it", func() bool {
+	natstest.WaitFor(t, "the application hears of it", func() bool {
 		e := errs.all()
 		return len(e) == 1 && strings.Contains(e[0], `Permissions Violation for Publish to "during.outage": the broker is unavailable`)
 	})
@@ -59,9 +59,9 @@ func TestBrokerOutage(t *testing.T) {
 	// The broker comes back on the same port; nats.go reconnects and
 	// resubscribes the sidecar's interest.
 	natstest.StartBroker(t, &server.Options{Port: port})
-	waitFor(t, "the sidecar reconnects", up.Connected)
+	natstest.WaitFor(t, "the sidecar reconnects", up.Connected)
 	pub := natstest.Connect(t, broker.ClientURL())
-	waitFor(t, "delivery resumes", func() bool {
+	natstest.WaitFor(t, "delivery resumes", func() bool {
 		_ = pub.Publish("after.outage", nil)
 		_ = pub.Flush()
 		time.Sleep(20 * time.Millisecond)

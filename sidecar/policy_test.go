@@ -72,11 +72,11 @@ func TestOversizePublishIsRefusedAndTheConnectionKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	flush(t, app)
-	waitFor(t, "the refusal reaches the client", func() bool { return len(errs.all()) == 1 })
+	natstest.WaitFor(t, "the refusal reaches the client", func() bool { return len(errs.all()) == 1 })
 	if e := errs.all()[0]; !strings.Contains(e, `Permissions Violation for Publish to "small.x"`) || !strings.Contains(e, "exceeds maxMessageBytes 100 of Topic small") {
 		t.Fatalf("client saw %q", e)
 	}
-	waitFor(t, "the message at the limit arrives", func() bool { return got.Load() == 1 })
+	natstest.WaitFor(t, "the message at the limit arrives", func() bool { return got.Load() == 1 })
 	if !app.IsConnected() {
 		t.Fatal("the refusal closed the connection")
 	}
@@ -107,7 +107,7 @@ func TestQuotaRefusalsAreCoalescedAndCounted(t *testing.T) {
 	if c.Attempts != n || !c.Balanced() || c.RefusedRate == 0 || c.Forwarded < 5 {
 		t.Fatalf("counters %+v: want %d attempts, the burst of 5 (or a refill) forwarded, the rest refused", c, n)
 	}
-	waitFor(t, "the outside receives exactly what was forwarded", func() bool { return uint64(got.Load()) == c.Forwarded })
+	natstest.WaitFor(t, "the outside receives exactly what was forwarded", func() bool { return uint64(got.Load()) == c.Forwarded })
 	// Many refusals within a second: the client hears of it once. The
 	// sentinel is a refusal on another subject, sent after them: errors
 	// reach the client's handler in order, so once it has arrived, every
@@ -116,7 +116,7 @@ func TestQuotaRefusalsAreCoalescedAndCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	flush(t, app)
-	waitFor(t, "the sentinel refusal reaches the client", func() bool {
+	natstest.WaitFor(t, "the sentinel refusal reaches the client", func() bool {
 		e := errs.all()
 		return len(e) > 0 && strings.Contains(e[len(e)-1], "Topic small")
 	})
@@ -145,7 +145,7 @@ func TestMaxPayloadFollowsTheConfiguration(t *testing.T) {
 	if err := r.side.SetConfig(bigger); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the client gets the new INFO", func() bool { return app.MaxPayload() == 262144 })
+	natstest.WaitFor(t, "the client gets the new INFO", func() bool { return app.MaxPayload() == 262144 })
 
 	// An invalid configuration is refused with its reason; the last good
 	// one stays in force.

@@ -93,13 +93,13 @@ func TestReconnectResumesTrafficAfterBrokerRestart(t *testing.T) {
 		close(stop)
 		<-stopped
 	})
-	waitFor(t, "traffic flows", func() bool { return received.Load() >= 100 })
+	natstest.WaitFor(t, "traffic flows", func() bool { return received.Load() >= 100 })
 	if n := r.side.BrokerReconnects(); n != 0 {
 		t.Fatalf("%d reconnects before the broker restarted", n)
 	}
 
 	broker.Shutdown()
-	waitFor(t, "the sidecar sees the outage", func() bool { return !r.side.BrokerConnected() })
+	natstest.WaitFor(t, "the sidecar sees the outage", func() bool { return !r.side.BrokerConnected() })
 	if got := fetch(t, metrics.URL+"/metrics"); !strings.Contains(got, "weighstation_sidecar_broker_connected 0\n") {
 		t.Errorf("/metrics during the outage lacks weighstation_sidecar_broker_connected 0")
 	}
@@ -129,7 +129,7 @@ func TestReconnectResumesTrafficAfterBrokerRestart(t *testing.T) {
 	if c := r.side.PolicyTotals()["ticks"]; c.Dropped != ([len(c.Dropped)]uint64{}) {
 		t.Errorf("the subscriber's queue dropped messages %v: the measurement is of overflow, not of resuming", c.Dropped)
 	}
-	waitFor(t, "the reconnect is counted", func() bool { return r.side.BrokerReconnects() > 0 })
+	natstest.WaitFor(t, "the reconnect is counted", func() bool { return r.side.BrokerReconnects() > 0 })
 	got := fetch(t, metrics.URL+"/metrics")
 	for _, want := range []string{"weighstation_sidecar_broker_connected 1\n", "weighstation_sidecar_broker_reconnects_total 1\n"} {
 		if !strings.Contains(got, want) {
@@ -178,7 +178,7 @@ func TestReconnectToABrokerThatStartsLater(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "the sidecar holds the publishes", func() bool {
+	natstest.WaitFor(t, "the sidecar holds the publishes", func() bool {
 		c := r.side.TopicCounters()[""]
 		return c.Forwarded == 3 && c.FailedUpstream == 0
 	})
@@ -197,7 +197,7 @@ func TestReconnectToABrokerThatStartsLater(t *testing.T) {
 			t.Fatalf("message %d not delivered within 10s of the broker's start", i)
 		}
 	}
-	waitFor(t, "clients learn the broker's version", func() bool { return app.ConnectedServerVersion() == server.VERSION })
+	natstest.WaitFor(t, "clients learn the broker's version", func() bool { return app.ConnectedServerVersion() == server.VERSION })
 	if n := logs.count(`"msg"="connected to the broker"`); n != 1 {
 		t.Errorf("the log has %d lines for the first connection, want 1:\n%s", n, logs)
 	}

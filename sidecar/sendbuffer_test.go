@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/sidecar"
 )
 
@@ -48,7 +49,7 @@ func TestAppSendBufferKeepsTheQueueInTheSidecar(t *testing.T) {
 	}
 	flush(t, out)
 	var st sidecar.SubscriptionStats
-	waitFor(t, "every message reached the sidecar", func() bool {
+	natstest.WaitFor(t, "every message reached the sidecar", func() bool {
 		for _, s := range r.side.Stats() {
 			if s.Key.Subject == "stuck" {
 				st = s

@@ -124,17 +124,6 @@ func receive[T any](t *testing.T, what string, ch <-chan T) T {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestPubSubWithWildcards(t *testing.T) {
 	r := newRig(t)
 	app, outside := r.app(t), r.direct(t)
@@ -160,7 +149,7 @@ func TestPubSubWithWildcards(t *testing.T) {
 		t.Fatal(err)
 	}
 	flush(t, app, outside)
-	waitFor(t, "deliveries", func() bool { return star.len() == 2 && full.len() == 3 && literal.len() == 1 && got.len() == 1 })
+	natstest.WaitFor(t, "deliveries", func() bool { return star.len() == 2 && full.len() == 3 && literal.len() == 1 && got.len() == 1 })
 	// Nothing more arrives: a sentinel that every subscription matches,
 	// and one from the application, each the last its client sends.
 	if err := outside.Publish("orders.eu", []byte(sentinel)); err != nil {
@@ -170,7 +159,7 @@ func TestPubSubWithWildcards(t *testing.T) {
 		t.Fatal(err)
 	}
 	flush(t, outside, app)
-	waitFor(t, "the sentinels", func() bool {
+	natstest.WaitFor(t, "the sentinels", func() bool {
 		return star.count(sentinel) > 0 && full.count(sentinel) > 0 && literal.count(sentinel) > 0 && got.count(sentinel) > 0
 	})
 	if star.len() != 3 || full.len() != 4 || literal.len() != 2 || got.len() != 2 {
@@ -191,7 +180,7 @@ func TestUpstreamInterestIsDeduplicated(t *testing.T) {
 		subs = append(subs, s)
 	}
 	flush(t, apps...)
-	waitFor(t, "one upstream subscription", func() bool { return r.side.Interest().Subscriptions() == 1 })
+	natstest.WaitFor(t, "one upstream subscription", func() bool { return r.side.Interest().Subscriptions() == 1 })
 	flush(t, apps...)
 	if got := r.broker.NumSubscriptions() - base; got != 1 {
 		t.Fatalf("ten local SUB orders.* made %d upstream subscriptions, want 1", got)
@@ -202,7 +191,7 @@ func TestUpstreamInterestIsDeduplicated(t *testing.T) {
 		}
 	}
 	flush(t, apps...)
-	waitFor(t, "upstream interest gone with the last local one", func() bool { return r.side.Interest().Subscriptions() == 0 })
+	natstest.WaitFor(t, "upstream interest gone with the last local one", func() bool { return r.side.Interest().Subscriptions() == 0 })
 }
 
 func TestQueueGroupsShareTheLoad(t *testing.T) {
@@ -229,7 +218,7 @@ func TestQueueGroupsShareTheLoad(t *testing.T) {
 		}
 	}
 	flush(t, pub)
-	waitFor(t, "every message delivered once", func() bool { return local1.len()+local2.len()+outsideWorker.len() == n })
+	natstest.WaitFor(t, "every message delivered once", func() bool { return local1.len()+local2.len()+outsideWorker.len() == n })
 	// Nothing more arrives: sentinels, one at a time, each delivered once,
 	// until every member got one. Each member then has everything it was
 	// given before its sentinel.
@@ -244,7 +233,7 @@ func TestQueueGroupsShareTheLoad(t *testing.T) {
 		}
 		flush(t, pub)
 		sent++
-		waitFor(t, "the sentinel is delivered", func() bool {
+		natstest.WaitFor(t, "the sentinel is delivered", func() bool {
 			return local1.count(sentinel)+local2.count(sentinel)+outsideWorker.count(sentinel) == sent
 		})
 	}
@@ -356,7 +345,7 @@ func TestUnsubscribeWithMax(t *testing.T) {
 		}
 	}
 	flush(t, pub)
-	waitFor(t, "three delivered and the interest gone", func() bool {
+	natstest.WaitFor(t, "three delivered and the interest gone", func() bool {
 		return count.Load() == 3 && r.side.Interest().Subscriptions() == 0
 	})
 	// nats.go itself drops what comes past the maximum, so the sidecar's
@@ -365,7 +354,7 @@ func TestUnsubscribeWithMax(t *testing.T) {
 	// interest gone, nothing more can arrive), every message it received
 	// is settled: three written, the rest dropped.
 	var totals pending.Counts
-	waitFor(t, "the subscription retired and settled", func() bool {
+	natstest.WaitFor(t, "the subscription retired and settled", func() bool {
 		totals = r.side.PolicyTotals()[""]
 		return len(r.side.Stats()) == 0 && totals.Arrived >= 3 && totals.Pending == 0 && totals.InFlight == 0 && totals.Balanced()
 	})
@@ -396,7 +385,7 @@ func TestRequestLatencyIsTimed(t *testing.T) {
 		t.Fatal(err)
 	}
 	flush(t, app)
-	waitFor(t, "every request timed", func() bool { return r.side.RequestLatency().Histogram.TotalCount() == n })
+	natstest.WaitFor(t, "every request timed", func() bool { return r.side.RequestLatency().Histogram.TotalCount() == n })
 	if h := r.side.RequestLatency().Histogram; h.Max() > int64(5*time.Second/time.Microsecond) || h.ValueAtQuantile(50) < 1 {
 		t.Fatalf("request latency p50 %d µs, max %d µs", h.ValueAtQuantile(50), h.Max())
 	}
@@ -416,7 +405,7 @@ func TestDepartedClientIsForgotten(t *testing.T) {
 		t.Fatalf("%d upstream subscriptions, want 1", n)
 	}
 	app.Close()
-	waitFor(t, "the departed client's interest is withdrawn", func() bool {
+	natstest.WaitFor(t, "the departed client's interest is withdrawn", func() bool {
 		return r.side.Interest().Subscriptions() == 0 && len(r.side.Stats()) == 0
 	})
 	if totals := r.side.PolicyTotals()[""]; totals.Arrived != 0 || !totals.Balanced() {

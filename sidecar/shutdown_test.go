@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar"
 	"github.com/weighstation/weighstation/sidecar/pending"
@@ -64,7 +65,7 @@ func newStuckApp(t *testing.T) (*rig, *stuckApp) {
 		}
 	}
 	flush(t, out)
-	waitFor(t, "the backlog waits in the sidecar", func() bool {
+	natstest.WaitFor(t, "the backlog waits in the sidecar", func() bool {
 		c := r.side.PolicyTotals()["work"]
 		return c.Arrived == backlog && c.Pending > 0
 	})
@@ -125,8 +126,8 @@ func TestShutdownDeliversWhatASlowApplicationHolds(t *testing.T) {
 	const grace = time.Minute                 // the test's own bound; it must end long before
 	done := startShutdown(r, grace)
 
-	waitFor(t, "the sidecar refuses new connections", func() bool { return refusesConnections(addr) })
-	waitFor(t, "the broker no longer sends the Subscription's messages", func() bool { return r.broker.NumSubscriptions() == subscribed-1 })
+	natstest.WaitFor(t, "the sidecar refuses new connections", func() bool { return refusesConnections(addr) })
+	natstest.WaitFor(t, "the broker no longer sends the Subscription's messages", func() bool { return r.broker.NumSubscriptions() == subscribed-1 })
 	select {
 	case sum := <-done:
 		t.Fatalf("shutdown ended while the application still had messages waiting: %+v", sum)
@@ -208,7 +209,7 @@ func TestNoSubscriptionIsRenewedDuringShutdown(t *testing.T) {
 			t.Error("shutdown did not end once the stuck application left")
 		}
 	}()
-	waitFor(t, "the drain begins", func() bool { return refusesConnections(r.side.Addr().String()) })
+	natstest.WaitFor(t, "the drain begins", func() bool { return refusesConnections(r.side.Addr().String()) })
 	if _, err := client.SubscribeSync("work"); err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func TestNoSubscriptionIsRenewedDuringShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	flush(t, client)
-	waitFor(t, "the refusal reaches the client", func() bool { return len(errs.all()) > 0 })
+	natstest.WaitFor(t, "the refusal reaches the client", func() bool { return len(errs.all()) > 0 })
 	if e := errs.all(); len(e) != 1 || !strings.Contains(e[0], `Permissions Violation for Subscription to "work": the sidecar is shutting down`) {
 		t.Fatalf("errors %q: want the SUB under the Subscription refused, and only it", e)
 	}

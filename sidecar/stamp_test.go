@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar"
 )
@@ -65,7 +66,7 @@ func TestStampingAndStripping(t *testing.T) {
 		t.Fatalf("stripped %d application stamps, want 1", r.side.StrippedStamps())
 	}
 	// Every delivery was measured from arrival; the stamped ones end to end.
-	waitFor(t, "latencies recorded", func() bool {
+	natstest.WaitFor(t, "latencies recorded", func() bool {
 		l := r.side.Latency()["everything"]
 		return l[0].Histogram != nil && l[0].Histogram.TotalCount() == 5 && l[1].Histogram.TotalCount() == 3
 	})

@@ -238,7 +238,7 @@ func TestReconnectCountsWhatWasInFlight(t *testing.T) {
 	publish(20_000)
 	rl.cut()
 	publish(5_000) // some before the client sees the cut, some held (within the 8 MiB outage buffer)
-	waitUntil(t, "the client reconnects", func() bool { return up.Reconnects() == 1 && up.Connected() })
+	natstest.WaitFor(t, "the client reconnects", func() bool { return up.Reconnects() == 1 && up.Connected() })
 	publish(1_000)
 	if err := up.Publish([]byte("seq"), nil, nil, nil, nil); err != nil { // the sentinel
 		t.Fatal(err)
@@ -258,17 +258,6 @@ func TestReconnectCountsWhatWasInFlight(t *testing.T) {
 	t.Logf("accepted %d, arrived %d, lost %d, in doubt %d", accepted, got.received, lost, up.InDoubt())
 	if lost < 0 || uint64(lost) > up.InDoubt() || up.InDoubt() == 0 || up.Unsent() != 0 {
 		t.Fatalf("accepted %d, arrived %d, in doubt %d, unsent %d: want every loss in doubt, and the doubt counted", accepted, got.received, up.InDoubt(), up.Unsent())
-	}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
