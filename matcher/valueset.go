@@ -571,7 +571,9 @@ func (n *hamtNode[T]) withAll(shift uint, items []hashedValue[T]) *hamtNode[T] {
 		}
 	}
 	switch k := bits.OnesCount32(dataMap); {
-	case dataMap == n.dataMap:
+	case dataMap == n.dataMap && n.nodeMap != 0:
+		// Shared, unless n is a leaf whose values may sit in its own
+		// allocation (allocLeaf), which c would then keep alive.
 		c.values = n.values
 	case k > 0:
 		if c.values == nil {
