@@ -110,6 +110,17 @@ type opSource struct {
 	// test invalidation. Otherwise 70% writes, which tests the trie.
 	readHeavy bool
 	working   []string
+	// values is the number of distinct values (8 unless set): with 8,
+	// every set is a small one; with hundreds, sets grow into the HAMT
+	// form with its tail, and shrink back.
+	values int
+}
+
+func (s *opSource) value() int {
+	if s.values == 0 {
+		return s.next(8)
+	}
+	return s.next(s.values)
 }
 
 var diffWords = []string{"a", "b", "c", "d"}
@@ -159,9 +170,9 @@ func (s *opSource) op() op {
 	if s.readHeavy {
 		switch {
 		case r < 20:
-			return op{kind: opSubscribe, subject: s.pattern(), value: s.next(8)}
+			return op{kind: opSubscribe, subject: s.pattern(), value: s.value()}
 		case r < 40:
-			return op{kind: opUnsubscribe, subject: s.pattern(), value: s.next(8)}
+			return op{kind: opUnsubscribe, subject: s.pattern(), value: s.value()}
 		case r < 999:
 			return op{kind: opMatch, subject: s.workingSubject()}
 		}
@@ -169,9 +180,9 @@ func (s *opSource) op() op {
 	}
 	switch {
 	case r < 400:
-		return op{kind: opSubscribe, subject: s.pattern(), value: s.next(8)}
+		return op{kind: opSubscribe, subject: s.pattern(), value: s.value()}
 	case r < 700:
-		return op{kind: opUnsubscribe, subject: s.pattern(), value: s.next(8)}
+		return op{kind: opUnsubscribe, subject: s.pattern(), value: s.value()}
 	case r < 999:
 		return op{kind: opMatch, subject: s.subject()}
 	default:
@@ -257,6 +268,32 @@ func TestDifferentialAgainstGSL(t *testing.T) {
 				if total.HitRatio() <= 0.5 {
 					t.Fatalf("hit ratio %.2f over %d matches, want above 0.5: the cache was not exercised", total.HitRatio(), total.Matches())
 				}
+			}
+		})
+	}
+}
+
+// TestDifferentialLargeSets is the write-heavy differential test with 300
+// values instead of 8 (100,000 operations per seed, 20,000 under -short or
+// the race detector: large results make each operation dearer), so that sets become large (the HAMT with its tail),
+// their tails fill and flush, and they shrink back to slices.
+func TestDifferentialLargeSets(t *testing.T) {
+	ops := 100_000
+	if testing.Short() || raceEnabled {
+		ops = 20_000
+	}
+	for seed := range uint64(2) {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Parallel()
+			src := &opSource{next: newRand(100 + seed).IntN, values: 300}
+			h := newDiffHarness(matcher.New[int](matcher.WithoutCache()))
+			for i := range ops {
+				if msg := h.apply(src.op()); msg != "" {
+					t.Fatalf("op %d: %s", i, msg)
+				}
+			}
+			if msg := h.apply(op{kind: opCheckAll}); msg != "" {
+				t.Fatal(msg)
 			}
 		})
 	}

@@ -36,10 +36,15 @@
 //     below them, so two writes at different depths cannot lose each other
 //     (the I-node invariant), and a failed CAS means another write
 //     committed: re-read and retry. Readers never wait.
-//   - Values sit in a persistent set (valueSet): a small slice, or a 32-way
-//     CHAMP hash trie past eight values, so that adding a subscriber to a
-//     subject with 30,000 copies three small nodes (O(log32 n)), not the
-//     whole set. Being immutable, sets can be shared by snapshots.
+//   - Values sit in a persistent set (valueSet): a small slice, or past
+//     eight values a 32-way CHAMP hash trie plus a tail of up to 64 values
+//     in an append-only chunk. Adding a subscriber to a subject with 30,000
+//     appends to the tail (the chunk's next slot is claimed by CAS, so only
+//     one version of the set ever extends a given prefix, and a slot is
+//     written before any version holding it is published); a full tail
+//     goes into the hash trie in one batch, which copies each node on its
+//     values' paths once. Nothing a published set holds ever changes, so
+//     sets can be shared by snapshots.
 //   - Literal branches are found by a 64-bit key (the token's length and
 //     first 7 bytes): up to 8 keys sit together in one cache line next to
 //     the C-node and are scanned, past that a probing table indexes them;
@@ -122,8 +127,11 @@
 // its read log spills to the heap; and a miss that fills allocates the
 // entry. Subscribe and Unsubscribe: copy the one C-node whose branch changes
 // (O(width of that level), one allocation holding the node, its keys and
-// its branches), and O(log32 n) nodes of the value set (one allocation
-// each, two where values move); a new path of k tokens is one allocation.
+// its branches); a set of more than eight values adds by appending to its
+// tail (no allocation; a copy of at most 64 values when another version
+// took the slot), and every 64th add moves the tail into the hash trie
+// (the nodes on the batch's paths, one allocation each); a removal copies
+// O(log32 n) nodes, or the tail; a new path of k tokens is one allocation.
 // Snapshot: O(1), and the next writes through each shared node copy it
 // once. Len counts a snapshot in O(n).
 //

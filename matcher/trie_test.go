@@ -2,7 +2,9 @@ package matcher_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/weighstation/weighstation/matcher"
@@ -253,6 +255,86 @@ func TestValidationDoesNotAllocate(t *testing.T) {
 	} {
 		if allocs := testing.AllocsPerRun(1000, validate); allocs != 0 {
 			t.Errorf("%s allocates %.1f times per call, want 0", name, allocs)
+		}
+	}
+}
+
+// TestConcurrentFanIn has goroutines subscribe and unsubscribe values of
+// their own on one subject (a large set, whose tail they all extend) and on
+// a sibling subject (so that their writes to the shared C-node race, fail
+// and retry, leaving claimed tail slots that no version holds). Each checks
+// that a match sees its own writes, and at the end the set holds exactly
+// what each left subscribed.
+func TestConcurrentFanIn(t *testing.T) {
+	const (
+		goroutines = 4
+		perG       = 3000
+	)
+	rounds := 3
+	if raceEnabled || testing.Short() {
+		rounds = 1
+	}
+	for round := range rounds {
+		tr := matcher.New[int](matcher.WithoutCache())
+		for v := range 100 {
+			if err := tr.Subscribe("fan.in", -1-v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		errs := make(chan string, goroutines)
+		kept := make([][]int, goroutines)
+		var wg sync.WaitGroup
+		for g := range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(round), uint64(g)))
+				var buf []int
+				for i := range perG {
+					v := g*perG + i
+					subject := "fan.in"
+					if rng.IntN(4) == 0 {
+						subject = "fan.out"
+					}
+					_ = tr.Subscribe(subject, v)
+					buf = tr.Match(subject, buf[:0])
+					if !slices.Contains(buf, v) {
+						errs <- fmt.Sprintf("goroutine %d: %s misses %d right after subscribing it", g, subject, v)
+						return
+					}
+					if rng.IntN(3) == 0 {
+						if removed, _ := tr.Unsubscribe(subject, v); !removed {
+							errs <- fmt.Sprintf("goroutine %d: unsubscribing %d from %s found nothing", g, v, subject)
+							return
+						}
+						buf = tr.Match(subject, buf[:0])
+						if slices.Contains(buf, v) {
+							errs <- fmt.Sprintf("goroutine %d: %s still has %d after unsubscribing it", g, subject, v)
+							return
+						}
+					} else if subject == "fan.in" {
+						kept[g] = append(kept[g], v)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for msg := range errs {
+			t.Fatal(msg)
+		}
+		want := []int{}
+		for v := range 100 {
+			want = append(want, -1-v)
+		}
+		for _, k := range kept {
+			want = append(want, k...)
+		}
+		slices.Sort(want)
+		got := tr.Match("fan.in", nil)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("round %d: fan.in holds %d values, want %d", round, len(got), len(want))
 		}
 	}
 }

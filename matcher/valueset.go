@@ -1,9 +1,12 @@
 package matcher
 
 import (
+	"cmp"
 	"hash/maphash"
 	"math/bits"
 	"slices"
+	"sync/atomic"
+	"unsafe"
 )
 
 // valueSet is an immutable set of the values subscribed through one pattern.
@@ -12,15 +15,23 @@ import (
 //
 // Small sets, the common case, are a slice copied on write: appending them to
 // a match result is one copy. Past smallSetMax values the set becomes a hash
-// array mapped trie (HAMT) of 32-way nodes, so that adding or removing a value
-// copies O(log32 n) nodes instead of the whole set: with 30,000 subscribers on
-// one subject an update copies 3 small nodes, not 30,000 values.
+// array mapped trie (HAMT) of 32-way nodes plus a tail: the values added
+// since the HAMT was last written, in an append-only chunk of tailCap
+// slots. Adding a value to a large set appends it to the tail, without
+// copying anything but the C-node that holds the set; when the tail is full
+// its values go into the HAMT in one batch, which copies each node on their
+// paths once (O(log32 n) nodes per batch at the top, one bottom node per
+// value). So with 30,000 subscribers on one subject an insert costs a
+// hash, a HAMT lookup and a scan of the tail, not a copy of 30,000 values
+// nor of the HAMT's path.
 //
 // It is 32 bytes, so that a branch is 64: the size of a large set is its
-// root's count.
+// root's count plus its tail's length.
 type valueSet[T comparable] struct {
-	small []T          // the values, when root is nil
-	root  *hamtNode[T] // the values, when the set is large
+	// small holds the values when root is nil. When root is not nil it is
+	// the tail: nil, or a prefix of a tailChunk's slots (tailOf).
+	small []T
+	root  *hamtNode[T] // the values outside the tail, when the set is large
 }
 
 const (
@@ -41,7 +52,62 @@ const (
 	// hashBits is the width of maphash's hash; a HAMT deeper than this keeps
 	// colliding values in a plain list (values, with empty bitmaps).
 	hashBits = 64
+
+	// tailCap is the number of values a large set's tail holds before they
+	// go into the HAMT in one batch. A larger tail spreads the copies of
+	// the HAMT's upper levels over more inserts, but a removal from the
+	// tail copies it and every lookup of an absent value scans it.
+	tailCap = 64
 )
+
+// tailChunk holds a large set's tail. Its slots are append-only and shared
+// by every version of the set that extends the same prefix: a set whose
+// tail is slots[:n] adds a value by claiming position n (claimed from n to
+// n+1, by CAS), writing the slot and returning slots[:n+1]. A version
+// reads only its own prefix, written before the version was published, so
+// a slot is written once, before any version that holds it exists, and
+// never changes after. Only one claim of a position succeeds; a writer
+// that loses it (another version already extends this prefix, or a claim
+// whose write failed to commit burned the position) copies the tail into
+// a fresh chunk instead. slots comes first, so that a tail's first slot's
+// address is its chunk's.
+type tailChunk[T comparable] struct {
+	slots   [tailCap]T
+	claimed atomic.Uint32 // positions handed out; never decreases
+}
+
+// chunkOf returns the chunk whose slots tail (a large set's non-nil tail)
+// is a prefix of.
+func chunkOf[T comparable](tail []T) *tailChunk[T] {
+	return (*tailChunk[T])(unsafe.Pointer(unsafe.SliceData(tail)))
+}
+
+// newTail returns a tail in a fresh chunk holding vals and then v.
+func newTail[T comparable](vals []T, v T) []T {
+	ch := new(tailChunk[T])
+	n := copy(ch.slots[:], vals)
+	ch.slots[n] = v
+	ch.claimed.Store(uint32(n + 1))
+	return ch.slots[: n+1 : tailCap]
+}
+
+// tailWithout returns tail without position i: a prefix of the same chunk
+// when i is the last position (the chunk's claims are past it, so the next
+// insert copies), else a fresh chunk, or nil when nothing is left.
+func tailWithout[T comparable](tail []T, i int) []T {
+	n := len(tail) - 1
+	switch {
+	case n == 0:
+		return nil
+	case i == n:
+		return tail[:n]
+	}
+	ch := new(tailChunk[T])
+	copy(ch.slots[:], tail[:i])
+	copy(ch.slots[i:], tail[i+1:])
+	ch.claimed.Store(uint32(n))
+	return ch.slots[:n:tailCap]
+}
 
 // hashSeed is per process: the HAMT's shape never leaves memory.
 var hashSeed = maphash.MakeSeed()
@@ -127,6 +193,69 @@ func allocHamt[T comparable](k int) *hamtNode[T] {
 	return n
 }
 
+// hamtLeaf1 to hamtLeaf32 put a node without sub-nodes (most nodes at the
+// bottom of a large set) and its values in one allocation.
+type (
+	hamtLeaf1[T comparable] struct {
+		n hamtNode[T]
+		v [1]T
+	}
+	hamtLeaf2[T comparable] struct {
+		n hamtNode[T]
+		v [2]T
+	}
+	hamtLeaf4[T comparable] struct {
+		n hamtNode[T]
+		v [4]T
+	}
+	hamtLeaf8[T comparable] struct {
+		n hamtNode[T]
+		v [8]T
+	}
+	hamtLeaf16[T comparable] struct {
+		n hamtNode[T]
+		v [16]T
+	}
+	hamtLeaf32[T comparable] struct {
+		n hamtNode[T]
+		v [32]T
+	}
+)
+
+// allocLeaf returns a new node without sub-nodes and with room for k values
+// (values has length k), in one allocation while k <= hamtWidth.
+func allocLeaf[T comparable](k int) *hamtNode[T] {
+	switch {
+	case k == 0:
+		return &hamtNode[T]{}
+	case k == 1:
+		b := &hamtLeaf1[T]{}
+		b.n.values = b.v[:]
+		return &b.n
+	case k == 2:
+		b := &hamtLeaf2[T]{}
+		b.n.values = b.v[:]
+		return &b.n
+	case k <= 4:
+		b := &hamtLeaf4[T]{}
+		b.n.values = b.v[:k:k]
+		return &b.n
+	case k <= 8:
+		b := &hamtLeaf8[T]{}
+		b.n.values = b.v[:k:k]
+		return &b.n
+	case k <= 16:
+		b := &hamtLeaf16[T]{}
+		b.n.values = b.v[:k:k]
+		return &b.n
+	case k <= 32:
+		b := &hamtLeaf32[T]{}
+		b.n.values = b.v[:k:k]
+		return &b.n
+	}
+	return &hamtNode[T]{values: make([]T, k)}
+}
+
 // cloned returns a copy of n with room for k sub-nodes: n's, with a gap at
 // gap when k is one more, without the one at gap when k is one fewer, or
 // all of them when k equals their count (gap ignored).
@@ -171,15 +300,16 @@ func removed[E any](xs []E, i int) []E {
 
 func (s valueSet[T]) len() int {
 	if s.root != nil {
-		return s.root.size
+		return s.root.size + len(s.small)
 	}
 	return len(s.small)
 }
 
 // appendTo appends every value to dst. It never allocates beyond dst's growth.
 func (s valueSet[T]) appendTo(dst []T) []T {
+	dst = append(dst, s.small...)
 	if s.root == nil {
-		return append(dst, s.small...)
+		return dst
 	}
 	return s.root.appendTo(dst)
 }
@@ -194,15 +324,12 @@ func (n *hamtNode[T]) appendTo(dst []T) []T {
 
 // all calls yield for every value until it returns false.
 func (s valueSet[T]) all(yield func(T) bool) bool {
-	if s.root == nil {
-		for _, v := range s.small {
-			if !yield(v) {
-				return false
-			}
+	for _, v := range s.small {
+		if !yield(v) {
+			return false
 		}
-		return true
 	}
-	return s.root.all(yield)
+	return s.root == nil || s.root.all(yield)
 }
 
 func (n *hamtNode[T]) all(yield func(T) bool) bool {
@@ -220,10 +347,10 @@ func (n *hamtNode[T]) all(yield func(T) bool) bool {
 }
 
 func (s valueSet[T]) contains(v T) bool {
-	if s.root == nil {
-		return slices.Contains(s.small, v)
+	if slices.Contains(s.small, v) {
+		return true
 	}
-	return s.root.contains(0, hashOf(v), v)
+	return s.root != nil && s.root.contains(0, hashOf(v), v)
 }
 
 func (n *hamtNode[T]) contains(shift uint, h uint64, v T) bool {
@@ -244,113 +371,90 @@ func (n *hamtNode[T]) contains(shift uint, h uint64, v T) bool {
 // with returns the set with v added, and whether v was new. When v is
 // already present it returns s itself, so callers can skip the write.
 func (s valueSet[T]) with(v T) (valueSet[T], bool) {
+	if slices.Contains(s.small, v) {
+		return s, false
+	}
 	if s.root == nil {
-		if slices.Contains(s.small, v) {
-			return s, false
-		}
 		if len(s.small) < smallSetMax {
 			small := make([]T, len(s.small)+1)
 			copy(small, s.small)
 			small[len(s.small)] = v
 			return valueSet[T]{small: small}, true
 		}
-		// Promote to a HAMT.
-		root := &hamtNode[T]{}
-		for _, x := range s.small {
-			root, _ = root.with(0, hashOf(x), x)
-		}
-		root, _ = root.with(0, hashOf(v), v)
-		return valueSet[T]{root: root}, true
+		// Promote to a HAMT, with an empty tail.
+		items := make([]hashedValue[T], 0, len(s.small)+1)
+		items = appendHashed(items, s.small)
+		items = append(items, hashedValue[T]{hashOf(v), v})
+		return valueSet[T]{root: (&hamtNode[T]{}).withAll(0, items)}, true
 	}
-	root, added := s.root.with(0, hashOf(v), v)
-	if !added {
+	if s.root.contains(0, hashOf(v), v) {
 		return s, false
 	}
-	return valueSet[T]{root: root}, true
-}
-
-func (n *hamtNode[T]) with(shift uint, h uint64, v T) (*hamtNode[T], bool) {
-	if shift >= hashBits {
-		if slices.Contains(n.values, v) {
-			return n, false
-		}
-		c := n.cloned(0, 0)
-		c.values = inserted(n.values, len(n.values), v)
-		c.size++
-		return c, true
-	}
-	bit := slotBit(h, shift)
-	var c *hamtNode[T]
+	tail := s.small
+	n := len(tail)
 	switch {
-	case n.dataMap&bit != 0:
-		pos := rank(n.dataMap, bit)
-		old := n.values[pos]
-		if old == v {
-			return n, false
+	case n == tailCap:
+		// The tail is full: its values and v go into the HAMT.
+		items := make([]hashedValue[T], 0, n+1)
+		items = appendHashed(items, tail)
+		items = append(items, hashedValue[T]{hashOf(v), v})
+		return valueSet[T]{root: s.root.withAll(0, items)}, true
+	case n > 0:
+		if ch := chunkOf(tail); ch.claimed.CompareAndSwap(uint32(n), uint32(n+1)) {
+			ch.slots[n] = v
+			return valueSet[T]{small: ch.slots[: n+1 : tailCap], root: s.root}, true
 		}
-		// Two values share this slot: push both one level down.
-		gap := rank(n.nodeMap, bit)
-		c = n.cloned(len(n.children)+1, gap)
-		c.children[gap] = hamtPair(shift+hamtBits, hashOf(old), old, h, v)
-		c.dataMap &^= bit
-		c.nodeMap |= bit
-		c.values = removed(n.values, pos)
-	case n.nodeMap&bit != 0:
-		pos := rank(n.nodeMap, bit)
-		child, added := n.children[pos].with(shift+hamtBits, h, v)
-		if !added {
-			return n, false
-		}
-		c = n.cloned(len(n.children), 0)
-		c.children[pos] = child
-	default:
-		c = n.cloned(len(n.children), 0)
-		c.dataMap |= bit
-		c.values = inserted(n.values, rank(c.dataMap, bit), v)
 	}
-	c.size++
-	return c, true
+	return valueSet[T]{small: newTail(tail, v), root: s.root}, true
 }
 
-// hamtPair builds the smallest sub-trie holding two distinct values.
-func hamtPair[T comparable](shift uint, h1 uint64, v1 T, h2 uint64, v2 T) *hamtNode[T] {
-	if shift >= hashBits {
-		return &hamtNode[T]{size: 2, values: []T{v1, v2}}
+// hashedValue is a value with its hash, for batch inserts.
+type hashedValue[T comparable] struct {
+	h uint64
+	v T
+}
+
+func appendHashed[T comparable](items []hashedValue[T], vals []T) []hashedValue[T] {
+	for _, v := range vals {
+		items = append(items, hashedValue[T]{hashOf(v), v})
 	}
-	b1, b2 := slotBit(h1, shift), slotBit(h2, shift)
-	if b1 == b2 {
-		n := allocHamt[T](1)
-		n.nodeMap, n.size, n.children[0] = b1, 2, hamtPair(shift+hamtBits, h1, v1, h2, v2)
-		return n
-	}
-	if b2 < b1 {
-		v1, v2 = v2, v1
-	}
-	return &hamtNode[T]{dataMap: b1 | b2, size: 2, values: []T{v1, v2}}
+	return items
 }
 
 // without returns the set with v removed, and whether v was present. When v
 // is absent it returns s itself.
 func (s valueSet[T]) without(v T) (valueSet[T], bool) {
+	i := slices.Index(s.small, v)
 	if s.root == nil {
-		i := slices.Index(s.small, v)
 		if i < 0 {
 			return s, false
 		}
 		return valueSet[T]{small: removed(s.small, i)}, true
 	}
-	root, found := s.root.without(0, hashOf(v), v)
-	if !found {
-		return s, false
+	root, tail := s.root, s.small
+	if i >= 0 {
+		tail = tailWithout(tail, i)
+	} else {
+		var found bool
+		if root, found = root.without(0, hashOf(v), v); !found {
+			return s, false
+		}
 	}
-	if root == nil || root.size <= smallSetDemote {
-		var small []T
+	switch size := s.len() - 1; {
+	case size <= smallSetDemote:
+		small := make([]T, 0, size)
+		small = append(small, tail...)
 		if root != nil {
-			small = root.appendTo(make([]T, 0, root.size))
+			small = root.appendTo(small)
 		}
 		return valueSet[T]{small: small}, true
+	case root == nil:
+		// The HAMT emptied but the tail holds more than a small set
+		// keeps: the tail becomes the HAMT.
+		items := appendHashed(make([]hashedValue[T], 0, len(tail)), tail)
+		return valueSet[T]{root: (&hamtNode[T]{}).withAll(0, items)}, true
 	}
-	return valueSet[T]{root: root}, true
+	return valueSet[T]{small: tail, root: root}, true
 }
 
 // without returns the node with v removed (nil when it became empty).
@@ -376,9 +480,16 @@ func (n *hamtNode[T]) without(shift uint, h uint64, v T) (*hamtNode[T], bool) {
 		if n.size == 1 {
 			return nil, true
 		}
-		c = n.cloned(len(n.children), 0)
+		if len(n.children) == 0 {
+			c = allocLeaf[T](len(n.values) - 1)
+			c.dataMap, c.size = n.dataMap, n.size
+			copy(c.values, n.values[:pos])
+			copy(c.values[pos:], n.values[pos+1:])
+		} else {
+			c = n.cloned(len(n.children), 0)
+			c.values = removed(n.values, pos)
+		}
 		c.dataMap &^= bit
-		c.values = removed(n.values, pos)
 	case n.nodeMap&bit != 0:
 		pos := rank(n.nodeMap, bit)
 		child, found := n.children[pos].without(shift+hamtBits, h, v)
@@ -405,4 +516,100 @@ func (n *hamtNode[T]) without(shift uint, h uint64, v T) (*hamtNode[T], bool) {
 	}
 	c.size--
 	return c, true
+}
+
+// withAll returns n with every item added. The items are distinct and none
+// is in n. It copies each node on the items' paths once, so a batch of k
+// values costs one copy of the levels they share instead of k.
+func (n *hamtNode[T]) withAll(shift uint, items []hashedValue[T]) *hamtNode[T] {
+	if shift >= hashBits {
+		c := n.cloned(0, 0)
+		c.values = make([]T, len(n.values), len(n.values)+len(items))
+		copy(c.values, n.values)
+		for _, it := range items {
+			c.values = append(c.values, it.v)
+		}
+		c.size += len(items)
+		return c
+	}
+	slot := func(h uint64) uint32 { return slotBit(h, shift) }
+	slices.SortFunc(items, func(a, b hashedValue[T]) int { return cmp.Compare(slot(a.h), slot(b.h)) })
+	// The new bitmaps: a slot that gets one item and held nothing holds
+	// the item; a slot that gets more, or gets any and held something,
+	// holds a sub-node.
+	dataMap, nodeMap := n.dataMap, n.nodeMap
+	for i := 0; i < len(items); {
+		bit := slot(items[i].h)
+		j := i + 1
+		for j < len(items) && slot(items[j].h) == bit {
+			j++
+		}
+		if j-i == 1 && (dataMap|nodeMap)&bit == 0 {
+			dataMap |= bit
+		} else {
+			dataMap &^= bit
+			nodeMap |= bit
+		}
+		i = j
+	}
+	var c *hamtNode[T]
+	if nodeMap == 0 {
+		c = allocLeaf[T](bits.OnesCount32(dataMap))
+	} else {
+		c = allocHamt[T](bits.OnesCount32(nodeMap))
+	}
+	c.dataMap, c.nodeMap, c.size = dataMap, nodeMap, n.size+len(items)
+	// What no item touches is copied in bulk: at the upper levels, where
+	// items only go into sub-nodes, the values are shared and the sub-node
+	// array is one copy.
+	if nodeMap == n.nodeMap {
+		copy(c.children, n.children)
+	} else {
+		for m := nodeMap & n.nodeMap; m != 0; m &= m - 1 {
+			bit := m & -m
+			c.children[rank(nodeMap, bit)] = n.children[rank(n.nodeMap, bit)]
+		}
+	}
+	switch k := bits.OnesCount32(dataMap); {
+	case dataMap == n.dataMap && n.nodeMap != 0:
+		// Shared, unless n is a leaf whose values may sit in its own
+		// allocation (allocLeaf), which c would then keep alive.
+		c.values = n.values
+	case k > 0:
+		if c.values == nil {
+			c.values = make([]T, k)
+		}
+		for m := dataMap & n.dataMap; m != 0; m &= m - 1 {
+			bit := m & -m
+			c.values[rank(dataMap, bit)] = n.values[rank(n.dataMap, bit)]
+		}
+	}
+	for i := 0; i < len(items); {
+		bit := slot(items[i].h)
+		j := i + 1
+		for j < len(items) && slot(items[j].h) == bit {
+			j++
+		}
+		group := items[i:j]
+		i = j
+		if dataMap&bit != 0 { // a new value in a slot that was empty
+			c.values[rank(dataMap, bit)] = group[0].v
+			continue
+		}
+		var child *hamtNode[T]
+		switch {
+		case n.nodeMap&bit != 0:
+			child = n.children[rank(n.nodeMap, bit)].withAll(shift+hamtBits, group)
+		case n.dataMap&bit != 0:
+			// The value held here moves down with the group.
+			old := n.values[rank(n.dataMap, bit)]
+			moved := make([]hashedValue[T], 0, len(group)+1)
+			moved = append(moved, hashedValue[T]{hashOf(old), old})
+			child = (&hamtNode[T]{}).withAll(shift+hamtBits, append(moved, group...))
+		default:
+			child = (&hamtNode[T]{}).withAll(shift+hamtBits, group)
+		}
+		c.children[rank(nodeMap, bit)] = child
+	}
+	return c
 }

@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 )
 
@@ -20,6 +21,7 @@ func TestValueSetAgainstMap(t *testing.T) {
 	}{
 		{"small sets around the promotion boundary", smallSetMax + 3, 20_000},
 		{"large sets", 5_000, 100_000},
+		{"sets around the HAMT's emptying", 3 * tailCap, 50_000},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,14 +80,10 @@ func TestValueSetAgainstMap(t *testing.T) {
 // trie, which maphash makes too rare to reach by chance.
 func TestHAMTCollisions(t *testing.T) {
 	const h = 0xdeadbeef // every value "hashes" to h
-	n := hamtPair(0, h, 1, h, 2)
-	var added bool
-	n, added = n.with(0, h, 3)
-	if !added {
-		t.Fatal("adding a third colliding value reported no change")
-	}
-	if _, added = n.with(0, h, 2); added {
-		t.Fatal("re-adding a colliding value reported a change")
+	n := (&hamtNode[int]{}).withAll(0, []hashedValue[int]{{h, 1}, {h, 2}})
+	n = n.withAll(0, []hashedValue[int]{{h, 3}})
+	if n.size != 3 {
+		t.Fatalf("three colliding values make a set of size %d", n.size)
 	}
 	for _, v := range []int{1, 2, 3} {
 		if !n.contains(0, h, v) {
@@ -130,6 +128,19 @@ func checkSet(s valueSet[int]) string {
 	if s.len() <= smallSetDemote {
 		return fmt.Sprintf("a HAMT set of %d values, at most smallSetDemote", s.len())
 	}
+	if tail := s.small; tail != nil {
+		if len(tail) == 0 || cap(tail) != tailCap {
+			return fmt.Sprintf("a tail of length %d and capacity %d", len(tail), cap(tail))
+		}
+		if claimed := chunkOf(tail).claimed.Load(); int(claimed) < len(tail) {
+			return fmt.Sprintf("a tail of %d values in a chunk that handed out %d", len(tail), claimed)
+		}
+		for i, v := range tail {
+			if slices.Contains(tail[:i], v) || s.root.contains(0, hashOf(v), v) {
+				return fmt.Sprintf("value %d is twice in the set", v)
+			}
+		}
+	}
 	var walk func(n *hamtNode[int], shift uint) (int, string)
 	walk = func(n *hamtNode[int], shift uint) (int, string) {
 		count := len(n.values)
@@ -169,4 +180,74 @@ func sortedKeys(m map[int]bool) []int {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// TestValueSetTailSharing adds to one version of a large set twice: the
+// versions share the tail's chunk, and neither may see the other's value.
+// Run under the race detector, the concurrent part checks that a claimed
+// slot is written by one goroutine only.
+func TestValueSetTailSharing(t *testing.T) {
+	var base valueSet[int]
+	for v := range 100 {
+		base, _ = base.with(v)
+	}
+	if base.root == nil || len(base.small) == 0 {
+		t.Fatalf("want a HAMT with a tail, got root %v and a tail of %d", base.root != nil, len(base.small))
+	}
+	a, _ := base.with(1000)
+	b, _ := base.with(2000)
+	c, _ := a.with(3000)
+	for _, tc := range []struct {
+		name     string
+		set      valueSet[int]
+		has, not []int
+	}{
+		{"base", base, []int{0, 99}, []int{1000, 2000, 3000}},
+		{"a", a, []int{0, 99, 1000}, []int{2000, 3000}},
+		{"b", b, []int{0, 99, 2000}, []int{1000, 3000}},
+		{"c", c, []int{0, 99, 1000, 3000}, []int{2000}},
+	} {
+		for _, v := range tc.has {
+			if !tc.set.contains(v) {
+				t.Errorf("%s lost %d", tc.name, v)
+			}
+		}
+		for _, v := range tc.not {
+			if tc.set.contains(v) || slices.Contains(tc.set.appendTo(nil), v) {
+				t.Errorf("%s holds %d, added to another version", tc.name, v)
+			}
+		}
+		if msg := checkSet(tc.set); msg != "" {
+			t.Errorf("%s: %s", tc.name, msg)
+		}
+	}
+
+	const writers = 8
+	results := make([]valueSet[int], writers)
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := base
+			for i := range 3 * tailCap {
+				s, _ = s.with(10_000*(g+1) + i)
+			}
+			results[g] = s
+		}()
+	}
+	wg.Wait()
+	for g, s := range results {
+		if s.len() != base.len()+3*tailCap {
+			t.Fatalf("writer %d: %d values, want %d", g, s.len(), base.len()+3*tailCap)
+		}
+		for _, v := range s.appendTo(nil) {
+			if v >= 10_000 && v/10_000 != g+1 {
+				t.Fatalf("writer %d's set holds %d, written by another", g, v)
+			}
+		}
+		if msg := checkSet(s); msg != "" {
+			t.Fatalf("writer %d: %s", g, msg)
+		}
+	}
 }
