@@ -29,7 +29,7 @@ import (
 // root's count plus its tail's length.
 type valueSet[T comparable] struct {
 	// small holds the values when root is nil. When root is not nil it is
-	// the tail: nil, or a prefix of a tailChunk's slots (tailOf).
+	// the tail: nil, or a prefix of a tailChunk's slots (chunkOf).
 	small []T
 	root  *hamtNode[T] // the values outside the tail, when the set is large
 }
