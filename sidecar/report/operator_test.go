@@ -176,15 +176,3 @@ func writeToken(t *testing.T, path, token string) {
 		t.Fatal(err)
 	}
 }
-
-// waitFor polls cond every 5 ms until it holds, failing after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

@@ -69,7 +69,7 @@ func TestReportsOfARealSidecar(t *testing.T) {
 		}
 	}
 	// A delivery is counted once written; the metrics count the same.
-	waitFor(t, "the sidecar counts both deliveries", func() bool { return side.PolicyTotals()["greeters"].Delivered == 2 })
+	natstest.WaitFor(t, "the sidecar counts both deliveries", func() bool { return side.PolicyTotals()["greeters"].Delivered == 2 })
 
 	op, conn := startOperator(t)
 	r := newReporter(t, side, tokenFile(t, "token"))

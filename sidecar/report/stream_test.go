@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
+	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/sidecar/report"
 )
 
@@ -91,7 +92,7 @@ func TestUnacknowledgedReportsAreResentUnchanged(t *testing.T) {
 	if d := op.next(t); d.stream != 3 || d.report.GetSequence() != 5 {
 		t.Fatalf("got report %d on stream %d, want 5 on 3", d.report.GetSequence(), d.stream)
 	}
-	waitFor(t, "the operator acknowledges every report", func() bool { return r.Stats().Acknowledged == 5 })
+	natstest.WaitFor(t, "the operator acknowledges every report", func() bool { return r.Stats().Acknowledged == 5 })
 	st := r.Stats()
 	// 3 was a resend too if stream 1 took it before it ended.
 	if st.Pending != 0 || st.Built != 5 || st.Sent-st.Resent != 5 || st.Resent < 2 || st.StreamErrors["Unavailable"] != 2 {
@@ -125,7 +126,7 @@ func TestPendingReportsAreBounded(t *testing.T) {
 	if !slices.Equal(sequences, []uint64{3, 4, 5}) || streams[0] != streams[2] {
 		t.Fatalf("the operator received reports %v on streams %v, want 3, 4, 5 on one stream", sequences, streams)
 	}
-	waitFor(t, "the operator acknowledges the three", func() bool { return r.Stats().Acknowledged == 3 })
+	natstest.WaitFor(t, "the operator acknowledges the three", func() bool { return r.Stats().Acknowledged == 3 })
 	st = r.Stats()
 	if st.Pending != 0 || st.Sent != 3 || st.Resent != 0 || st.Dropped[report.DropOverflow] != 2 || st.StreamErrors["Unavailable"] < 2 || !st.Connected {
 		t.Errorf("stats %+v: want none pending, 3 sent once, 2 dropped, streams refused UNAVAILABLE, connected", st)
@@ -174,7 +175,7 @@ func TestARefusedReportIsDropped(t *testing.T) {
 			if !slices.Equal(sequences, []uint64{1, 2, 3}) || !slices.Equal(streams, []int{1, 1, 2}) {
 				t.Fatalf("the operator received reports %v on streams %v, want 1 and 2 on stream 1, then 3 on stream 2 (2 dropped)", sequences, streams)
 			}
-			waitFor(t, "3 is acknowledged", func() bool { return r.Stats().Pending == 0 })
+			natstest.WaitFor(t, "3 is acknowledged", func() bool { return r.Stats().Pending == 0 })
 			if st := r.Stats(); st.Dropped[report.DropRefused] != 1 || st.Acknowledged != 2 || st.StreamErrors[code.String()] != 1 {
 				t.Errorf("stats %+v: want 1 dropped as refused, 2 acknowledged, 1 stream ended %s", st, code)
 			}

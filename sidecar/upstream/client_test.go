@@ -146,16 +146,13 @@ func message(seq int64, size int) []byte {
 	return data
 }
 
-// TestWritesCompleteInParts: through a broker link that reads slowly, the
-// client's writev calls complete in parts and the publisher waits for room
-// (MaxPendingBytes); every message arrives, in order and intact, from 1 B
-// to 1 MiB, with and without headers.
-func TestWritesCompleteInParts(t *testing.T) {
-	broker := natstest.StartBroker(t, &server.Options{MaxPayload: 2 << 20})
-	const n = 120
-	got := newSequenced(n - 1)
+// subscribeUnbounded subscribes a stock client of the broker to subject
+// with no pending limits (a slow test machine must not make it drop), and
+// returns once the broker has the subscription.
+func subscribeUnbounded(t *testing.T, broker *server.Server, subject string, handle nats.MsgHandler) {
+	t.Helper()
 	sub := natstest.Connect(t, broker.ClientURL())
-	s, err := sub.Subscribe("parts", func(m *nats.Msg) { got.take(m.Data) })
+	s, err := sub.Subscribe(subject, handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,6 +162,17 @@ func TestWritesCompleteInParts(t *testing.T) {
 	if err := sub.Flush(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestWritesCompleteInParts: through a broker link that reads slowly, the
+// client's writev calls complete in parts and the publisher waits for room
+// (MaxPendingBytes); every message arrives, in order and intact, from 1 B
+// to 1 MiB, with and without headers.
+func TestWritesCompleteInParts(t *testing.T) {
+	broker := natstest.StartBroker(t, &server.Options{MaxPayload: 2 << 20})
+	const n = 120
+	got := newSequenced(n - 1)
+	subscribeUnbounded(t, broker, "parts", func(m *nats.Msg) { got.take(m.Data) })
 	rl := startRelay(t, broker.Addr().String(), true)
 	up := natstest.DialUpstream(t, rl.url(), func(o *upstream.Options) { o.MaxPendingBytes = 256 << 10 })
 	if !up.Connected() {
@@ -201,23 +209,13 @@ func TestReconnectCountsWhatWasInFlight(t *testing.T) {
 	broker := natstest.StartBroker(t, nil)
 	got := newSequenced(-2) // the end is known only later
 	sentinel := make(chan struct{})
-	sub := natstest.Connect(t, broker.ClientURL())
-	s, err := sub.Subscribe("seq", func(m *nats.Msg) {
+	subscribeUnbounded(t, broker, "seq", func(m *nats.Msg) {
 		if len(m.Data) == 0 {
 			close(sentinel)
 			return
 		}
 		got.take(m.Data)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetPendingLimits(-1, -1); err != nil {
-		t.Fatal(err)
-	}
-	if err := sub.Flush(); err != nil {
-		t.Fatal(err)
-	}
 	rl := startRelay(t, broker.Addr().String(), false)
 	// No confirmations but the first: everything written after it is in
 	// doubt when the link is cut, so the count cannot be zero.
