@@ -44,10 +44,8 @@ type batch struct {
 	// payload is written from its pooled body, by reference: toWrite is
 	// buf's segments and the payloads between them, one writev, so a
 	// payload is copied once in this sidecar (into the body), not twice.
-	buf         []byte
-	iovArray    [2*maxReferenced + 1][]byte
-	referenced  int
-	payloadSize int
+	buf      []byte
+	iovArray [2*maxReferenced + 1][]byte
 	// bodies are the taken messages' bodies, held until the write settles:
 	// a message's subject and reply are views of its body (deliver.go),
 	// and settling reads them.
@@ -57,8 +55,6 @@ type batch struct {
 	toWrite  net.Buffers
 	tookFrom []taken
 	timings  []timing
-	// full is set when the batch stopped at its limit with messages left.
-	full bool
 	// nonBlocking writes inline; nil where the connection has no file
 	// descriptor, and then every write is the writer goroutine's.
 	nonBlocking *nonBlockingWriter
@@ -136,7 +132,7 @@ func (c *conn) writeBatch() (more bool, err error) {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	if len(c.out.toWrite) == 0 {
-		if !c.fill() {
+		if ok, _ := c.fill(); !ok {
 			return false, nil
 		}
 	}
@@ -164,7 +160,8 @@ func (c *conn) flushInline() {
 		c.wakeWriter() // an earlier inline write is the writer's to finish
 		return
 	}
-	if !c.fill() {
+	ok, full := c.fill()
+	if !ok {
 		return
 	}
 	n := c.out.nonBlocking.writeNow(c.out.toWrite)
@@ -178,21 +175,21 @@ func (c *conn) flushInline() {
 		c.wakeWriter() // the rest, blocking, from the writer
 		return
 	}
-	full := c.out.full
 	c.settle(nil)
 	if full {
-		c.wakeWriter()
+		c.wakeWriter() // the batch stopped at its limit: the writer takes the rest
 	}
 }
 
 // fill gathers the control replies and queued messages into c.out, up to
-// its limit, and reports whether there is anything to write.
-func (c *conn) fill() bool {
+// its limit. It reports whether there is anything to write, and whether it
+// stopped at the limit (perhaps with nothing left: the writer then finds
+// none).
+func (c *conn) fill() (ok, full bool) {
 	b := &c.out
 	b.buf, b.tookFrom, b.timings = b.buf[:0], b.tookFrom[:0], b.timings[:0]
-	b.referenced, b.payloadSize, b.full = 0, 0, false
 	iov := b.iovArray[:0]
-	segment := 0
+	segment, referenced, referencedBytes := 0, 0, 0
 	c.mu.Lock()
 	b.buf = append(b.buf, c.control...)
 	c.control = c.control[:0]
@@ -204,8 +201,8 @@ func (c *conn) fill() bool {
 			if max := ls.maxMsgs.Load(); max > 0 && ls.delivered.Load()+int64(n) >= max {
 				break
 			}
-			if len(b.buf)+b.payloadSize >= b.limit || b.referenced >= maxReferenced {
-				b.full = true // perhaps with nothing left: the writer then finds none
+			if len(b.buf)+referencedBytes >= b.limit || referenced >= maxReferenced {
+				full = true
 				break
 			}
 			m, ok := ls.queue.Take()
@@ -218,16 +215,16 @@ func (c *conn) fill() bool {
 				m.Body.Release()
 				continue
 			}
+			b.buf = c.appendMsgHead(b.buf, ls, &m)
 			if len(m.Data) >= referencedPayload && m.Body != nil {
-				b.buf = c.appendMsgHead(b.buf, ls, &m)
 				iov = append(iov, b.buf[segment:], m.Data)
 				segment = len(b.buf)
-				b.buf = append(b.buf, "\r\n"...)
-				b.referenced++
-				b.payloadSize += len(m.Data)
+				referenced++
+				referencedBytes += len(m.Data)
 			} else {
-				b.buf = c.appendMsg(b.buf, ls, &m)
+				b.buf = append(b.buf, m.Data...)
 			}
+			b.buf = append(b.buf, "\r\n"...)
 			if m.Body != nil {
 				b.bodies = append(b.bodies, m.Body) // released once settled
 			}
@@ -237,9 +234,12 @@ func (c *conn) fill() bool {
 		if n > 0 {
 			b.tookFrom = append(b.tookFrom, taken{ls, n})
 		}
+		if full {
+			break
+		}
 	}
 	if len(b.buf) == 0 {
-		return false
+		return false, full
 	}
 	// A segment may point into an earlier array of buf, if an append grew
 	// it: that array still holds the bytes the segment names.
@@ -256,7 +256,7 @@ func (c *conn) fill() bool {
 			c.srv.answerable.delivered(tm.reply, tm.ls.policy, beforeWrite)
 		}
 	}
-	return true
+	return true, full
 }
 
 // settle accounts for a batch once its write returned: each message it
@@ -271,7 +271,6 @@ func (c *conn) settle(err error) {
 		}
 		b.bodies = b.bodies[:0]
 	}()
-	b.referenced = 0
 	clear(b.iovArray[:])
 	b.toWrite = nil
 	if err != nil {
@@ -326,21 +325,12 @@ func consume(bufs *net.Buffers, n int) {
 	}
 }
 
-// appendMsgHead writes a message's line and header, as appendMsg does, but
-// not its payload.
+// appendMsgHead writes a message's line, as MSG, or as HMSG with its
+// header block to a client that declared headers; fill writes the payload.
 func (c *conn) appendMsgHead(dst []byte, ls *localSub, m *pending.Message) []byte {
 	var header []byte
 	if len(m.Header) > 0 && c.headers.Load() {
 		header = m.Header
 	}
 	return protocol.AppendMsgHead(dst, m.Subject, ls.sid, m.Reply, header, len(m.Data))
-}
-
-// appendMsg writes a message as MSG, or as HMSG to a client that declared
-// headers.
-func (c *conn) appendMsg(dst []byte, ls *localSub, m *pending.Message) []byte {
-	if len(m.Header) > 0 && c.headers.Load() {
-		return protocol.AppendHMsg(dst, m.Subject, ls.sid, m.Reply, m.Header, m.Data)
-	}
-	return protocol.AppendMsg(dst, m.Subject, ls.sid, m.Reply, m.Data)
 }

@@ -27,10 +27,7 @@ func AppendErr(dst []byte, text string) []byte {
 // Subjects and sids are strings: they come from nats.go as strings, and
 // converting them would cost an allocation per message.
 func AppendMsg(dst []byte, subject, sid, reply string, payload []byte) []byte {
-	dst = append(dst, "MSG "...)
-	dst = appendSubjectSIDReply(dst, subject, sid, reply)
-	dst = strconv.AppendInt(dst, int64(len(payload)), 10)
-	dst = append(dst, "\r\n"...)
+	dst = appendMsgLine(dst, false, subject, sid, reply, nil, len(payload))
 	dst = append(dst, payload...)
 	return append(dst, "\r\n"...)
 }
@@ -38,27 +35,9 @@ func AppendMsg(dst []byte, subject, sid, reply string, payload []byte) []byte {
 // AppendHMsg appends "HMSG <subject> <sid> [reply] <header size> <total
 // size>\r\n<header><payload>\r\n".
 func AppendHMsg(dst []byte, subject, sid, reply string, header, payload []byte) []byte {
-	dst = append(dst, "HMSG "...)
-	dst = appendSubjectSIDReply(dst, subject, sid, reply)
-	dst = strconv.AppendInt(dst, int64(len(header)), 10)
-	dst = append(dst, ' ')
-	dst = strconv.AppendInt(dst, int64(len(header)+len(payload)), 10)
-	dst = append(dst, "\r\n"...)
-	dst = append(dst, header...)
+	dst = appendMsgLine(dst, true, subject, sid, reply, header, len(payload))
 	dst = append(dst, payload...)
 	return append(dst, "\r\n"...)
-}
-
-func appendSubjectSIDReply(dst []byte, subject, sid, reply string) []byte {
-	dst = append(dst, subject...)
-	dst = append(dst, ' ')
-	dst = append(dst, sid...)
-	dst = append(dst, ' ')
-	if len(reply) > 0 {
-		dst = append(dst, reply...)
-		dst = append(dst, ' ')
-	}
-	return dst
 }
 
 // AppendMsgHead appends a MSG (header nil) or an HMSG up to its payload:
@@ -66,7 +45,13 @@ func appendSubjectSIDReply(dst []byte, subject, sid, reply string) []byte {
 // payloadLen bytes and a CRLF after it, so that a large payload can be
 // written from where it is rather than copied behind the line.
 func AppendMsgHead(dst []byte, subject, sid, reply string, header []byte, payloadLen int) []byte {
-	if header == nil {
+	return appendMsgLine(dst, header != nil, subject, sid, reply, header, payloadLen)
+}
+
+// appendMsgLine appends a MSG's or HMSG's control line, and the header
+// block after an HMSG's.
+func appendMsgLine(dst []byte, withHeader bool, subject, sid, reply string, header []byte, payloadLen int) []byte {
+	if !withHeader {
 		dst = append(dst, "MSG "...)
 		dst = appendSubjectSIDReply(dst, subject, sid, reply)
 		dst = strconv.AppendInt(dst, int64(payloadLen), 10)
@@ -79,4 +64,16 @@ func AppendMsgHead(dst []byte, subject, sid, reply string, header []byte, payloa
 	dst = strconv.AppendInt(dst, int64(len(header)+payloadLen), 10)
 	dst = append(dst, "\r\n"...)
 	return append(dst, header...)
+}
+
+func appendSubjectSIDReply(dst []byte, subject, sid, reply string) []byte {
+	dst = append(dst, subject...)
+	dst = append(dst, ' ')
+	dst = append(dst, sid...)
+	dst = append(dst, ' ')
+	if len(reply) > 0 {
+		dst = append(dst, reply...)
+		dst = append(dst, ' ')
+	}
+	return dst
 }
