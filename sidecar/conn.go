@@ -66,7 +66,7 @@ type conn struct {
 	// pendingLimit bounds the bytes all this connection's queues hold.
 	pendingLimit *pending.Budget
 
-	// flushQueued is set while the connection waits in Server.toFlush (the
+	// flushQueued is set while the connection waits in router.toFlush (the
 	// upstream reader's).
 	flushQueued bool
 	// writeMu is held by whoever writes to the socket (connwrite.go).

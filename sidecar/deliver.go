@@ -5,12 +5,11 @@ import (
 	"github.com/weighstation/weighstation/sidecar/upstream"
 )
 
-// deliver is called by the upstream subscription of key for each message:
-// every local subscriber gets it, or one member of a local queue group. It
-// pushes while holding the routing read lock, so once unroute returns no
-// delivery can still reach the removed subscription (its accounting is then
-// final). A connection that asked for echo:false does not get its own
-// messages back, as from nats-server: they are recognised by OriginHeader.
+// deliver is called by the upstream subscription of key for each message,
+// on the upstream reader: it takes the sidecar's reserved headers off (the
+// stamp, and OriginHeader, by which the router recognises a message an
+// echo:false connection published), copies the message once and hands it
+// to the router.
 func (s *Server) deliver(key upstream.Key, m *upstream.Msg) {
 	arrived := nanotime()
 	header := m.Header

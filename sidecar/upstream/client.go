@@ -247,7 +247,9 @@ func (c *Client) OnConnect(f func()) {
 // read from the broker's socket: every frame read so far has been handed
 // to its subscription's handler, and the reader may wait for more. It is
 // the moment to write out what those frames produced, as nats-server's
-// read loop flushes its clients. f must not block.
+// read loop flushes its clients. It runs too before the reads of a
+// reconnection's handshake, once the previous reader has stopped, so that
+// nothing runs it concurrently. f must not block.
 func (c *Client) SetBeforeRead(f func()) { c.beforeRead.Store(&f) }
 
 // ServerInfo is what the sidecar uses of the broker's INFO.
