@@ -123,6 +123,20 @@ func WaitNATS(url string, opts ...nats.Option) error {
 	}
 }
 
+// PassThroughPodConfig is the pod configuration of the benchmarks that
+// measure the data path (bench-sidecar, profile-sidecar): every subject
+// allowed and stamped, and one essential Subscription, "bench", over
+// "bench.>", with queues deep enough that the load never drops, all
+// enforced.
+const PassThroughPodConfig = `
+version: bench
+default: {subject: ">", maxMessageBytes: 1048576, mayPublish: true, stampHeader: true}
+topics: []
+subscriptions:
+- {name: bench, subject: "bench.>", essential: true, killSwitch: {engaged: false}, limits: {maxPendingMessages: 100000, maxPendingBytes: 33554432, overflow: DropNewest}}
+access: {mode: enforce}
+`
+
 // Mesh is a broker and sidecars, each its own process.
 type Mesh struct {
 	Dir       string

@@ -46,16 +46,6 @@ var configs = []config{
 	{"1 MB at 100/s", 1<<20 - 4096, 100, 1}, // 1 MiB less room for headers, under the broker's 1 MiB max_payload
 }
 
-// podConfig lets the bench subject through both sidecars, enforced.
-const podConfig = `
-version: bench
-default: {subject: ">", maxMessageBytes: 1048576, mayPublish: true, stampHeader: true}
-topics: []
-subscriptions:
-- {name: bench, subject: "bench.>", essential: true, killSwitch: {engaged: false}, limits: {maxPendingMessages: 100000, maxPendingBytes: 33554432, overflow: DropNewest}}
-access: {mode: enforce}
-`
-
 // setup is one way of connecting the publisher and the subscriber.
 type setup struct {
 	name           string
@@ -87,7 +77,7 @@ func main() {
 }
 
 func benchmark(bin, relay string, duration, rateDuration time.Duration, rounds int, only string, maxRate bool, outDir string) error {
-	mesh, err := benchharness.StartMesh(bin, 2, podConfig)
+	mesh, err := benchharness.StartMesh(bin, 2, benchharness.PassThroughPodConfig)
 	if err != nil {
 		return err
 	}

@@ -12,16 +12,18 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,17 +32,6 @@ import (
 	"github.com/weighstation/weighstation/hack/benchharness"
 	"github.com/weighstation/weighstation/loadgen"
 )
-
-// podConfig is bench-sidecar's: the bench subject through both sidecars,
-// enforced and stamped.
-const podConfig = `
-version: profile
-default: {subject: ">", maxMessageBytes: 1048576, mayPublish: true, stampHeader: true}
-topics: []
-subscriptions:
-- {name: bench, subject: "bench.>", essential: true, killSwitch: {engaged: false}, limits: {maxPendingMessages: 100000, maxPendingBytes: 33554432, overflow: DropNewest}}
-access: {mode: enforce}
-`
 
 func main() {
 	bin := flag.String("bin", "bin/weighstation", "the weighstation binary to profile")
@@ -61,7 +52,7 @@ func run(bin string, rate float64, size int, duration time.Duration, out string,
 	if duration <= 2*margin+time.Second {
 		return fmt.Errorf("-duration %s: must be over %s (the profile leaves %s at each end)", duration, 2*margin+time.Second, margin)
 	}
-	mesh, err := benchharness.StartMesh(bin, 2, podConfig, "-debug-pprof")
+	mesh, err := benchharness.StartMesh(bin, 2, benchharness.PassThroughPodConfig, "-debug-pprof")
 	if err != nil {
 		return err
 	}
@@ -196,13 +187,10 @@ func printBreakdown(p *profile.Profile, messages float64, top int) {
 	}
 	perMsg := func(v int64) float64 { return float64(v) / 1e3 / messages }
 	fmt.Printf("  CPU %.2f µs per message (%.1f%% of a core)\n", perMsg(total), 100*float64(total)/float64(p.DurationNanos))
-	names := append([]string{}, keys(byCategory)...)
-	sort.Slice(names, func(i, j int) bool { return byCategory[names[i]] > byCategory[names[j]] })
-	for _, n := range names {
+	for _, n := range largestFirst(byCategory) {
 		fmt.Printf("  %6.2f µs %5.1f%%  %s\n", perMsg(byCategory[n]), 100*float64(byCategory[n])/float64(max(total, 1)), n)
 	}
-	funcs := keys(byFunc)
-	sort.Slice(funcs, func(i, j int) bool { return byFunc[funcs[i]] > byFunc[funcs[j]] })
+	funcs := largestFirst(byFunc)
 	fmt.Printf("  top functions by own time:\n")
 	for _, f := range funcs[:min(top, len(funcs))] {
 		fmt.Printf("    %5.1f%%  %s\n", 100*float64(byFunc[f])/float64(max(total, 1)), f)
@@ -241,10 +229,7 @@ func categorize(function string) string {
 	return "other"
 }
 
-func keys(m map[string]int64) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
+// largestFirst is m's keys by their values, largest first.
+func largestFirst(m map[string]int64) []string {
+	return slices.SortedFunc(maps.Keys(m), func(a, b string) int { return cmp.Compare(m[b], m[a]) })
 }
