@@ -3,6 +3,7 @@ package matcher
 import (
 	"cmp"
 	"hash/maphash"
+	"iter"
 	"math/bits"
 	"slices"
 	"sync/atomic"
@@ -538,19 +539,13 @@ func (n *hamtNode[T]) withAll(shift uint, items []hashedValue[T]) *hamtNode[T] {
 	// the item; a slot that gets more, or gets any and held something,
 	// holds a sub-node.
 	dataMap, nodeMap := n.dataMap, n.nodeMap
-	for i := 0; i < len(items); {
-		bit := slot(items[i].h)
-		j := i + 1
-		for j < len(items) && slot(items[j].h) == bit {
-			j++
-		}
-		if j-i == 1 && (dataMap|nodeMap)&bit == 0 {
+	for bit, group := range slotGroups(items, slot) {
+		if len(group) == 1 && (dataMap|nodeMap)&bit == 0 {
 			dataMap |= bit
 		} else {
 			dataMap &^= bit
 			nodeMap |= bit
 		}
-		i = j
 	}
 	var c *hamtNode[T]
 	if nodeMap == 0 {
@@ -584,14 +579,7 @@ func (n *hamtNode[T]) withAll(shift uint, items []hashedValue[T]) *hamtNode[T] {
 			c.values[rank(dataMap, bit)] = n.values[rank(n.dataMap, bit)]
 		}
 	}
-	for i := 0; i < len(items); {
-		bit := slot(items[i].h)
-		j := i + 1
-		for j < len(items) && slot(items[j].h) == bit {
-			j++
-		}
-		group := items[i:j]
-		i = j
+	for bit, group := range slotGroups(items, slot) {
 		if dataMap&bit != 0 { // a new value in a slot that was empty
 			c.values[rank(dataMap, bit)] = group[0].v
 			continue
@@ -612,4 +600,22 @@ func (n *hamtNode[T]) withAll(shift uint, items []hashedValue[T]) *hamtNode[T] {
 		c.children[rank(nodeMap, bit)] = child
 	}
 	return c
+}
+
+// slotGroups yields the runs of items (sorted by slot) that share a slot,
+// with the slot's bit.
+func slotGroups[T comparable](items []hashedValue[T], slot func(uint64) uint32) iter.Seq2[uint32, []hashedValue[T]] {
+	return func(yield func(uint32, []hashedValue[T]) bool) {
+		for i := 0; i < len(items); {
+			bit := slot(items[i].h)
+			j := i + 1
+			for j < len(items) && slot(items[j].h) == bit {
+				j++
+			}
+			if !yield(bit, items[i:j]) {
+				return
+			}
+			i = j
+		}
+	}
 }
