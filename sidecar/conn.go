@@ -13,6 +13,7 @@ import (
 	"github.com/weighstation/weighstation/sidecar/pending"
 	"github.com/weighstation/weighstation/sidecar/policy"
 	"github.com/weighstation/weighstation/sidecar/protocol"
+	"github.com/weighstation/weighstation/sidecar/rawsock"
 	"github.com/weighstation/weighstation/sidecar/upstream"
 )
 
@@ -139,7 +140,7 @@ func (c *conn) serve() {
 		<-writerDone
 	}()
 
-	r := protocol.NewReader(flushingReader{c}, c.srv.opts.Protocol)
+	r := protocol.NewReader(&flushingReader{c: c, sock: rawsock.NewReader(c.netConn)}, c.srv.opts.Protocol)
 	c.reader = r
 	var cmd protocol.Command
 	for {
@@ -305,13 +306,27 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 // connection's publishes queued upstream: the reader asks for more bytes
 // only when its buffer holds no whole command, so a burst of publishes goes
 // up in one write, and a lone publish at once, on this goroutine.
-type flushingReader struct{ c *conn }
+type flushingReader struct {
+	c    *conn
+	sock *rawsock.Reader // the application's socket, read with raw system calls
+	// The read deadline in force, and the allowance it was set for.
+	deadline time.Time
+	idle     time.Duration
+}
 
-// It also sets the read deadline when a command starts, rather than for
-// every command: ConnectTimeout until CONNECT arrived, MaxIdle after, for
-// the whole command, so a command that dribbles in (a slow-loris) or a
-// silent client is closed.
-func (r flushingReader) Read(p []byte) (int, error) {
+// deadlineSlack is the part of a command's allowance (MaxIdle, or
+// ConnectTimeout) that the reader may leave unrenewed: the deadline is
+// renewed when a command starts only if less than idle - idle/deadlineSlack
+// of it is left, so a busy connection renews it about every MaxIdle/16 (19
+// s by default), not for every command, and a command is given between
+// 15/16 of its allowance and all of it.
+const deadlineSlack = 16
+
+// It also keeps a read deadline that works as an idle timer: when a
+// command starts, the deadline is at least 15/16 of ConnectTimeout (until
+// CONNECT arrived) or MaxIdle (after) away, so a command that dribbles in
+// (a slow-loris) or a silent client is closed.
+func (r *flushingReader) Read(p []byte) (int, error) {
 	if r.c.upstreamQueued {
 		r.c.upstreamQueued = false
 		r.c.srv.up.WriteQueued()
@@ -321,9 +336,13 @@ func (r flushingReader) Read(p []byte) (int, error) {
 		if !r.c.connected {
 			idle = r.c.srv.opts.ConnectTimeout
 		}
-		_ = r.c.netConn.SetReadDeadline(time.Now().Add(idle))
+		now := time.Now()
+		if idle != r.idle || r.deadline.Sub(now) < idle-idle/deadlineSlack {
+			r.deadline, r.idle = now.Add(idle), idle
+			_ = r.c.netConn.SetReadDeadline(r.deadline)
+		}
 	}
-	return r.c.netConn.Read(p)
+	return r.sock.Read(p)
 }
 
 // owedPong is one client PING's answer.

@@ -2,11 +2,11 @@ package sidecar
 
 import (
 	"net"
-	"syscall"
 	"time"
 
 	"github.com/weighstation/weighstation/sidecar/pending"
 	"github.com/weighstation/weighstation/sidecar/protocol"
+	"github.com/weighstation/weighstation/sidecar/rawsock"
 )
 
 // A connection's writes. Whoever holds conn.writeMu gathers control replies
@@ -57,7 +57,7 @@ type batch struct {
 	timings  []timing
 	// nonBlocking writes inline; nil where the connection has no file
 	// descriptor, and then every write is the writer goroutine's.
-	nonBlocking *nonBlockingWriter
+	nonBlocking *rawsock.Writer
 }
 
 type taken struct {
@@ -83,11 +83,7 @@ func newBatch(opts *Options, nc net.Conn) batch {
 		limit = b
 	}
 	b := batch{limit: limit, buf: make([]byte, 0, limit)}
-	if sc, ok := nc.(syscall.Conn); ok && nonBlockingWrites {
-		if raw, err := sc.SyscallConn(); err == nil {
-			b.nonBlocking = newNonBlockingWriter(raw)
-		}
-	}
+	b.nonBlocking = rawsock.NewWriter(nc, len(b.iovArray))
 	return b
 }
 
@@ -164,13 +160,13 @@ func (c *conn) flushInline() {
 	if !ok {
 		return
 	}
-	n := c.out.nonBlocking.writeNow(c.out.toWrite)
+	n := c.out.nonBlocking.WriteNow(c.out.toWrite)
 	if n == 0 {
 		c.wakeWriter() // a full socket: the writer waits for room
 		return
 	}
 	c.srv.inlineWrites.Add(1)
-	consume(&c.out.toWrite, n)
+	rawsock.Consume(&c.out.toWrite, n)
 	if len(c.out.toWrite) > 0 {
 		c.wakeWriter() // the rest, blocking, from the writer
 		return
@@ -311,18 +307,6 @@ func (c *conn) settle(err error) {
 	}
 	clear(b.timings) // no strings or subscriptions kept alive by the scratch
 	b.timings, b.tookFrom = b.timings[:0], b.tookFrom[:0]
-}
-
-// consume drops the first n bytes of bufs.
-func consume(bufs *net.Buffers, n int) {
-	for len(*bufs) > 0 && n >= len((*bufs)[0]) {
-		n -= len((*bufs)[0])
-		(*bufs)[0] = nil
-		*bufs = (*bufs)[1:]
-	}
-	if len(*bufs) > 0 {
-		(*bufs)[0] = (*bufs)[0][n:]
-	}
 }
 
 // appendMsgHead writes a message's line, as MSG, or as HMSG with its

@@ -85,7 +85,9 @@ type Options struct {
 	// MaxIdle is how long one command may take to arrive, so that a client
 	// that dribbles a line (a slow-loris) or falls silent is closed. Stock
 	// clients PING every 2 minutes, so an idle but healthy one never hits
-	// it.
+	// it. The reader renews its deadline as an idle timer, not for every
+	// command, so a command is closed after between 15/16 of MaxIdle and
+	// MaxIdle (ConnectTimeout likewise).
 	MaxIdle time.Duration
 	// KillSwitchInterval is how often the automatic kill switches judge
 	// their subscriptions (and unanswered requests are timed out).

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/weighstation/weighstation/sidecar/rawsock"
 )
 
 // OutageBufferBytes bounds the publishes the connection holds while the
@@ -137,6 +139,10 @@ type Client struct {
 	room *sync.Cond // signalled when the writer made room, or the connection changed
 	// conn is the live connection, nil while the broker is away.
 	conn net.Conn
+	// connWriter writes conn with raw system calls (package rawsock); nil
+	// when conn is not a socket (TLS). Only the goroutine that set writing
+	// uses it.
+	connWriter *rawsock.Writer
 	// ctl are control lines (SUB, UNSUB, PONG) for the live connection;
 	// they go before out in each write and are dropped with the
 	// connection (its subscriptions are renewed whole on the next).

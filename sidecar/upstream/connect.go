@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/weighstation/weighstation/sidecar/protocol"
+	"github.com/weighstation/weighstation/sidecar/rawsock"
 )
 
 // Credentials present the sidecar to the broker: a token, a user and
@@ -70,7 +71,7 @@ func (c *Client) connect() error {
 
 func (c *Client) handshake(conn net.Conn) (net.Conn, *protocol.Buffer, *ServerInfo, error) {
 	_ = conn.SetDeadline(time.Now().Add(c.opts.DialTimeout))
-	fr := c.newFrames(conn, maxServerPayload)
+	fr := c.newFrames(rawsock.NewReader(conn), maxServerPayload)
 	line, err := readLine(fr)
 	if err != nil {
 		return conn, nil, nil, fmt.Errorf("reading the broker's INFO: %w", err)
@@ -93,7 +94,7 @@ func (c *Client) handshake(conn net.Conn) (net.Conn, *protocol.Buffer, *ServerIn
 			return conn, nil, nil, fmt.Errorf("TLS with the broker: %w", err)
 		}
 		conn = tc
-		fr = c.newFrames(conn, maxServerPayload)
+		fr = c.newFrames(rawsock.NewReader(conn), maxServerPayload)
 	}
 	connect, err := c.connectLine(info, useTLS)
 	if err != nil {
@@ -236,6 +237,7 @@ func (c *Client) install(conn net.Conn, fr *protocol.Buffer, info *ServerInfo) e
 	}
 	c.heldMax = 0
 	c.conn = conn
+	c.connWriter = rawsock.NewWriter(conn, len(c.iovArray))
 	c.ctl = ctl
 	c.pingsOut, c.unconfirmed, c.lastPing = 0, 0, time.Time{}
 	first := c.connects.Add(1) == 1

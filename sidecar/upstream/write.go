@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strconv"
 	"time"
+
+	"github.com/weighstation/weighstation/sidecar/rawsock"
 )
 
 var (
@@ -202,7 +204,7 @@ func (c *Client) kick() {
 // and, when one is due, a PING that asks the broker to confirm them.
 func (c *Client) writeLocked() {
 	for c.conn != nil && !c.writing && (len(c.ctl) > 0 || len(c.out) > 0 || c.pingWanted) {
-		conn := c.conn
+		conn, raw := c.conn, c.connWriter
 		ctl, out, msgs := c.ctl, c.out, c.outMsgs
 		c.ctl, c.out, c.outMsgs = c.spareCtl[:0], c.spareOut[:0], 0
 		c.spareCtl, c.spareOut = nil, nil
@@ -223,8 +225,17 @@ func (c *Client) writeLocked() {
 		if confirm {
 			c.iov = append(c.iov, pingLine)
 		}
-		_, err := c.iov.WriteTo(conn) // it consumes c.iov, not the array
-		clear(c.iovArray[:])          // no reference to the buffers it wrote
+		// First without blocking, as a raw system call (package rawsock:
+		// no wake-up of the runtime's monitor per write); what the socket
+		// did not take, with net.Conn, which waits for room.
+		var err error
+		if raw != nil {
+			rawsock.Consume(&c.iov, raw.WriteNow(c.iov))
+		}
+		if len(c.iov) > 0 {
+			_, err = c.iov.WriteTo(conn) // it consumes c.iov, not the array
+		}
+		clear(c.iovArray[:]) // no reference to the buffers it wrote
 
 		c.mu.Lock()
 		c.writing = false
