@@ -215,6 +215,44 @@ func TestWritesCompleteInParts(t *testing.T) {
 	}
 }
 
+// TestAPublisherThatFillsTheQueueWritesIt: a publisher that never calls
+// WriteQueued (nothing else wakes the writer while nothing was written yet)
+// and fills MaxPendingBytes writes the queue itself rather than waiting for
+// a writer that nobody woke; every message arrives, in order.
+func TestAPublisherThatFillsTheQueueWritesIt(t *testing.T) {
+	broker := natstest.StartBroker(t, nil)
+	const n = 200
+	got := newSequenced(n - 1)
+	subscribeUnbounded(t, broker, "full", func(m *nats.Msg) { got.take(m.Data) })
+	up := natstest.DialUpstream(t, broker.ClientURL(), func(o *upstream.Options) {
+		o.MaxPendingBytes = 2 << 10
+		o.ConfirmInterval = time.Hour // no confirmation timer to wake the writer either
+	})
+	published := make(chan error, 1)
+	go func() {
+		for i := range int64(n) {
+			if err := up.Publish([]byte("full"), nil, nil, nil, message(i, 500)); err != nil {
+				published <- fmt.Errorf("publish %d: %w", i, err)
+				return
+			}
+		}
+		published <- nil
+	}()
+	select {
+	case err := <-published:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("a publisher that filled MaxPendingBytes (2 KiB) still waited after 10s")
+	}
+	up.WriteQueued() // the tail that did not fill the queue
+	got.wait(t, "after the queue filled")
+	if got.received != n {
+		t.Fatalf("%d of %d messages arrived", got.received, n)
+	}
+}
+
 // TestReconnectCountsWhatWasInFlight: a link cut under load loses what was
 // in flight; the client reconnects, and every message it accepted either
 // arrives or is counted in doubt; none arrives twice, and those published

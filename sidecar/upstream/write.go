@@ -71,6 +71,13 @@ func (c *Client) publish(subject, reply, header, extra, payload []byte, wait boo
 		if !wait {
 			return ErrPendingFull
 		}
+		if !c.writing {
+			// Nobody is writing what fills the queue (its publishers
+			// write when they would read, the writer goroutine when
+			// woken): write it here rather than wait for a wake-up.
+			c.writeLocked()
+			continue
+		}
 		c.room.Wait()
 	}
 	if info := c.info.Load(); info != nil && int64(size) > info.MaxPayload {
