@@ -97,7 +97,7 @@ image-push: ## Push IMAGE (after `make image`) with CONTAINER_TOOL.
 .PHONY: bench-sidecar
 bench-sidecar: build ## Open-loop end to end: two sidecars vs direct, 5 configurations, separate processes (BENCH_DURATION per run, BENCH_ROUNDS; BENCH_DURATION=5s for a quick run).
 	go build -o bin/tcprelay ./hack/tcprelay
-	go run ./hack/benchsidecar -bin bin/weighstation -relay bin/tcprelay -duration $(BENCH_DURATION) -rounds $(BENCH_ROUNDS) -out bin/bench-sidecar
+	go run ./hack/benchsidecar -bin bin/weighstation -sidecar-bin bin/weighstation-sidecar -relay bin/tcprelay -duration $(BENCH_DURATION) -rounds $(BENCH_ROUNDS) -out bin/bench-sidecar
 
 .PHONY: profile-sidecar
 profile-sidecar: build ## Where a message's time goes: CPU profiles of both sidecars under open-loop load (PROFILE_BIN, PROFILE_RATE 10000/s, 1 KiB, 34 s), split by what the time was spent on; raw profiles in bin/profile-sidecar/.

@@ -149,9 +149,28 @@ type Mesh struct {
 	SidecarURLs, MetricsURLs []string
 }
 
+// Binaries are what a mesh runs.
+type Binaries struct {
+	// Weighstation is the whole binary: it runs the broker, and the
+	// sidecars as `weighstation sidecar` unless Sidecar is set.
+	Weighstation string
+	// Sidecar is weighstation-sidecar, the binary the webhook injects;
+	// empty: the sidecars run as `weighstation sidecar`.
+	Sidecar string
+}
+
+// sidecarCommand is the binary and the first arguments of a sidecar.
+func (b Binaries) sidecarCommand() (string, []string) {
+	if b.Sidecar != "" {
+		return b.Sidecar, nil
+	}
+	return b.Weighstation, []string{"sidecar"}
+}
+
 // StartMesh starts a broker and n sidecars with the given pod
 // configuration (YAML) and extra sidecar flags.
-func StartMesh(bin string, n int, podConfig string, sidecarArgs ...string) (*Mesh, error) {
+func StartMesh(bins Binaries, n int, podConfig string, sidecarArgs ...string) (*Mesh, error) {
+	bin := bins.Weighstation
 	dir, err := os.MkdirTemp("", "weighstation-bench-")
 	if err != nil {
 		return nil, err
@@ -185,9 +204,11 @@ func StartMesh(bin string, n int, podConfig string, sidecarArgs ...string) (*Mes
 		}
 		// No probes (several sidecars would share -health-listen's default
 		// port, which stops them now), and no drain at the end of a run.
-		args := append([]string{"sidecar", "-listen", addr, "-broker", m.BrokerURL, "-token-file", m.TokenFile, "-config", configFile, "-metrics-listen", metrics,
-			"-health-listen", "", "-drain-grace", "0"}, sidecarArgs...)
-		p, err := Start(fmt.Sprintf("sidecar-%c", 'a'+i), bin, args...)
+		sidecarBin, args := bins.sidecarCommand()
+		args = append(args, "-listen", addr, "-broker", m.BrokerURL, "-token-file", m.TokenFile, "-config", configFile, "-metrics-listen", metrics,
+			"-health-listen", "", "-drain-grace", "0")
+		args = append(args, sidecarArgs...)
+		p, err := Start(fmt.Sprintf("sidecar-%c", 'a'+i), sidecarBin, args...)
 		if err != nil {
 			m.Stop()
 			return nil, err

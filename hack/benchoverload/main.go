@@ -52,7 +52,7 @@ func main() {
 }
 
 func overload(bin string, duration time.Duration) error {
-	mesh, err := benchharness.StartMesh(bin, 1, podConfig, "-memory-budget", strconv.Itoa(memoryBudget))
+	mesh, err := benchharness.StartMesh(benchharness.Binaries{Weighstation: bin}, 1, podConfig, "-memory-budget", strconv.Itoa(memoryBudget))
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -61,7 +62,8 @@ type run struct {
 }
 
 func main() {
-	bin := flag.String("bin", "bin/weighstation", "the weighstation binary")
+	bin := flag.String("bin", "bin/weighstation", "the weighstation binary: the broker, the load generator, and the sidecars unless -sidecar-bin")
+	sidecarBin := flag.String("sidecar-bin", "", "the injected sidecar binary (weighstation-sidecar) for the sidecars; empty: `weighstation sidecar`")
 	duration := flag.Duration("duration", 30*time.Second, "each run's length")
 	rounds := flag.Int("rounds", 5, "interleaved rounds per configuration, and of the sustainable-rate search")
 	only := flag.String("only", "", "run only configurations whose name contains this")
@@ -70,14 +72,20 @@ func main() {
 	relay := flag.String("relay", "", "the tcprelay binary: adds rows with two do-nothing TCP relays where the sidecars are (splice and read/write), the cost of the extra hops alone (none when empty)")
 	outDir := flag.String("out", "", "directory for the merged distributions in HdrHistogram's plotter format and one plot per configuration (none when empty)")
 	flag.Parse()
-	if err := benchmark(*bin, *relay, *duration, *rateDuration, *rounds, *only, *maxRate, *outDir); err != nil {
+	bins := benchharness.Binaries{Weighstation: *bin, Sidecar: *sidecarBin}
+	if err := benchmark(bins, *relay, *duration, *rateDuration, *rounds, *only, *maxRate, *outDir); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-sidecar:", err)
 		os.Exit(1)
 	}
 }
 
-func benchmark(bin, relay string, duration, rateDuration time.Duration, rounds int, only string, maxRate bool, outDir string) error {
-	mesh, err := benchharness.StartMesh(bin, 2, benchharness.PassThroughPodConfig)
+func benchmark(bins benchharness.Binaries, relay string, duration, rateDuration time.Duration, rounds int, only string, maxRate bool, outDir string) error {
+	bin := bins.Weighstation
+	sidecarName := "`weighstation sidecar` (the whole binary)"
+	if bins.Sidecar != "" {
+		sidecarName = filepath.Base(bins.Sidecar) + " (the injected binary)"
+	}
+	mesh, err := benchharness.StartMesh(bins, 2, benchharness.PassThroughPodConfig)
 	if err != nil {
 		return err
 	}
@@ -130,7 +138,7 @@ func benchmark(bin, relay string, duration, rateDuration time.Duration, rounds i
 					r.summary.Corrected.Percentiles["50"], r.summary.Corrected.Percentiles["99"])
 			}
 		}
-		report(c, setups, results)
+		report(c, setups, results, sidecarName)
 		if outDir != "" {
 			if err := writeMerged(outDir, c, setups, results); err != nil {
 				return err
@@ -263,7 +271,7 @@ func passOrMiss(ok bool) string {
 	return "MISSED"
 }
 
-func report(c config, setups []setup, results [][]run) {
+func report(c config, setups []setup, results [][]run, sidecarName string) {
 	fmt.Printf("## %s\n\n", c.name)
 	for _, corrected := range []bool{true, false} {
 		kind := "corrected (from the intended send time)"
@@ -322,8 +330,8 @@ func report(c config, setups []setup, results [][]run) {
 		}
 		return gobench.Median(xs)
 	}
-	fmt.Printf("RSS at the end of the two-sidecar runs (VmRSS, median of the rounds; the whole `weighstation` binary): publisher's sidecar %.1f MiB, subscriber's sidecar %.1f MiB, broker %.1f MiB\n\n",
-		rssAfter("sidecar-a"), rssAfter("sidecar-b"), rssAfter("broker"))
+	fmt.Printf("RSS at the end of the two-sidecar runs (VmRSS, median of the rounds; the sidecars run as %s): publisher's sidecar %.1f MiB, subscriber's sidecar %.1f MiB, broker %.1f MiB\n\n",
+		sidecarName, rssAfter("sidecar-a"), rssAfter("sidecar-b"), rssAfter("broker"))
 }
 
 // rateSetup is one way to the broker in the sustainable-rate search.

@@ -65,7 +65,7 @@ func main() {
 type counts struct{ published, delivered int64 }
 
 func run(bin string, messages, size int) error {
-	mesh, err := benchharness.StartMesh(bin, 1, podConfig)
+	mesh, err := benchharness.StartMesh(benchharness.Binaries{Weighstation: bin}, 1, podConfig)
 	if err != nil {
 		return err
 	}

@@ -52,7 +52,7 @@ func run(bin string, rate float64, size int, duration time.Duration, out string,
 	if duration <= 2*margin+time.Second {
 		return fmt.Errorf("-duration %s: must be over %s (the profile leaves %s at each end)", duration, 2*margin+time.Second, margin)
 	}
-	mesh, err := benchharness.StartMesh(bin, 2, benchharness.PassThroughPodConfig, "-debug-pprof")
+	mesh, err := benchharness.StartMesh(benchharness.Binaries{Weighstation: bin}, 2, benchharness.PassThroughPodConfig, "-debug-pprof")
 	if err != nil {
 		return err
 	}
