@@ -223,7 +223,7 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 	// the automatic kill switch, and allow it once.
 	e, isReply := c.srv.answerable.answered(subject)
 	if isReply && !e.late {
-		c.srv.recordReplyLatency((*c.srv.kills.Load())[e.policy], time.Duration(monotonic(now)-e.delivered), now)
+		c.srv.kills.RecordReplyLatency(e.policy, time.Duration(monotonic(now)-e.delivered), now)
 	}
 	pol := c.srv.policy.Load()
 	var topic *policy.Topic

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/go-logr/logr"
 
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar/breaker"
@@ -24,14 +27,87 @@ import (
 // a "no responders" answer from the sidecar: the broker picked this member
 // alone, so nobody else in the group will answer it.
 
+// killSwitchBoard is what the Server asks of its kill switches, so that it
+// holds no switch state itself. Killed and RecordReplyLatency are on the
+// data path (a SUB, a reply's publish): they find the switch through an
+// atomic pointer, with no lock and no allocation (RecordReplyLatency then
+// takes that one switch's own lock). The rest is the control plane.
+type killSwitchBoard interface {
+	// Killed reports whether SUBs under the policy are killed now.
+	Killed(policy string) bool
+	// RecordReplyLatency adds one of the application's reply latencies to
+	// its policy's window.
+	RecordReplyLatency(policy string, d time.Duration, now time.Time)
+	// Sync installs the kill switches of a new configuration.
+	Sync(subs []meshconfig.SubscriptionPolicy)
+	// Run evaluates the breakers every interval until stop is closed.
+	Run(stop <-chan struct{})
+	// Status reports every Subscription's kill switch.
+	Status() map[string]KillSwitchStatus
+	// Evaluations counts the breakers' evaluation ticks.
+	Evaluations() uint64
+}
+
+// killSwitchHost is what the kill switches need of the Server, so that they
+// never reach into it: applying a switch to the local SUBs under a policy,
+// and how many messages wait per policy (the breakers' pending measure).
+type killSwitchHost interface {
+	// applyKill withdraws (killed) or restores the upstream interest of
+	// every local SUB under the policy; a withdrawal drops what waited and
+	// answers its queue-group requests with "no responders".
+	applyKill(policy string, killed bool)
+	// pendingByPolicy sums the messages waiting per Subscription policy.
+	pendingByPolicy() map[string]int64
+}
+
+// killSwitches are the sidecar's kill switches and the loop that judges
+// their breakers.
+type killSwitches struct {
+	host     killSwitchHost
+	log      logr.Logger
+	interval time.Duration
+	// requests are the requests delivered to the application and not yet
+	// answered, which each tick times out (the Server's table, shared with
+	// the publish ACL).
+	requests *answerable
+
+	// mu serializes changes of the switches: configuration, ticks and
+	// status. It is held while the host applies a switch, so that two
+	// changes of one switch reach the SUBs in order. The lock order is in
+	// the package doc.
+	mu sync.Mutex
+	// byPolicy are the switches by Subscription policy name, replaced whole
+	// by each configuration (under mu) and loaded without a lock on the
+	// data path.
+	byPolicy atomic.Pointer[map[string]*killSwitch]
+
+	// evaluations counts the loop's ticks.
+	evaluations atomic.Uint64
+}
+
+var _ killSwitchBoard = (*killSwitches)(nil)
+
+func newKillSwitches(host killSwitchHost, requests *answerable, interval time.Duration, log logr.Logger) *killSwitches {
+	k := &killSwitches{host: host, log: log, interval: interval, requests: requests}
+	k.byPolicy.Store(&map[string]*killSwitch{})
+	return k
+}
+
 // killSwitch is one Subscription policy's switch in this sidecar.
 type killSwitch struct {
 	name string
 
-	// The fields below change under Server.interestMu.
+	// killed is the applied state: the policy's SUBs hold no upstream
+	// interest. It changes under killSwitches.mu, before the host applies
+	// it, and is read without a lock by SUBs (Killed), which hold
+	// Server.interestMu: a SUB that reads it before a change is then
+	// withdrawn or restored with the others, one that reads it after
+	// agrees with it.
+	killed atomic.Bool
+
+	// The fields below change under killSwitches.mu.
 	manual       bool
 	manualReason string
-	killed       bool // applied: the policy's SUBs hold no upstream interest
 	since        time.Time
 	reason       string
 
@@ -60,14 +136,13 @@ type KillSwitchStatus struct {
 	Transitions map[string]uint64
 }
 
-// syncKillSwitches installs the kill switches of a new configuration and
-// applies what changed. The breakers of Subscriptions that stay keep their
-// state.
-func (s *Server) syncKillSwitches(subs []meshconfig.SubscriptionPolicy) {
+// Sync installs the kill switches of a new configuration and applies what
+// changed. The breakers of Subscriptions that stay keep their state.
+func (k *killSwitches) Sync(subs []meshconfig.SubscriptionPolicy) {
 	now := time.Now()
-	s.interestMu.Lock()
-	defer s.interestMu.Unlock()
-	old := *s.kills.Load()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	old := *k.byPolicy.Load()
 	next := make(map[string]*killSwitch, len(subs))
 	for _, sp := range subs {
 		ks := old[sp.Name]
@@ -96,20 +171,20 @@ func (s *Server) syncKillSwitches(subs []meshconfig.SubscriptionPolicy) {
 		ks.mu.Unlock()
 		next[sp.Name] = ks
 	}
-	s.kills.Store(&next)
+	k.byPolicy.Store(&next)
 	for name, ks := range old {
-		if next[name] == nil && ks.killed {
-			s.setKilled(ks, false, "the Subscription is no longer in the configuration", now) // its SUBs are no longer under it
+		if next[name] == nil && ks.killed.Load() {
+			k.setKilled(ks, false, "the Subscription is no longer in the configuration", now) // its SUBs are no longer under it
 		}
 	}
 	for _, ks := range next {
-		s.reconcileKill(ks, now)
+		k.reconcile(ks, now)
 	}
 }
 
-// reconcileKill applies what the manual switch and the breaker want.
-// Callers hold interestMu.
-func (s *Server) reconcileKill(ks *killSwitch, now time.Time) {
+// reconcile applies what the manual switch and the breaker want. Callers
+// hold k.mu.
+func (k *killSwitches) reconcile(ks *killSwitch, now time.Time) {
 	var tripped bool
 	var breakerReason string
 	ks.mu.Lock()
@@ -120,7 +195,7 @@ func (s *Server) reconcileKill(ks *killSwitch, now time.Time) {
 	}
 	ks.mu.Unlock()
 	want := ks.manual || tripped
-	if want == ks.killed {
+	if want == ks.killed.Load() {
 		return
 	}
 	reason := "kill switch disengaged"
@@ -133,15 +208,141 @@ func (s *Server) reconcileKill(ks *killSwitch, now time.Time) {
 	case tripped:
 		reason = "tripped: " + breakerReason
 	}
-	s.setKilled(ks, want, reason, now)
+	k.setKilled(ks, want, reason, now)
 }
 
-// setKilled withdraws or restores the upstream interest of every local SUB
-// under ks. Callers hold interestMu.
-func (s *Server) setKilled(ks *killSwitch, killed bool, reason string, now time.Time) {
-	ks.killed, ks.reason, ks.since = killed, reason, now
-	s.opts.Log.Info("kill switch", "subscription", ks.name, "killed", killed, "reason", reason)
-	subs := s.subsOfPolicy(ks.name)
+// setKilled records a switch's new state and has the host apply it to the
+// SUBs under it. Callers hold k.mu.
+func (k *killSwitches) setKilled(ks *killSwitch, killed bool, reason string, now time.Time) {
+	ks.killed.Store(killed)
+	ks.reason, ks.since = reason, now
+	k.log.Info("kill switch", "subscription", ks.name, "killed", killed, "reason", reason)
+	k.host.applyKill(ks.name, killed)
+}
+
+// Killed reports whether SUBs under the policy are killed now.
+func (k *killSwitches) Killed(policy string) bool {
+	ks := (*k.byPolicy.Load())[policy]
+	return ks != nil && ks.killed.Load()
+}
+
+// evaluate is one tick of the breakers: it times out unanswered requests,
+// judges every breaker and applies the transitions.
+func (k *killSwitches) evaluate(now time.Time) {
+	defer k.evaluations.Add(1)
+	kills := *k.byPolicy.Load()
+	k.requests.sweep(monotonic(now), func(policy string) time.Duration {
+		if ks := kills[policy]; ks != nil {
+			ks.mu.Lock()
+			defer ks.mu.Unlock()
+			if ks.window != nil {
+				return ks.breaker.Config().MaxLatency
+			}
+		}
+		return 0
+	}, func(policy string, age time.Duration) {
+		kills[policy].recordReplyLatency(age, now)
+	})
+
+	var pendingByPolicy map[string]int64
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, ks := range kills {
+		ks.mu.Lock()
+		if ks.breaker == nil {
+			ks.mu.Unlock()
+			continue
+		}
+		if pendingByPolicy == nil {
+			pendingByPolicy = k.host.pendingByPolicy()
+		}
+		o := breaker.Observation{Pending: pendingByPolicy[ks.name]}
+		if ks.window != nil {
+			o.P99, o.Replies = ks.window.P99(now)
+		}
+		tr, changed := ks.breaker.Evaluate(now, o)
+		if changed {
+			k.log.Info("kill switch breaker", "subscription", ks.name, "from", tr.From.String(), "to", tr.To.String(), "reason", tr.Reason)
+			if tr.To == breaker.HalfOpen && ks.window != nil {
+				ks.window.Reset(now) // the trial is judged on its own replies
+			}
+		}
+		ks.mu.Unlock()
+		if changed {
+			k.reconcile(ks, now)
+		}
+	}
+}
+
+// RecordReplyLatency adds one of the application's reply latencies to its
+// policy's window.
+func (k *killSwitches) RecordReplyLatency(policy string, d time.Duration, now time.Time) {
+	(*k.byPolicy.Load())[policy].recordReplyLatency(d, now)
+}
+
+// recordReplyLatency adds a reply latency (or the age of an unanswered
+// request) to the switch's window, if it has one; ks may be nil.
+func (ks *killSwitch) recordReplyLatency(d time.Duration, now time.Time) {
+	if ks == nil {
+		return
+	}
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if ks.window != nil {
+		ks.window.Record(d, now)
+	}
+}
+
+// Run evaluates the breakers every interval until stop is closed.
+func (k *killSwitches) Run(stop <-chan struct{}) {
+	t := time.NewTicker(k.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			k.evaluate(now)
+		}
+	}
+}
+
+// Status reports every Subscription's kill switch.
+func (k *killSwitches) Status() map[string]KillSwitchStatus {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	kills := *k.byPolicy.Load()
+	out := make(map[string]KillSwitchStatus, len(kills))
+	for name, ks := range kills {
+		st := KillSwitchStatus{Killed: ks.killed.Load(), Engaged: ks.manual, Reason: ks.reason, Since: ks.since}
+		ks.mu.Lock()
+		if ks.breaker != nil {
+			st.Auto = true
+			st.State, _, _ = ks.breaker.State()
+			st.Transitions = map[string]uint64{}
+			for pair, v := range ks.breaker.Transitions() {
+				st.Transitions[pair[0].String()+"->"+pair[1].String()] = v
+			}
+		}
+		ks.mu.Unlock()
+		out[name] = st
+	}
+	return out
+}
+
+// Evaluations counts the breakers' evaluation ticks.
+func (k *killSwitches) Evaluations() uint64 { return k.evaluations.Load() }
+
+// The Server's side of the kill switches: what killSwitchHost asks of it,
+// and the "no responders" answers.
+
+// applyKill withdraws or restores the upstream interest of every local SUB
+// under the policy (killSwitchHost). It takes interestMu, so a change and a
+// SUB under the policy do not interleave.
+func (s *Server) applyKill(policy string, killed bool) {
+	s.interestMu.Lock()
+	defer s.interestMu.Unlock()
+	subs := s.subsOfPolicy(policy)
 	for _, ls := range subs {
 		ls.killed.Store(killed)
 		switch {
@@ -151,7 +352,7 @@ func (s *Server) setKilled(ks *killSwitch, killed bool, reason string, now time.
 		case !killed && !ls.hasInterest && !ls.removed.Load():
 			if _, err := s.interest.Add(ls.key); err != nil {
 				if !errors.Is(err, upstream.ErrDraining) { // shutting down, the interest stays withdrawn
-					s.opts.Log.Error(err, "restoring upstream interest", "subscription", ks.name, "subject", ls.key.String())
+					s.opts.Log.Error(err, "restoring upstream interest", "subscription", policy, "subject", ls.key.String())
 				}
 				continue
 			}
@@ -189,11 +390,14 @@ func (s *Server) subsOfPolicy(name string) []*localSub {
 	return out
 }
 
-// isKilled reports whether SUBs under the policy are killed now. Callers
-// hold interestMu.
-func (s *Server) isKilled(policy string) bool {
-	ks := (*s.kills.Load())[policy]
-	return ks != nil && ks.killed
+// pendingByPolicy sums the messages waiting per Subscription policy
+// (killSwitchHost).
+func (s *Server) pendingByPolicy() map[string]int64 {
+	out := map[string]int64{}
+	for _, ls := range s.liveSubs() {
+		out[ls.policy] += int64(ls.queue.Counts().Pending)
+	}
+	return out
 }
 
 // answerNoResponders answers a request the sidecar dropped because its
@@ -210,117 +414,11 @@ func (s *Server) answerNoResponders(reply string) {
 	s.noRespondersSent.Add(1)
 }
 
-// evaluateKillSwitches is one tick of the breakers: it times out
-// unanswered requests, judges every breaker and applies the transitions.
-func (s *Server) evaluateKillSwitches(now time.Time) {
-	defer s.evaluations.Add(1)
-	kills := *s.kills.Load()
-	s.answerable.sweep(monotonic(now), func(policy string) time.Duration {
-		if ks := kills[policy]; ks != nil {
-			ks.mu.Lock()
-			defer ks.mu.Unlock()
-			if ks.window != nil {
-				return ks.breaker.Config().MaxLatency
-			}
-		}
-		return 0
-	}, func(policy string, age time.Duration) {
-		s.recordReplyLatency(kills[policy], age, now)
-	})
-
-	var pendingByPolicy map[string]int64
-	s.interestMu.Lock()
-	defer s.interestMu.Unlock()
-	for _, ks := range kills {
-		ks.mu.Lock()
-		if ks.breaker == nil {
-			ks.mu.Unlock()
-			continue
-		}
-		if pendingByPolicy == nil {
-			pendingByPolicy = s.pendingByPolicy()
-		}
-		o := breaker.Observation{Pending: pendingByPolicy[ks.name]}
-		if ks.window != nil {
-			o.P99, o.Replies = ks.window.P99(now)
-		}
-		tr, changed := ks.breaker.Evaluate(now, o)
-		if changed {
-			s.opts.Log.Info("kill switch breaker", "subscription", ks.name, "from", tr.From.String(), "to", tr.To.String(), "reason", tr.Reason)
-			if tr.To == breaker.HalfOpen && ks.window != nil {
-				ks.window.Reset(now) // the trial is judged on its own replies
-			}
-		}
-		ks.mu.Unlock()
-		if changed {
-			s.reconcileKill(ks, now)
-		}
-	}
-}
-
-// recordReplyLatency adds one of the application's reply latencies (or the
-// age of an unanswered request) to its policy's window.
-func (s *Server) recordReplyLatency(ks *killSwitch, d time.Duration, now time.Time) {
-	if ks == nil {
-		return
-	}
-	ks.mu.Lock()
-	defer ks.mu.Unlock()
-	if ks.window != nil {
-		ks.window.Record(d, now)
-	}
-}
-
-// pendingByPolicy sums the messages waiting per Subscription policy.
-func (s *Server) pendingByPolicy() map[string]int64 {
-	out := map[string]int64{}
-	for _, ls := range s.liveSubs() {
-		out[ls.policy] += int64(ls.queue.Counts().Pending)
-	}
-	return out
-}
-
-// killSwitchLoop evaluates the breakers every KillSwitchInterval until
-// Close.
-func (s *Server) killSwitchLoop() {
-	defer s.wg.Done()
-	t := time.NewTicker(s.opts.KillSwitchInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case now := <-t.C:
-			s.evaluateKillSwitches(now)
-		}
-	}
-}
-
 // KillSwitches reports every Subscription's kill switch in this sidecar.
-func (s *Server) KillSwitches() map[string]KillSwitchStatus {
-	s.interestMu.Lock()
-	defer s.interestMu.Unlock()
-	kills := *s.kills.Load()
-	out := make(map[string]KillSwitchStatus, len(kills))
-	for name, ks := range kills {
-		st := KillSwitchStatus{Killed: ks.killed, Engaged: ks.manual, Reason: ks.reason, Since: ks.since}
-		ks.mu.Lock()
-		if ks.breaker != nil {
-			st.Auto = true
-			st.State, _, _ = ks.breaker.State()
-			st.Transitions = map[string]uint64{}
-			for k, v := range ks.breaker.Transitions() {
-				st.Transitions[k[0].String()+"->"+k[1].String()] = v
-			}
-		}
-		ks.mu.Unlock()
-		out[name] = st
-	}
-	return out
-}
+func (s *Server) KillSwitches() map[string]KillSwitchStatus { return s.kills.Status() }
 
 // KillSwitchEvaluations counts the breakers' evaluation ticks.
-func (s *Server) KillSwitchEvaluations() uint64 { return s.evaluations.Load() }
+func (s *Server) KillSwitchEvaluations() uint64 { return s.kills.Evaluations() }
 
 // NoRespondersSent counts the sidecar's own "no responders" answers to
 // queue-group requests it dropped because their subscription was killed.

@@ -18,15 +18,22 @@
 // queue groups, echo:false). conn.go reads an application's commands;
 // connwrite.go writes to it, inline from the upstream reader when the
 // application keeps up. telemetry.go holds what is counted and timed
-// outside the queues and the Topics.
+// outside the queues and the Topics. killswitch.go's killSwitches own the
+// kill switches and their breakers' loop: the Server asks them through
+// killSwitchBoard, and they apply a switch to the local SUBs through the
+// Server (killSwitchHost).
 //
-// Lock order: Server.configMu, then Server.interestMu, then router.mu or
-// Server.connsMu; a connection's writeMu, then its mu. On the path of a
-// message no lock is held while another is taken: the upstream reader
-// takes router.mu's read lock to route (a queue's own lock inside it) and
-// a connection's writeMu to write; an application connection's reader
-// takes the request tables' locks and the upstream client's one at a
-// time, and never blocks on a socket while holding one.
+// Lock order: Server.configMu, then killSwitches.mu, then a killSwitch's
+// mu or Server.interestMu, then router.mu or Server.connsMu; a
+// connection's writeMu, then its mu. On the path of a message no lock is
+// held while another is taken: the upstream reader takes router.mu's read
+// lock to route (a queue's own lock inside it) and a connection's writeMu
+// to write; an application connection's reader takes the request tables'
+// locks, a killSwitch's mu (a reply's latency) and the upstream client's
+// one at a time, and never blocks on a socket while holding one. The
+// breakers' tick takes a killSwitch's mu inside the request table's lock
+// (timing out unanswered requests); a SUB reads its kill switch without a
+// lock, under interestMu.
 package sidecar
 
 import (
@@ -159,9 +166,8 @@ type Server struct {
 	// kill switches (which withdraw and restore it). The lock order is in
 	// the package doc.
 	interestMu sync.Mutex
-	// kills are the kill switches by Subscription policy name, replaced
-	// whole by each configuration.
-	kills atomic.Pointer[map[string]*killSwitch]
+	// kills are the kill switches and their breakers' loop (killswitch.go).
+	kills killSwitchBoard
 	// answerable are the requests delivered to the application and not yet
 	// answered.
 	answerable *answerable
@@ -242,7 +248,7 @@ func New(up *upstream.Client, opts Options) (*Server, error) {
 		telemetry: newTelemetry(), budget: pending.NewBudget(opts.MemoryBudget), retired: map[string]pending.Counts{},
 		id: newSidecarID(), answerable: newAnswerable(), stop: make(chan struct{}),
 		audit: auditLog{logged: map[string]struct{}{}}}
-	s.kills.Store(&map[string]*killSwitch{})
+	s.kills = newKillSwitches(s, s.answerable, opts.KillSwitchInterval, opts.Log)
 	s.interest = upstream.NewInterest(up, s.deliver)
 	up.SetBeforeRead(s.router.flush)
 	s.brokerVersion = versionBeforeBroker
@@ -317,7 +323,7 @@ func (s *Server) setConfig(cfg meshconfig.PodConfig) error {
 	s.policy.Store(compiled)
 	s.installInfo(info)
 	s.reapplySubscriptionLimits()
-	s.syncKillSwitches(cfg.Subscriptions)
+	s.kills.Sync(cfg.Subscriptions)
 	return nil
 }
 
@@ -399,7 +405,10 @@ func (s *Server) Start() error {
 	s.ln = ln
 	s.wg.Add(2)
 	go s.accept()
-	go s.killSwitchLoop()
+	go func() {
+		defer s.wg.Done()
+		s.kills.Run(s.stop)
+	}()
 	return nil
 }
 
@@ -479,7 +488,7 @@ func (s *Server) subscribe(ls *localSub) error {
 	if s.final.Load() {
 		return upstream.ErrDraining // its queue would only be dropped
 	}
-	ls.killed.Store(s.isKilled(ls.policy))
+	ls.killed.Store(s.kills.Killed(ls.policy))
 	s.router.add(ls)
 	if ls.killed.Load() {
 		return nil // interest comes back when the kill switch is released

@@ -29,8 +29,6 @@ type telemetry struct {
 	// noRespondersUnsent counts those answers the upstream connection
 	// refused (the broker was away and the outage buffer full).
 	noRespondersUnsent atomic.Uint64
-	// evaluations counts the kill switch loop's ticks.
-	evaluations atomic.Uint64
 	// inlineWrites and writerWrites count the writes to applications by
 	// who made them (AppWrites).
 	inlineWrites, writerWrites atomic.Uint64
