@@ -156,7 +156,7 @@ type category struct {
 }
 
 var categories = []category{
-	{"socket reads and writes (system calls)", regexp.MustCompile(`^(syscall\.|internal/poll\.|golang.org/x/sys/unix\.|github.com/weighstation/weighstation/sidecar\..*[nN]onBlockingWriter)`)},
+	{"socket reads and writes (system calls)", regexp.MustCompile(`^(syscall\.|internal/poll\.|golang.org/x/sys/unix\.|github.com/weighstation/weighstation/sidecar/rawsock\.)`)},
 	{"garbage collection", regexp.MustCompile(`^runtime\.(gc|scanobject|greyobject|markBits|findObject|scanblock|wbBuf|bulkBarrier|sweep|mSpan_Sweep|(\(\*mspan\)\.sweep)|(\(\*gcWork\))|(\(\*gcControllerState\))|(\(\*sweepLocked\)))`)},
 	{"allocation", regexp.MustCompile(`^runtime\.(mallocgc|memclrNoHeapPointers|nextFreeFast|(\(\*mcache\))|(\(\*mcentral\))|(\(\*mheap\))|newobject|makeslice|growslice|rawstring|slicebytetostring|concatstring)`)},
 	{"scheduler, timers and network poller", regexp.MustCompile(`^runtime\.(futex|schedule|findRunnable|netpoll|epoll|park_m|mcall|gopark|goready|ready|runqget|runqput|runqsteal|stealWork|notesleep|notewakeup|wakep|startm|stopm|(\(\*timers\))|checkTimers|nanotime|usleep|osyield|mPark|lock2|unlock2|casgstatus|execute|gogo|resetspinning|selectgo|chansend|chanrecv|semacquire|semrelease|procyield|(\(\*lfstack\)))`)},
