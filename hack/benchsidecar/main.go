@@ -109,6 +109,7 @@ func benchmark(bins benchharness.Binaries, relay string, duration, rateDuration 
 					return err
 				}
 				defer p.Stop()
+				procs = append(procs, p)
 				if err := benchharness.WaitNATS("nats://"+addr, nats.Token("bench-token")); err != nil {
 					return err
 				}
@@ -311,17 +312,32 @@ func report(c config, setups []setup, results [][]run, sidecarName string) {
 	addedRatios(c, setups, results)
 	// CPU per message from the processes' own accounting, in the
 	// two-sidecar runs.
-	perMsg := func(name string) float64 {
-		side := results[indexOf(setups, sidecarsSetup)]
-		xs := make([]float64, len(side))
-		for k, r := range side {
+	perMsgIn := func(setupName, name string) float64 {
+		i := indexOf(setups, setupName)
+		if i < 0 {
+			return 0
+		}
+		xs := make([]float64, len(results[i]))
+		for k, r := range results[i] {
 			xs[k] = float64(r.cpu[name].Microseconds()) / float64(max(r.summary.Sent, 1))
 		}
 		return gobench.Median(xs)
 	}
+	perMsg := func(name string) float64 { return perMsgIn(sidecarsSetup, name) }
 	b, sa, sb := perMsg("broker"), perMsg("sidecar-a"), perMsg("sidecar-b")
 	fmt.Printf("\nCPU per message in the two-sidecar runs (process accounting, 10 ms ticks): broker %.2f µs, publisher's sidecar %.2f µs (%.2f× the broker), subscriber's sidecar %.2f µs (%.2f× the broker)\n",
 		b, sa, sa/max(b, 1e-9), sb, sb/max(b, 1e-9))
+	// The relays in their own runs, against the broker in those runs: what
+	// a process that only forwards the bytes costs, the floor of the
+	// sidecars' ratios.
+	for _, r := range []struct{ setup, mode string }{{spliceSetup, "splice"}, {rwSetup, "rw"}} {
+		if indexOf(setups, r.setup) < 0 {
+			continue
+		}
+		rb, pub, sub := perMsgIn(r.setup, "broker"), perMsgIn(r.setup, "relay-"+r.mode+"-pub"), perMsgIn(r.setup, "relay-"+r.mode+"-sub")
+		fmt.Printf("CPU per message in the %s runs: broker %.2f µs, publisher's relay %.2f µs (%.2f× the broker), subscriber's relay %.2f µs (%.2f× the broker)\n",
+			r.setup, rb, pub, pub/max(rb, 1e-9), sub, sub/max(rb, 1e-9))
+	}
 	rssAfter := func(name string) float64 {
 		side := results[indexOf(setups, sidecarsSetup)]
 		xs := make([]float64, len(side))

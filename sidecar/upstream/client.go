@@ -325,7 +325,7 @@ func (c *Client) Close() {
 	c.closed = true
 	close(c.done)
 	conn := c.conn
-	c.conn = nil
+	c.conn, c.connWriter = nil, nil
 	if c.outMsgs > 0 {
 		c.unsent.Add(uint64(c.outMsgs))
 	}

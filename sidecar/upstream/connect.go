@@ -276,7 +276,7 @@ func (c *Client) lost(conn net.Conn, err error) {
 		_ = conn.Close()
 		return
 	}
-	c.conn = nil
+	c.conn, c.connWriter = nil, nil
 	c.ctl = c.ctl[:0]
 	inDoubt := c.unconfirmed
 	for _, p := range c.sent {
