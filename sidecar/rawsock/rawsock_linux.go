@@ -13,6 +13,19 @@ import (
 // never holds the goroutine's processor for long.
 const RawWriteLimit = 64 << 10
 
+// rawConn is conn's file descriptor, nil when it has none (TLS, a pipe).
+func rawConn(conn net.Conn) syscall.RawConn {
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return raw
+}
+
 // Reader reads a connection: one read(2) per Read, made raw.
 type Reader struct {
 	conn net.Conn
@@ -29,12 +42,8 @@ type Reader struct {
 // conn.Read otherwise.
 func NewReader(conn net.Conn) *Reader {
 	r := &Reader{conn: conn}
-	sc, ok := conn.(syscall.Conn)
-	if !ok {
-		return r
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
+	raw := rawConn(conn)
+	if raw == nil {
 		return r
 	}
 	r.raw = raw
@@ -99,12 +108,8 @@ type Writer struct {
 // NewWriter returns a Writer of at most maxBuffers buffers per write, or
 // nil when conn is not a socket.
 func NewWriter(conn net.Conn, maxBuffers int) *Writer {
-	sc, ok := conn.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
+	raw := rawConn(conn)
+	if raw == nil {
 		return nil
 	}
 	w := &Writer{raw: raw, iov: make([]syscall.Iovec, maxBuffers)}
