@@ -150,6 +150,28 @@ func TestSlowAndSilentClientsAreClosed(t *testing.T) {
 	r.stillWorks(t, r.app(t))
 }
 
+// TestABusyClientIsNotClosed: the reader's deadline is an idle timer,
+// renewed as commands arrive, not a deadline set once: a client that sends
+// a command every tenth of MaxIdle for two and a half MaxIdles is answered
+// throughout.
+func TestABusyClientIsNotClosed(t *testing.T) {
+	const maxIdle = time.Second
+	r := newRig(t, func(o *sidecar.Options) {
+		o.ConnectTimeout = maxIdle
+		o.MaxIdle = maxIdle
+	})
+	c := r.raw(t)
+	c.send("CONNECT {}\r\n")
+	start := time.Now()
+	for time.Since(start) < maxIdle*5/2 {
+		time.Sleep(maxIdle / 10) // pacing the commands, not a proof of anything
+		c.send("PING\r\n")
+		if got := c.line(); got != "PONG" {
+			t.Fatalf("after %s of commands every %s: got %q, want PONG", time.Since(start).Round(time.Millisecond), maxIdle/10, got)
+		}
+	}
+}
+
 func TestConnectionLimit(t *testing.T) {
 	r := newRig(t, func(o *sidecar.Options) { o.MaxConnections = 2 })
 	r.app(t)
