@@ -143,6 +143,9 @@ type Client struct {
 	// when conn is not a socket (TLS). Only the goroutine that set writing
 	// uses it.
 	connWriter *rawsock.Writer
+	// readerStopped is closed when the live (or last) connection's reader
+	// has returned; the next handshake waits for it.
+	readerStopped chan struct{}
 	// ctl are control lines (SUB, UNSUB, PONG) for the live connection;
 	// they go before out in each write and are dropped with the
 	// connection (its subscriptions are renewed whole on the next).
@@ -254,8 +257,9 @@ func (c *Client) OnConnect(f func()) {
 // to its subscription's handler, and the reader may wait for more. It is
 // the moment to write out what those frames produced, as nats-server's
 // read loop flushes its clients. It runs too before the reads of a
-// reconnection's handshake, once the previous reader has stopped, so that
-// nothing runs it concurrently. f must not block.
+// reconnection's handshake, once the previous reader has stopped (connect
+// waits for it), so that nothing runs it concurrently; and once when a
+// reader stops, before the loss is handled. f must not block.
 func (c *Client) SetBeforeRead(f func()) { c.beforeRead.Store(&f) }
 
 // ServerInfo is what the sidecar uses of the broker's INFO.

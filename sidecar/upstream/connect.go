@@ -57,6 +57,19 @@ type connectOptions struct {
 // the broker's PONG (or its -ERR). On success the connection is installed
 // with its subscriptions renewed ahead of the held publishes.
 func (c *Client) connect() error {
+	// The handshake's reads run the beforeRead hook, which only one
+	// goroutine may run at a time: the previous connection's reader must
+	// have stopped (it does soon: lost closed its connection).
+	c.mu.Lock()
+	previous := c.readerStopped
+	c.mu.Unlock()
+	if previous != nil {
+		select {
+		case <-previous:
+		case <-c.done:
+			return ErrClosed
+		}
+	}
 	conn, err := net.DialTimeout("tcp", c.server.Host, c.opts.DialTimeout)
 	if err != nil {
 		return err
@@ -238,6 +251,8 @@ func (c *Client) install(conn net.Conn, fr *protocol.Buffer, info *ServerInfo) e
 	c.heldMax = 0
 	c.conn = conn
 	c.connWriter = rawsock.NewWriter(conn, len(c.iovArray))
+	stopped := make(chan struct{})
+	c.readerStopped = stopped
 	c.ctl = ctl
 	c.pingsOut, c.unconfirmed, c.lastPing = 0, 0, time.Time{}
 	first := c.connects.Add(1) == 1
@@ -251,7 +266,7 @@ func (c *Client) install(conn net.Conn, fr *protocol.Buffer, info *ServerInfo) e
 	c.mu.Unlock()
 
 	c.wg.Add(1)
-	go c.readLoop(conn, fr)
+	go c.readLoop(conn, fr, stopped)
 	c.kick()
 	if first {
 		c.opts.Log.Info("connected to the broker", "url", c.URL(), "server", info.ServerName, "version", info.Version)

@@ -98,12 +98,17 @@ const maxServerLine = 64 << 10
 
 // readLoop parses the broker's frames in place and dispatches them, until
 // the connection ends.
-func (c *Client) readLoop(conn net.Conn, fr *protocol.Buffer) {
+// It closes stopped when it returns, after running the beforeRead hook
+// once more: what the frames before a failure produced is written out on
+// this goroutine, not stranded until a reconnection's first read.
+func (c *Client) readLoop(conn net.Conn, fr *protocol.Buffer, stopped chan<- struct{}) {
 	defer c.wg.Done()
+	defer close(stopped)
 	var m Msg
 	for {
 		err := c.readOne(fr, &m)
 		if err != nil {
+			c.runBeforeRead()
 			c.lost(conn, err)
 			return
 		}
@@ -310,10 +315,15 @@ type hookedReader struct {
 }
 
 func (h hookedReader) Read(p []byte) (int, error) {
-	if f := h.c.beforeRead.Load(); f != nil {
+	h.c.runBeforeRead()
+	return h.r.Read(p)
+}
+
+// runBeforeRead runs the beforeRead hook, if one is set.
+func (c *Client) runBeforeRead() {
+	if f := c.beforeRead.Load(); f != nil {
 		(*f)()
 	}
-	return h.r.Read(p)
 }
 
 // lineLen is the next line's length, up to its '\n'.
