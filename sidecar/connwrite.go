@@ -52,9 +52,12 @@ type batch struct {
 	bodies []*pending.Shared
 	// toWrite is what is left to write; not empty while a write that was
 	// begun inline waits for the writer goroutine to finish it.
-	toWrite  net.Buffers
-	tookFrom []taken
-	timings  []timing
+	toWrite net.Buffers
+	// unsubscribeDue are SUBs that reached their UNSUB count in an inline
+	// write, for the writer goroutine to remove (settle).
+	unsubscribeDue []*localSub
+	tookFrom       []taken
+	timings        []timing
 	// nonBlocking writes inline; nil where the connection has no file
 	// descriptor, and then every write is the writer goroutine's.
 	nonBlocking *rawsock.Writer
@@ -104,7 +107,7 @@ func (c *conn) writer() {
 			// took was not delivered.
 			c.writeMu.Lock()
 			if len(c.out.toWrite) > 0 {
-				c.settle(net.ErrClosed)
+				c.settle(net.ErrClosed, false)
 			}
 			c.writeMu.Unlock()
 			return
@@ -127,6 +130,11 @@ func (c *conn) writer() {
 func (c *conn) writeBatch() (more bool, err error) {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
+	for i, ls := range c.out.unsubscribeDue {
+		c.removeSub(ls, pending.ReasonUnsubscribed)
+		c.out.unsubscribeDue[i] = nil
+	}
+	c.out.unsubscribeDue = c.out.unsubscribeDue[:0]
 	if len(c.out.toWrite) == 0 {
 		if ok, _ := c.fill(); !ok {
 			return false, nil
@@ -134,7 +142,7 @@ func (c *conn) writeBatch() (more bool, err error) {
 	}
 	_, err = c.out.toWrite.WriteTo(c.netConn)
 	c.srv.writerWrites.Add(1)
-	c.settle(err)
+	c.settle(err, false)
 	return err == nil, err
 }
 
@@ -171,7 +179,7 @@ func (c *conn) flushInline() {
 		c.wakeWriter() // the rest, blocking, from the writer
 		return
 	}
-	c.settle(nil)
+	c.settle(nil, true)
 	if full {
 		c.wakeWriter() // the batch stopped at its limit: the writer takes the rest
 	}
@@ -256,8 +264,11 @@ func (c *conn) fill() (ok, full bool) {
 }
 
 // settle accounts for a batch once its write returned: each message it
-// took counts as delivered (err nil) or dropped, with its latencies.
-func (c *conn) settle(err error) {
+// took counts as delivered (err nil) or dropped, with its latencies. On the
+// upstream reader (inline), a SUB that reached its UNSUB count is left to
+// the writer goroutine to remove: removing takes the interest and routing
+// locks and writes an UNSUB upstream, none of which may stall the reader.
+func (c *conn) settle(err error, inline bool) {
 	b := &c.out
 	defer func() {
 		// Last: the timings read the bodies' subjects and replies.
@@ -300,7 +311,12 @@ func (c *conn) settle(err error) {
 		if err == nil {
 			delivered := t.ls.delivered.Add(int64(t.n))
 			if max := t.ls.maxMsgs.Load(); max > 0 && delivered >= max {
-				c.removeSub(t.ls, pending.ReasonUnsubscribed)
+				if inline {
+					b.unsubscribeDue = append(b.unsubscribeDue, t.ls)
+					c.wakeWriter()
+				} else {
+					c.removeSub(t.ls, pending.ReasonUnsubscribed)
+				}
 			}
 		}
 		t.ls.retireWhenSettled() // if it was removed while these were in flight
