@@ -1,18 +1,32 @@
 package natstest
 
 import (
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/weighstation/weighstation/internal/poll"
 )
 
-// WaitFor polls cond until it holds, failing the test with what after 10 s.
+// WaitFor polls cond every WaitInterval until it holds, failing the test
+// with what after WaitTimeout.
 func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
+	if err := poll.Until(WaitTimeout, WaitInterval, func() error {
+		if cond() {
+			return nil
 		}
-		time.Sleep(5 * time.Millisecond)
+		return errNotYet
+	}); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 }
+
+// WaitFor's bounds: long enough for a loaded CI machine, short enough to
+// fail a test that hangs.
+const (
+	WaitTimeout  = 10 * time.Second
+	WaitInterval = 5 * time.Millisecond
+)
+
+var errNotYet = errors.New("condition not met")

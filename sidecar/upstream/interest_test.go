@@ -65,7 +65,7 @@ func TestInterestIsDeduplicatedAndReferenceCounted(t *testing.T) {
 	if err := pub.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return rec.count(orders) == 3 && rec.count(billing) == 3 })
+	natstest.WaitFor(t, "three messages for each subscription", func() bool { return rec.count(orders) == 3 && rec.count(billing) == 3 })
 
 	for i := range 9 {
 		if last, err := in.Remove(orders); err != nil || last {
@@ -83,17 +83,6 @@ func TestInterestIsDeduplicatedAndReferenceCounted(t *testing.T) {
 	}
 	if got := broker.NumSubscriptions() - base; got != 1 {
 		t.Fatalf("broker has %d subscriptions after the last local orders.* went, want 1 (the queue group)", got)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
