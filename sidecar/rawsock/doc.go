@@ -14,8 +14,8 @@
 // Its cost is that the goroutine keeps its processor while the kernel
 // works, which is right for a call that cannot block and is short: so a
 // write of more than RawWriteLimit bytes goes through syscall.Syscall, as
-// net.Conn would, and a read is never longer than its buffer (at most 256
-// KiB).
+// net.Conn would, and a read copies at most RawReadLimit (256 KiB), however
+// large the caller's buffer.
 //
 // Waiting is left to the runtime: Reader's callback returns false when the
 // socket has nothing to read, and syscall.RawConn.Read parks the goroutine

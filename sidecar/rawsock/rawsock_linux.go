@@ -13,6 +13,12 @@ import (
 // never holds the goroutine's processor for long.
 const RawWriteLimit = 64 << 10
 
+// RawReadLimit is the most one raw read copies: a caller's buffer may be
+// far larger (one whole frame of up to the broker's max_payload), and a
+// raw call keeps the goroutine's processor until it returns. What is left
+// in the socket is read by the next call.
+const RawReadLimit = 256 << 10
+
 // rawConn is conn's file descriptor, nil when it has none (TLS, a pipe).
 func rawConn(conn net.Conn) syscall.RawConn {
 	sc, ok := conn.(syscall.Conn)
@@ -84,7 +90,7 @@ func (r *Reader) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	r.p = p
+	r.p = p[:min(len(p), RawReadLimit)]
 	err := r.raw.Read(r.read)
 	r.p = nil
 	if err != nil {

@@ -4,8 +4,11 @@ package rawsock
 
 import "net"
 
-// RawWriteLimit: no write is raw here.
-const RawWriteLimit = 0
+// RawWriteLimit and RawReadLimit: no write or read is raw here.
+const (
+	RawWriteLimit = 0
+	RawReadLimit  = 0
+)
 
 // Reader reads with net.Conn here.
 type Reader struct{ conn net.Conn }

@@ -209,3 +209,32 @@ func TestConsume(t *testing.T) {
 		}
 	}
 }
+
+// A raw read copies at most RawReadLimit, whatever the buffer's size; the
+// rest is read by the next calls, every byte once.
+func TestAReadCopiesAtMostRawReadLimit(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("no raw reads here")
+	}
+	local, peer := tcpPair(t)
+	_ = local.SetReadBuffer(4 << 20)
+	sent := bytes.Repeat([]byte("0123456789abcdef"), (4<<20)/16)
+	go func() { _, _ = peer.Write(sent) }()
+	r := NewReader(local)
+	buf := make([]byte, 8<<20)
+	var got []byte
+	for len(got) < len(sent) {
+		_ = local.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := r.Read(buf)
+		if err != nil {
+			t.Fatalf("after %d bytes: %v", len(got), err)
+		}
+		if n > RawReadLimit {
+			t.Fatalf("one read copied %d bytes, more than RawReadLimit (%d)", n, RawReadLimit)
+		}
+		got = append(got, buf[:n]...)
+	}
+	if !bytes.Equal(got, sent) {
+		t.Fatal("the bytes read differ from those sent")
+	}
+}
