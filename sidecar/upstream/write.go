@@ -30,9 +30,11 @@ const maxSpareBuffer = 1 << 20
 // before Publish returns.
 //
 // While the broker is connected and MaxPendingBytes wait for the socket,
-// Publish waits for the writer: its caller stops reading its application,
-// and TCP pushes back. It holds no lock of the caller's while it waits;
-// callers must not either. While the broker is away, the message is held
+// Publish writes them itself, or waits for the goroutine that is writing
+// them: either way its caller stops reading its application, and TCP
+// pushes back. It holds no lock of the caller's while it writes or waits;
+// callers must not either. The size is checked against max_payload after
+// that, against the broker then connected. While the broker is away, the message is held
 // within OutageBufferBytes, or refused with ErrOutageBufferFull.
 func (c *Client) Publish(subject, reply, header, extra, payload []byte) error {
 	return c.publish(subject, reply, header, extra, payload, true)
