@@ -103,21 +103,6 @@ func TestIssuedCredentialsAndRevocation(t *testing.T) {
 		t.Fatalf("a JWT presented with another key's seed: %v, want an authorization violation", err)
 	}
 
-	// nats-server revokes a JWT issued at or before the revocation's time,
-	// both in whole seconds; one issued later is not covered. The operator
-	// issues only to a pod that exists under its UID (Service), so no
-	// credential is issued after a deletion; the test issues the pod's
-	// second credential before revoking, as the operator could have, and
-	// not after, which the broker would admit once the clock has passed
-	// into the next second.
-	again, err := keys.Issue("shop", "orders-1", "uid-doomed")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again.PublicKey != doomed.PublicKey {
-		t.Fatalf("a reissued credential has key %s, want the pod's %s", again.PublicKey, doomed.PublicKey)
-	}
-
 	pusher, err := DialPusher(url, keys, testr.New(t))
 	if err != nil {
 		t.Fatal(err)
@@ -163,9 +148,18 @@ func TestIssuedCredentialsAndRevocation(t *testing.T) {
 	if _, err := sub.NextMsg(5 * time.Second); err != nil {
 		t.Fatalf("the pod that was not revoked: %v", err)
 	}
-	// A second credential issued to the pod before its deletion is refused
-	// too: the key is the pod's, and the revocation covers every JWT
-	// issued for it up to the deletion.
+	// A credential issued for the pod after the revocation (a request
+	// that read the pod just before its deletion) is refused too: the key
+	// is the pod's, and the revocation reaches RevocationMargin past the
+	// deletion, while nats-server alone refuses only JWTs issued at or
+	// before the revocation's second.
+	again, err := keys.Issue("shop", "orders-1", "uid-doomed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.PublicKey != doomed.PublicKey {
+		t.Fatalf("a reissued credential has key %s, want the pod's %s", again.PublicKey, doomed.PublicKey)
+	}
 	if _, err := connectWith(url, again); !isAuthorizationViolation(err) {
 		t.Fatalf("a credential reissued to a revoked pod: %v, want an authorization violation", err)
 	}
@@ -304,6 +298,9 @@ func TestRevocationListIsBoundedByRetentionAndCount(t *testing.T) {
 		if _, ok := got[k]; !ok {
 			t.Errorf("%s was dropped", k)
 		}
+	}
+	if at := got["fresh"]; !at.Equal(now.Add(RevocationMargin)) {
+		t.Errorf("fresh revoked at %s, want RevocationMargin past now (%s)", at, now.Add(RevocationMargin))
 	}
 	if len(list) != 4 {
 		t.Error("revoke changed the list it was given")

@@ -24,7 +24,8 @@
 // list, writes the account JWT into the ConfigMap (which a restarting
 // broker reads) and pushes it to the running brokers over the system
 // account; nats-server then closes the pod's connections and refuses the
-// credential. Deriving the user key from the UID makes revocation
+// credential, and any issued for the pod up to RevocationMargin after the
+// deletion (a request that raced it). Deriving the user key from the UID makes revocation
 // stateless: an operator that restarts can still revoke a pod whose
 // credential an earlier replica issued.
 //

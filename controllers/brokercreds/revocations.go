@@ -40,10 +40,20 @@ func (l Limits) Validate() error {
 	return nil
 }
 
+// RevocationMargin is how far past the deletion a revocation reaches.
+// nats-server refuses a user JWT issued at or before its key's revocation
+// time (whole seconds), not one issued after it; a credential issued for
+// the pod by a request that read the pod just before its deletion, or by a
+// replica whose clock is behind, could be dated after the deletion. A
+// user key belongs to one pod UID, which is never reused, so no credential
+// issued later is legitimate and the margin refuses none that is.
+const RevocationMargin = time.Minute
+
 // errNothingToRevoke is returned by revoke for an empty batch.
 var errNothingToRevoke = errors.New("nothing to revoke")
 
-// revoke returns revoked with keys added at now, less the entries older
+// revoke returns revoked with keys added at now+RevocationMargin, less the
+// entries older
 // than the retention and, past MaxEntries, the oldest; and how many
 // entries were dropped early (before their retention ended).
 func (l Limits) revoke(revoked map[string]time.Time, keys []string, now time.Time) (map[string]time.Time, int, error) {
@@ -55,7 +65,7 @@ func (l Limits) revoke(revoked map[string]time.Time, keys []string, now time.Tim
 		next = map[string]time.Time{}
 	}
 	for _, k := range keys {
-		next[k] = now
+		next[k] = now.Add(RevocationMargin)
 	}
 	for k, at := range next {
 		if now.Sub(at) > l.Retention {
