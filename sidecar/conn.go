@@ -29,9 +29,11 @@ type connectOptions struct {
 }
 
 // conn is one application connection. Its reader goroutine parses commands;
-// its writer goroutine drains control replies and the subscriptions'
-// queues into the socket. Nothing a slow reader of this connection does can
-// block another connection: each has its own queues and writer.
+// the upstream reader writes its deliveries inline when the socket takes
+// them at once, and its writer goroutine drains control replies and
+// whatever the socket did not take. Nothing a slow reader of this
+// connection does can block another connection: each has its own queues
+// and writer, and the inline write never waits.
 type conn struct {
 	srv     *Server
 	id      uint64 // in this sidecar, for OriginHeader
@@ -81,7 +83,7 @@ type conn struct {
 	// wait timed out), and never before an earlier one.
 	pongs []*owedPong
 	subs  map[string]*localSub // by sid
-	order []*localSub          // copy-on-write list the writer walks
+	order []*localSub          // copy-on-write list that whoever writes walks (fill)
 
 	wake      chan struct{}
 	done      chan struct{}

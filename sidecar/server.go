@@ -25,12 +25,16 @@
 //
 // Lock order: Server.configMu, then killSwitches.mu, then a killSwitch's
 // mu or Server.interestMu, then router.mu or Server.connsMu; a
-// connection's writeMu, then its mu. On the path of a message no lock is
-// held while another is taken: the upstream reader takes router.mu's read
-// lock to route (a queue's own lock inside it) and a connection's writeMu
-// to write; an application connection's reader takes the request tables'
-// locks, a killSwitch's mu (a reply's latency) and the upstream client's
-// one at a time, and never blocks on a socket while holding one. The
+// connection's writeMu, then its mu, a queue's lock, the request tables'
+// locks. On the path of a message: the upstream reader takes router.mu's
+// read lock to route (a queue's own lock inside it) and, to write, a
+// connection's writeMu with, inside it and one at a time, the
+// connection's mu, its queues' locks and the request tables' locks (fill,
+// settle); it never takes interestMu (removing a SUB that reached its
+// UNSUB count is the writer goroutine's). An application connection's
+// reader takes the request tables' locks, a killSwitch's mu (a reply's
+// latency) and the upstream client's one at a time. Nothing blocks on a
+// socket while holding a lock. The
 // breakers' tick takes a killSwitch's mu inside the request table's lock
 // (timing out unanswered requests); a SUB reads its kill switch without a
 // lock, under interestMu.

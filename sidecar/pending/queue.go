@@ -100,8 +100,10 @@ type Message struct {
 	SentUnixNanos int64
 	// NoResponders marks the broker's 503 status answer to a request.
 	NoResponders bool
-	// Body, when not nil, holds Header and Data: the queue holds one
-	// reference to it while the message is pending (see Shared).
+	// Body, when not nil, holds Header and Data, and the bytes Subject
+	// and Reply view: the queue holds one reference to it while the
+	// message is pending (see Shared). Whoever keeps Subject or Reply past
+	// its Release must copy them.
 	Body *Shared
 }
 
