@@ -23,35 +23,14 @@ func AppendErr(dst []byte, text string) []byte {
 	return append(dst, "'\r\n"...)
 }
 
-// AppendMsg appends "MSG <subject> <sid> [reply] <size>\r\n<payload>\r\n".
-// Subjects and sids are strings: they come from nats.go as strings, and
-// converting them would cost an allocation per message.
-func AppendMsg(dst []byte, subject, sid, reply string, payload []byte) []byte {
-	dst = appendMsgLine(dst, false, subject, sid, reply, nil, len(payload))
-	dst = append(dst, payload...)
-	return append(dst, "\r\n"...)
-}
-
-// AppendHMsg appends "HMSG <subject> <sid> [reply] <header size> <total
-// size>\r\n<header><payload>\r\n".
-func AppendHMsg(dst []byte, subject, sid, reply string, header, payload []byte) []byte {
-	dst = appendMsgLine(dst, true, subject, sid, reply, header, len(payload))
-	dst = append(dst, payload...)
-	return append(dst, "\r\n"...)
-}
-
 // AppendMsgHead appends a MSG (header nil) or an HMSG up to its payload:
 // the control line and the header block. The caller writes the payload of
 // payloadLen bytes and a CRLF after it, so that a large payload can be
-// written from where it is rather than copied behind the line.
+// written from where it is rather than copied behind the line. Subjects
+// and sids are strings: the sidecar keeps them as such per subscription,
+// and converting them would cost an allocation per message.
 func AppendMsgHead(dst []byte, subject, sid, reply string, header []byte, payloadLen int) []byte {
-	return appendMsgLine(dst, header != nil, subject, sid, reply, header, payloadLen)
-}
-
-// appendMsgLine appends a MSG's or HMSG's control line, and the header
-// block after an HMSG's.
-func appendMsgLine(dst []byte, withHeader bool, subject, sid, reply string, header []byte, payloadLen int) []byte {
-	if !withHeader {
+	if header == nil {
 		dst = append(dst, "MSG "...)
 		dst = appendSubjectSIDReply(dst, subject, sid, reply)
 		dst = strconv.AppendInt(dst, int64(payloadLen), 10)

@@ -7,15 +7,23 @@ import (
 	"github.com/weighstation/weighstation/sidecar/protocol"
 )
 
+// msg is a whole MSG or HMSG: its head, the payload and the CRLF after it,
+// as the sidecar's writer appends them.
+func msg(subject, sid, reply string, header, payload []byte) []byte {
+	dst := protocol.AppendMsgHead(nil, subject, sid, reply, header, len(payload))
+	dst = append(dst, payload...)
+	return append(dst, "\r\n"...)
+}
+
 func TestAppendServerMessages(t *testing.T) {
 	tests := []struct {
 		name string
 		got  []byte
 		want string
 	}{
-		{"msg", protocol.AppendMsg(nil, "orders.eu", "7", "", []byte("hello")), "MSG orders.eu 7 5\r\nhello\r\n"},
-		{"msg with reply", protocol.AppendMsg(nil, "a", "1", "_INBOX.x.y", nil), "MSG a 1 _INBOX.x.y 0\r\n\r\n"},
-		{"hmsg", protocol.AppendHMsg(nil, "a", "1", "", []byte("NATS/1.0\r\n\r\n"), []byte("hi")), "HMSG a 1 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"},
+		{"msg", msg("orders.eu", "7", "", nil, []byte("hello")), "MSG orders.eu 7 5\r\nhello\r\n"},
+		{"msg with reply", msg("a", "1", "_INBOX.x.y", nil, nil), "MSG a 1 _INBOX.x.y 0\r\n\r\n"},
+		{"hmsg", msg("a", "1", "", []byte("NATS/1.0\r\n\r\n"), []byte("hi")), "HMSG a 1 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"},
 		{"err", protocol.AppendErr(nil, "Maximum Payload Violation"), "-ERR 'Maximum Payload Violation'\r\n"},
 		{"info", protocol.AppendInfo(nil, []byte(`{"max_payload":1024}`)), "INFO {\"max_payload\":1024}\r\n"},
 	}
