@@ -59,9 +59,8 @@ func (a *answerable) answered(subject string) (answerEntry, bool) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	e, ok := a.byReply.get(subject)
+	e, ok := a.byReply.take(subject)
 	if ok {
-		a.byReply.delete(subject)
 		a.size.Store(int64(a.byReply.len()))
 	}
 	return e, ok

@@ -44,11 +44,7 @@ func (o *outstanding) start(reply string, arrived int64) {
 func (o *outstanding) finish(subject string) (int64, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	arrived, ok := o.byReply.get(subject)
-	if ok {
-		o.byReply.delete(subject)
-	}
-	return arrived, ok
+	return o.byReply.take(subject)
 }
 
 func (o *outstanding) pending() bool {

@@ -60,12 +60,21 @@ func (m *subjectMap[V]) set(subject string, v V) {
 	m.long[strings.Clone(subject)] = v
 }
 
-func (m *subjectMap[V]) delete(subject string) {
+// take returns subject's value and removes it, with one key and one
+// lookup.
+func (m *subjectMap[V]) take(subject string) (V, bool) {
 	if k, ok := keyOf(subject); ok {
-		delete(m.short, k)
-		return
+		v, found := m.short[k]
+		if found {
+			delete(m.short, k)
+		}
+		return v, found
 	}
-	delete(m.long, subject)
+	v, found := m.long[subject]
+	if found {
+		delete(m.long, subject)
+	}
+	return v, found
 }
 
 func (m *subjectMap[V]) len() int { return len(m.short) + len(m.long) }

@@ -37,9 +37,14 @@ func TestSubjectMapCopiesWhatItKeeps(t *testing.T) {
 		if v, _ := m.get(strings.Repeat("b", size)); v != 20 {
 			t.Fatalf("%d bytes: retain's new value %d, want 20", size, v)
 		}
-		m.delete(strings.Repeat("b", size))
+		if v, ok := m.take(strings.Repeat("b", size)); !ok || v != 20 {
+			t.Fatalf("%d bytes: take gave %d, %v, want 20", size, v, ok)
+		}
 		if m.len() != 0 {
-			t.Fatalf("%d bytes: len %d after delete, want 0", size, m.len())
+			t.Fatalf("%d bytes: len %d after take, want 0", size, m.len())
+		}
+		if _, ok := m.take(strings.Repeat("b", size)); ok {
+			t.Fatalf("%d bytes: a second take found the entry", size)
 		}
 	}
 }
