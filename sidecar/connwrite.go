@@ -126,7 +126,10 @@ func (c *conn) writer() {
 }
 
 // writeBatch finishes a batch an inline write left, or gathers and writes
-// the next one. It reports whether there may be more to write.
+// the next one. It reports whether there may be more to write: only when
+// the batch stopped at its limit, or finished an inline write's (whatever
+// is queued later wakes the writer: the router's flush finds writeMu held,
+// and control replies wake it themselves).
 func (c *conn) writeBatch() (more bool, err error) {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
@@ -135,15 +138,17 @@ func (c *conn) writeBatch() (more bool, err error) {
 		c.out.unsubscribeDue[i] = nil
 	}
 	c.out.unsubscribeDue = c.out.unsubscribeDue[:0]
+	full := true // the rest of an inline write: there may be more behind it
 	if len(c.out.toWrite) == 0 {
-		if ok, _ := c.fill(); !ok {
+		var ok bool
+		if ok, full = c.fill(); !ok {
 			return false, nil
 		}
 	}
 	_, err = c.out.toWrite.WriteTo(c.netConn)
 	c.srv.writerWrites.Add(1)
 	c.settle(err, false)
-	return err == nil, err
+	return full && err == nil, err
 }
 
 // flushInline writes what is queued for c without blocking, on the
