@@ -104,7 +104,7 @@ func benchmark(bins benchharness.Binaries, relay string, duration, rateDuration 
 				if err != nil {
 					return err
 				}
-				p, err := benchharness.Start("relay-"+mode+"-"+side, relay, "-listen", addr, "-copy", mode, "-target", strings.TrimPrefix(mesh.BrokerURL, "nats://"))
+				p, err := benchharness.Start(relayName(mode, side), relay, "-listen", addr, "-copy", mode, "-target", strings.TrimPrefix(mesh.BrokerURL, "nats://"))
 				if err != nil {
 					return err
 				}
@@ -156,6 +156,10 @@ func benchmark(bins benchharness.Binaries, relay string, duration, rateDuration 
 	}
 	return nil
 }
+
+// relayName is the process name of a relay: its copy mode and its side
+// ("pub" or "sub").
+func relayName(mode, side string) string { return "relay-" + mode + "-" + side }
 
 // The setups' names, by which the ratios find them.
 const (
@@ -312,16 +316,20 @@ func report(c config, setups []setup, results [][]run, sidecarName string) {
 	addedRatios(c, setups, results)
 	// CPU per message from the processes' own accounting, in the
 	// two-sidecar runs.
-	perMsgIn := func(setupName, name string) float64 {
-		i := indexOf(setups, setupName)
-		if i < 0 {
-			return 0
-		}
-		xs := make([]float64, len(results[i]))
-		for k, r := range results[i] {
-			xs[k] = float64(r.cpu[name].Microseconds()) / float64(max(r.summary.Sent, 1))
+	// medianIn is the median over the rounds of one setup of what each
+	// run measured; the setup is one of those run.
+	medianIn := func(setupName string, measure func(run) float64) float64 {
+		runs := results[indexOf(setups, setupName)]
+		xs := make([]float64, len(runs))
+		for k, r := range runs {
+			xs[k] = measure(r)
 		}
 		return gobench.Median(xs)
+	}
+	perMsgIn := func(setupName, name string) float64 {
+		return medianIn(setupName, func(r run) float64 {
+			return float64(r.cpu[name].Microseconds()) / float64(max(r.summary.Sent, 1))
+		})
 	}
 	perMsg := func(name string) float64 { return perMsgIn(sidecarsSetup, name) }
 	b, sa, sb := perMsg("broker"), perMsg("sidecar-a"), perMsg("sidecar-b")
@@ -332,19 +340,14 @@ func report(c config, setups []setup, results [][]run, sidecarName string) {
 	// sidecars' ratios.
 	for _, r := range []struct{ setup, mode string }{{spliceSetup, "splice"}, {rwSetup, "rw"}} {
 		if indexOf(setups, r.setup) < 0 {
-			continue
+			continue // no -relay
 		}
-		rb, pub, sub := perMsgIn(r.setup, "broker"), perMsgIn(r.setup, "relay-"+r.mode+"-pub"), perMsgIn(r.setup, "relay-"+r.mode+"-sub")
+		rb, pub, sub := perMsgIn(r.setup, "broker"), perMsgIn(r.setup, relayName(r.mode, "pub")), perMsgIn(r.setup, relayName(r.mode, "sub"))
 		fmt.Printf("CPU per message in the %s runs: broker %.2f µs, publisher's relay %.2f µs (%.2f× the broker), subscriber's relay %.2f µs (%.2f× the broker)\n",
 			r.setup, rb, pub, pub/max(rb, 1e-9), sub, sub/max(rb, 1e-9))
 	}
 	rssAfter := func(name string) float64 {
-		side := results[indexOf(setups, sidecarsSetup)]
-		xs := make([]float64, len(side))
-		for k, r := range side {
-			xs[k] = float64(r.rss[name]) / (1 << 20)
-		}
-		return gobench.Median(xs)
+		return medianIn(sidecarsSetup, func(r run) float64 { return float64(r.rss[name]) / (1 << 20) })
 	}
 	fmt.Printf("RSS at the end of the two-sidecar runs (VmRSS, median of the rounds; the sidecars run as %s): publisher's sidecar %.1f MiB, subscriber's sidecar %.1f MiB, broker %.1f MiB\n\n",
 		sidecarName, rssAfter("sidecar-a"), rssAfter("sidecar-b"), rssAfter("broker"))
