@@ -34,25 +34,27 @@ import (
 )
 
 func main() {
-	bin := flag.String("bin", "bin/weighstation", "the weighstation binary to profile")
-	rate := flag.Float64("rate", 20_000, "messages per second")
+	bin := flag.String("bin", "bin/weighstation", "the weighstation binary: the broker, the load, and the sidecars unless -sidecar-bin")
+	sidecarBin := flag.String("sidecar-bin", "", "the injected sidecar binary (weighstation-sidecar) to profile; empty: `weighstation sidecar` from -bin")
+	rate := flag.Float64("rate", 10_000, "messages per second")
 	size := flag.Int("size", 1024, "payload bytes")
-	duration := flag.Duration("duration", 20*time.Second, "the load's length; each profile covers all of it but the first and last 2 s")
+	duration := flag.Duration("duration", 34*time.Second, "the load's length; each profile covers all of it but the first and last 2 s")
 	out := flag.String("out", "", "directory for the raw profiles (publisher.pprof, subscriber.pprof; none when empty)")
 	top := flag.Int("top", 12, "functions listed per profile, by own time")
 	flag.Parse()
-	if err := run(*bin, *rate, *size, *duration, *out, *top); err != nil {
+	if err := run(benchharness.Binaries{Weighstation: *bin, Sidecar: *sidecarBin}, *rate, *size, *duration, *out, *top); err != nil {
 		fmt.Fprintln(os.Stderr, "profile-sidecar:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin string, rate float64, size int, duration time.Duration, out string, top int) error {
+func run(bins benchharness.Binaries, rate float64, size int, duration time.Duration, out string, top int) error {
 	const margin = 2 * time.Second
 	if duration <= 2*margin+time.Second {
 		return fmt.Errorf("-duration %s: must be over %s (the profile leaves %s at each end)", duration, 2*margin+time.Second, margin)
 	}
-	mesh, err := benchharness.StartMesh(benchharness.Binaries{Weighstation: bin}, 2, benchharness.PassThroughPodConfig, "-debug-pprof")
+	bin := bins.Weighstation
+	mesh, err := benchharness.StartMesh(bins, 2, benchharness.PassThroughPodConfig, "-debug-pprof")
 	if err != nil {
 		return err
 	}
