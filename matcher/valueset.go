@@ -388,7 +388,8 @@ func (s valueSet[T]) with(v T) (valueSet[T], bool) {
 		items = append(items, hashedValue[T]{hashOf(v), v})
 		return valueSet[T]{root: (&hamtNode[T]{}).withAll(0, items)}, true
 	}
-	if s.root.contains(0, hashOf(v), v) {
+	h := hashOf(v)
+	if s.root.contains(0, h, v) {
 		return s, false
 	}
 	tail := s.small
@@ -398,7 +399,7 @@ func (s valueSet[T]) with(v T) (valueSet[T], bool) {
 		// The tail is full: its values and v go into the HAMT.
 		items := make([]hashedValue[T], 0, n+1)
 		items = appendHashed(items, tail)
-		items = append(items, hashedValue[T]{hashOf(v), v})
+		items = append(items, hashedValue[T]{h, v})
 		return valueSet[T]{root: s.root.withAll(0, items)}, true
 	case n > 0:
 		if ch := chunkOf(tail); ch.claimed.CompareAndSwap(uint32(n), uint32(n+1)) {
