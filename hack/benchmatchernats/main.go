@@ -40,14 +40,31 @@ func main() {
 	count := flag.Int("count", 5, "runs of the benchmark; the table shows medians")
 	benchtime := flag.String("benchtime", "1s", "go test -benchtime per benchmark")
 	scratch := flag.String("dir", "", "scratch directory for the copy of nats-server (default: the user cache directory's weighstation/bench-matcher-nats)")
+	compile := flag.String("c", "", "compile the copy's server package test binary to this file instead of running it (to run on another machine: binary -test.run '^$' -test.bench '^BenchmarkWeighstationMatcher$' -test.benchmem -test.count 5)")
+	results := flag.String("results", "", "read the results of an earlier run from this file (as from a binary built with -c) instead of building and running")
 	flag.Parse()
-	if err := run(*count, *benchtime, *scratch); err != nil {
+	var err error
+	if *results != "" {
+		err = report(*results)
+	} else {
+		err = run(*count, *benchtime, *scratch, *compile)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "benchmatchernats: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(count int, benchtime, scratch string) error {
+// report prints the tables and verdicts of a run saved in path.
+func report(path string) error {
+	out, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return printResults(out, "(version of the saved run)")
+}
+
+func run(count int, benchtime, scratch, compile string) error {
 	root, err := goOutput("", "list", "-m", "-f", "{{.Dir}}")
 	if err != nil {
 		return fmt.Errorf("finding the working tree: %w", err)
@@ -91,6 +108,17 @@ func run(count int, benchtime, scratch string) error {
 	if _, err := goOutput(dst, "mod", "tidy"); err != nil {
 		return fmt.Errorf("go mod tidy in the copy: %w", err)
 	}
+	if compile != "" {
+		abs, err := filepath.Abs(compile)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "compiling the copy's server package tests to %s\n", abs)
+		if _, err := goOutput(dst, "test", "-c", "-trimpath", "-ldflags=-s -w", "-o", abs, "./server/"); err != nil {
+			return fmt.Errorf("go test -c in the copy: %w", err)
+		}
+		return nil
+	}
 	args := []string{"test", "-run", "^$", "-bench", "^BenchmarkWeighstationMatcher$", "-benchmem",
 		"-count", strconv.Itoa(count), "-benchtime", benchtime, "./server/"}
 	fmt.Fprintf(os.Stderr, "running in %s: go %s\n", dst, strings.Join(args, " "))
@@ -101,12 +129,21 @@ func run(count int, benchtime, scratch string) error {
 	if err != nil {
 		return fmt.Errorf("go test in the copy: %w\n%s", err, out)
 	}
+	return printResults(out, version)
+}
+
+// printResults prints the tables and verdicts of the benchmark's output.
+func printResults(out []byte, version string) error {
 	s := gobench.Parse(out, gobench.ResultLine("BenchmarkWeighstationMatcher"))
 	if len(s) == 0 {
 		return fmt.Errorf("no benchmark results in the output:\n%s", out)
 	}
-	fmt.Printf("\nmatcher vs nats-server %s's Sublist and gsl, inside its server package, on its benchmark corpus\n", version)
-	printTable(s, count)
+	procs := gobench.Procs(out, "BenchmarkWeighstationMatcher")
+	if len(procs) != 1 {
+		return fmt.Errorf("the results ran at GOMAXPROCS %v; the medians need one value", procs)
+	}
+	fmt.Printf("\nmatcher vs nats-server %s's Sublist and gsl, inside its server package, on its benchmark corpus, GOMAXPROCS %d\n", version, procs[0])
+	printTable(s, len(s[gobench.Key{Workload: "hot", Impl: "gsl"}]["ns/op"]))
 	printTargets(s)
 	return nil
 }

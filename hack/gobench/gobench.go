@@ -67,3 +67,30 @@ func Median(xs []float64) float64 {
 func (s Samples) Median(workload, impl, unit string) float64 {
 	return Median(s[Key{workload, impl}][unit])
 }
+
+// Procs returns the distinct GOMAXPROCS values, ascending, among
+// benchmark's result lines in out: the -N suffix that go test appends to a
+// name when N is not 1 (so [1] when no line has one, and none when there
+// is no line). Verdicts that depend on the number of threads read it from
+// the results, which may come from another machine; Parse's samples mix
+// the values, so a caller wants exactly one.
+func Procs(out []byte, benchmark string) []int {
+	line := regexp.MustCompile(`^` + regexp.QuoteMeta(benchmark) + `/\S*?(?:-(\d+))?\s+\d+\s`)
+	var procs []int
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		m := line.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		n := 1
+		if m[1] != "" {
+			n, _ = strconv.Atoi(m[1])
+		}
+		if !slices.Contains(procs, n) {
+			procs = append(procs, n)
+		}
+	}
+	slices.Sort(procs)
+	return procs
+}

@@ -1,6 +1,9 @@
 package gobench
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestParseAndMedian(t *testing.T) {
 	out := []byte(`goos: linux
@@ -26,5 +29,26 @@ PASS
 	}
 	if Median(nil) != 0 || Median([]float64{1, 3}) != 2 {
 		t.Error("Median of none or of an even count")
+	}
+}
+
+func TestProcs(t *testing.T) {
+	tests := []struct {
+		name string
+		out  string
+		want []int
+	}{
+		{"two", "BenchmarkMatcher/hot/impl=ctrie-nocache-2   100  1.0 ns/op\n", []int{2}},
+		{"sixteen beside two", "BenchmarkMatcher/hot/impl=ctrie-2   100  1.0 ns/op\nBenchmarkMatcher/hot/impl=ctrie-16   100  1.0 ns/op\n", []int{2, 16}},
+		{"one has no suffix", "BenchmarkMatcher/hot/impl=ctrie   100  1.0 ns/op\n", []int{1}},
+		{"another benchmark", "BenchmarkOther/hot/impl=ctrie-16   100  1.0 ns/op\n", nil},
+		{"no results", "PASS\n", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Procs([]byte(tt.out), "BenchmarkMatcher"); !slices.Equal(got, tt.want) {
+				t.Errorf("Procs = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
