@@ -45,8 +45,8 @@
 //     goes into the hash trie in one batch, which copies each node on its
 //     values' paths once; past 1,024 values it goes instead into a mid
 //     chunk: a larger append-only chunk claimed the same way, with a hash
-//     index of its positions and a Bloom filter of the whole set outside
-//     the tail, whose entries and bits are only ever added (by CAS and
+//     index of its positions, beside a Bloom filter of the whole set
+//     outside the tail (kept from one chunk to the next until it is full), whose entries and bits are only ever added (by CAS and
 //     atomic OR), so that they hold a superset of what any version sharing
 //     them holds and a version ignores positions past its own length. A
 //     full mid chunk goes into the hash trie in one batch about as large

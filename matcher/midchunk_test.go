@@ -20,10 +20,11 @@ func TestValueSetMidChunk(t *testing.T) {
 		want []int
 	}
 	var versions []version
-	sawMid, merges := false, 0
+	sawMid, merges, prevMid := false, 0, 0
 	next := 0
 	for i := range 60_000 {
-		if rng.IntN(10) < 8 || len(model) == 0 {
+		inserted := rng.IntN(10) < 8 || len(model) == 0
+		if inserted {
 			v := next
 			next++
 			var added bool
@@ -57,9 +58,10 @@ func TestValueSetMidChunk(t *testing.T) {
 		if set.big != nil && len(set.big.mid) > 0 {
 			sawMid = true
 		}
-		if set.big != nil && set.big.midc != nil && len(set.big.mid) == 0 && set.big.root.size > 2*midMin {
-			merges++ // a full chunk went into the HAMT (counted once per insert after it)
+		if mid := midLen(set); inserted && mid == 0 && prevMid > 0 {
+			merges++ // an insert found the chunk full: its values went into the HAMT
 		}
+		prevMid = midLen(set)
 		if i%1999 == 0 {
 			if msg := checkSet(set); msg != "" {
 				t.Fatalf("op %d: %s", i, msg)
@@ -86,6 +88,14 @@ func TestValueSetMidChunk(t *testing.T) {
 			t.Fatalf("version %d: %s", i, msg)
 		}
 	}
+}
+
+// midLen is the number of the set's mid values.
+func midLen(s valueSet[int]) int {
+	if s.big == nil {
+		return 0
+	}
+	return len(s.big.mid)
 }
 
 // TestValueSetMidChunkSharing extends one version of a set with a mid
@@ -146,5 +156,59 @@ func TestValueSetMidChunkSharing(t *testing.T) {
 	}
 	if base.len() != midMin+3*tailCap+7 {
 		t.Fatalf("base changed: %d values", base.len())
+	}
+}
+
+// TestValueSetFilterOutlivesMidChunk removes a mid value (which moves the
+// mid values into the HAMT and drops the chunk) and checks that the next
+// chunk keeps the set's filter rather than walking the HAMT to build one,
+// until the values noted in it would pass its capacity.
+func TestValueSetFilterOutlivesMidChunk(t *testing.T) {
+	var set valueSet[int]
+	next := 0
+	add := func() {
+		var added bool
+		if set, added = set.with(next); !added {
+			t.Fatalf("with(%d) of a new value reported no change", next)
+		}
+		next++
+	}
+	for midLen(set) == 0 {
+		add()
+	}
+	f := set.big.filter
+	if f == nil {
+		t.Fatal("a set with mid values has no filter")
+	}
+	rebuilt := false
+	for round := 0; round < 1000 && !rebuilt; round++ {
+		// Remove the newest mid value: the mid values go into the HAMT.
+		victim := set.big.mid[len(set.big.mid)-1]
+		var removed bool
+		if set, removed = set.without(victim); !removed {
+			t.Fatalf("round %d: without(%d) of a mid value reported no change", round, victim)
+		}
+		if midLen(set) != 0 || set.big.midc != nil || set.big.filter == nil {
+			t.Fatalf("round %d: after removing a mid value: %d mid values, chunk %v, filter %v", round, midLen(set), set.big.midc != nil, set.big.filter != nil)
+		}
+		noted := set.big.noted
+		for midLen(set) == 0 {
+			add()
+		}
+		if msg := checkSet(set); msg != "" {
+			t.Fatalf("round %d: %s", round, msg)
+		}
+		capacity := len(set.big.midc.vals)
+		switch {
+		case set.big.filter == f && noted+capacity > f.capacity():
+			t.Fatalf("round %d: the filter of capacity %d was kept with %d noted and a chunk of %d to come", round, f.capacity(), noted, capacity)
+		case set.big.filter != f && noted+capacity <= f.capacity():
+			t.Fatalf("round %d: the filter was rebuilt with room left (%d noted, chunk %d, capacity %d)", round, noted, capacity, f.capacity())
+		case set.big.filter != f:
+			rebuilt = true
+		}
+	}
+	if !rebuilt {
+		t.Fatal("the filter was never rebuilt: its noted count does not grow")
 	}
 }

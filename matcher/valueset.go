@@ -52,6 +52,79 @@ type bigSet[T comparable] struct {
 	mid  []T          // a prefix of midc.vals; nil when midc is
 	midc *midChunk[T]
 	size int // root.size + len(mid)
+
+	// filter, when not nil, holds a superset of the values in root and
+	// mid; it is not nil while midc is not. noted counts the values noted
+	// in it along this version's history (other versions sharing it add
+	// their own, so it is an estimate): when a new mid chunk would take
+	// the filter past its capacity, a fresh one is built from root. It
+	// outlives the mid chunks it served, so that a removal from the mid
+	// values, which moves them into the HAMT, does not cost a walk of the
+	// whole HAMT when the next chunk comes.
+	filter *valueFilter
+	noted  int
+
+	// nextCap, when not 0, is the capacity of the next mid chunk (else
+	// the HAMT's size): a removal that empties a chunk of few values asks
+	// for a small one next, so that a large set whose recent values often
+	// leave does not allocate and clear a chunk as large as the HAMT each
+	// time.
+	nextCap int
+}
+
+// valueFilter is a Bloom filter of value hashes: one 64-bit word per four
+// values of capacity (16 bits a value), four bits set in one word per
+// value. It is shared by every version that extends the one it was made
+// for, and its bits are only ever set (by atomic Or), so it holds a
+// superset of the values of every such version: a value it does not hold
+// is in neither the HAMT nor the mid values, and an insert of a new value
+// skips the walk down the HAMT. A version is published after the bits of
+// its values are set, so any goroutine that reads the version sees them.
+type valueFilter struct {
+	words []atomic.Uint64 // a power of two of them
+}
+
+func newValueFilter(capacity int) *valueFilter {
+	return &valueFilter{words: make([]atomic.Uint64, 1<<bits.Len(uint(max(capacity, 256)/4-1)))}
+}
+
+// capacity is the number of values the filter is sized for.
+func (f *valueFilter) capacity() int { return 4 * len(f.words) }
+
+func filterBits(h uint64) uint64 {
+	return 1<<(h>>40&63) | 1<<(h>>46&63) | 1<<(h>>52&63) | 1<<(h>>58&63)
+}
+
+// note adds h to the filter.
+func (f *valueFilter) note(h uint64) {
+	w := &f.words[h&uint64(len(f.words)-1)]
+	if b := filterBits(h); w.Load()&b != b {
+		w.Or(b)
+	}
+}
+
+// mayHold reports false when no version sharing f has the value of hash h
+// in its HAMT or mid values.
+func (f *valueFilter) mayHold(h uint64) bool {
+	b := filterBits(h)
+	return f.words[h&uint64(len(f.words)-1)].Load()&b == b
+}
+
+// filterFor returns the filter for b (which has no mid values) about to
+// take a mid chunk of capacity values, and its count of noted values: b's
+// own while it has room for them, else a new one, twice the size the HAMT
+// and the chunk need, holding the HAMT's values (a walk of the HAMT,
+// which the chunk's capacity, about the HAMT's size, pays for).
+func (b *bigSet[T]) filterFor(capacity int) (*valueFilter, int) {
+	if f := b.filter; f != nil && b.noted+capacity <= f.capacity() {
+		return f, b.noted
+	}
+	f := newValueFilter(2 * (b.root.size + capacity))
+	b.root.all(func(v T) bool {
+		f.note(hashOf(v))
+		return true
+	})
+	return f, b.root.size
 }
 
 // midChunk holds a large set's mid values. Like a tail's chunk, its vals
@@ -66,72 +139,31 @@ type bigSet[T comparable] struct {
 // (by CAS); a version of length n ignores entries for positions >= n,
 // which belong to other versions or to claims whose write never
 // committed. It has at least twice as many slots as vals.
-//
-// filter is a Bloom filter (one 64-bit word per value, four bits set in it)
-// of every value of the HAMT the chunk was made beside, and of every value
-// since put into the chunk or into a HAMT of a version holding the chunk.
-// Its bits are only ever set, so it holds a superset of the values of every
-// such version: a value it does not hold is in neither the HAMT nor the mid
-// values, and an insert of a new value skips the walk down the HAMT.
 type midChunk[T comparable] struct {
 	vals    []T
 	claimed atomic.Uint32 // positions handed out; never decreases
 	shift   uint8         // 64 - log2(len(index))
 	index   []atomic.Uint32
-	filter  []atomic.Uint64 // a power of two of words
 }
 
-// newMidChunk returns a chunk with room for capacity values, its filter
-// holding root's values.
-func newMidChunk[T comparable](capacity int, root *hamtNode[T]) *midChunk[T] {
-	// 16 filter bits a value, for the HAMT's values and a full chunk.
-	words := 1 << bits.Len(uint(max(capacity+root.size, 64)/4-1))
-	c := emptyMidChunk[T](capacity, make([]atomic.Uint64, words))
-	root.all(func(v T) bool {
-		c.note(hashOf(v))
-		return true
-	})
-	return c
-}
-
-func emptyMidChunk[T comparable](capacity int, filter []atomic.Uint64) *midChunk[T] {
+// newMidChunk returns an empty chunk with room for capacity values.
+func newMidChunk[T comparable](capacity int) *midChunk[T] {
 	size := 1 << bits.Len(uint(2*capacity-1)) // a power of two >= 2*capacity
 	return &midChunk[T]{
-		vals:   make([]T, capacity),
-		shift:  uint8(64 - bits.TrailingZeros(uint(size))),
-		index:  make([]atomic.Uint32, size),
-		filter: filter,
+		vals:  make([]T, capacity),
+		shift: uint8(64 - bits.TrailingZeros(uint(size))),
+		index: make([]atomic.Uint32, size),
 	}
 }
 
 // copied returns a fresh chunk of c's capacity holding mid (a prefix of
-// c's values) and sharing c's filter, which holds a superset of the values
-// of every version holding either chunk.
+// c's values).
 func (c *midChunk[T]) copied(mid []T) *midChunk[T] {
-	nc := emptyMidChunk[T](len(c.vals), c.filter)
+	nc := newMidChunk[T](len(c.vals))
 	items := appendHashed(make([]hashedValue[T], 0, len(mid)), mid)
 	nc.claimed.Store(uint32(len(mid)))
 	nc.add(0, items)
 	return nc
-}
-
-func filterBits(h uint64) uint64 {
-	return 1<<(h>>40&63) | 1<<(h>>46&63) | 1<<(h>>52&63) | 1<<(h>>58&63)
-}
-
-// note adds h to the filter.
-func (c *midChunk[T]) note(h uint64) {
-	w := &c.filter[h&uint64(len(c.filter)-1)]
-	if b := filterBits(h); w.Load()&b != b {
-		w.Or(b)
-	}
-}
-
-// mayHold reports false when no version holding c has the value of hash h
-// in its HAMT or mid values.
-func (c *midChunk[T]) mayHold(h uint64) bool {
-	b := filterBits(h)
-	return c.filter[h&uint64(len(c.filter)-1)].Load()&b == b
 }
 
 // find returns the position of v (hash h) among the first n values, or -1.
@@ -155,7 +187,6 @@ func (c *midChunk[T]) add(n int, items []hashedValue[T]) {
 	for j, it := range items {
 		p := n + j
 		c.vals[p] = it.v
-		c.note(it.h)
 		for i := int(it.h >> c.shift); ; i = (i + 1) & mask {
 			if c.index[i].CompareAndSwap(0, uint32(p+1)) {
 				break
@@ -505,21 +536,31 @@ func (s valueSet[T]) contains(v T) bool {
 
 // contains reports whether v (hash h) is in the HAMT or the mid values.
 func (b *bigSet[T]) contains(h uint64, v T) bool {
-	if c := b.midc; c != nil {
-		return c.mayHold(h) && (c.find(len(b.mid), h, v) >= 0 || b.root.contains(0, h, v))
+	if f := b.filter; f != nil && !f.mayHold(h) {
+		return false
+	}
+	if c := b.midc; c != nil && c.find(len(b.mid), h, v) >= 0 {
+		return true
 	}
 	return b.root.contains(0, h, v)
 }
 
-// withRootBatch returns b with items (sorted, distinct, none in b) added
-// to its HAMT, and noted in the filter of its mid chunk, which it keeps.
-func (b *bigSet[T]) withRootBatch(items []hashedValue[T]) *bigSet[T] {
-	if c := b.midc; c != nil {
-		for _, it := range items {
-			c.note(it.h)
-		}
+// noting notes items in f (when not nil) and returns noted plus their number.
+func noting[T comparable](f *valueFilter, noted int, items []hashedValue[T]) int {
+	if f == nil {
+		return noted
 	}
-	return &bigSet[T]{root: b.root.withAll(0, items), mid: b.mid, midc: b.midc, size: b.size + len(items)}
+	for _, it := range items {
+		f.note(it.h)
+	}
+	return noted + len(items)
+}
+
+// withRootBatch returns b with items (sorted, distinct, none in b) added
+// to its HAMT, and noted in its filter, which it keeps.
+func (b *bigSet[T]) withRootBatch(items []hashedValue[T]) *bigSet[T] {
+	noted := noting(b.filter, b.noted, items)
+	return &bigSet[T]{root: b.root.withAll(0, items), mid: b.mid, midc: b.midc, size: b.size + len(items), filter: b.filter, noted: noted, nextCap: b.nextCap}
 }
 
 func (n *hamtNode[T]) contains(shift uint, h uint64, v T) bool {
@@ -588,10 +629,17 @@ func (b *bigSet[T]) withBatch(items []hashedValue[T]) *bigSet[T] {
 	if b.size < midMin {
 		return b.withRootBatch(sortedItems(items))
 	}
-	c, n := b.midc, len(b.mid)
+	c, n, f, noted := b.midc, len(b.mid), b.filter, b.noted
 	if c == nil {
-		c = newMidChunk(max(midMin, b.root.size), b.root)
+		capacity := b.nextCap
+		if capacity == 0 {
+			capacity = b.root.size
+		}
+		capacity = max(midMin, capacity)
+		f, noted = b.filterFor(capacity)
+		c = newMidChunk[T](capacity)
 	}
+	noted = noting(f, noted, items)
 	if n+len(items) <= len(c.vals) {
 		if !c.claimed.CompareAndSwap(uint32(n), uint32(n+len(items))) {
 			// Another version extends this prefix (or a claim whose
@@ -602,15 +650,16 @@ func (b *bigSet[T]) withBatch(items []hashedValue[T]) *bigSet[T] {
 			c.claimed.Store(uint32(n + len(items)))
 		}
 		c.add(n, items)
-		return &bigSet[T]{root: b.root, mid: c.vals[: n+len(items) : n+len(items)], midc: c, size: b.size + len(items)}
+		return &bigSet[T]{root: b.root, mid: c.vals[: n+len(items) : n+len(items)], midc: c, size: b.size + len(items), filter: f, noted: noted}
 	}
-	// The mid chunk is full: everything in it goes into the HAMT, and a
-	// new chunk comes next to it.
+	// The mid chunk is full: everything in it goes into the HAMT, and the
+	// next batch starts a new chunk beside it (keeping the filter while
+	// it has room).
 	all := make([]hashedValue[T], 0, n+len(items))
 	all = appendHashed(all, b.mid)
 	all = append(all, items...)
 	root := b.root.withAll(0, sortedItems(all))
-	return &bigSet[T]{root: root, midc: newMidChunk(root.size, root), size: root.size}
+	return &bigSet[T]{root: root, size: root.size, filter: f, noted: noted}
 }
 
 // hashedValue is a value with its hash, for batch inserts.
@@ -647,18 +696,20 @@ func (s valueSet[T]) without(v T) (valueSet[T], bool) {
 			if root == nil {
 				root = &hamtNode[T]{}
 			}
-			big = &bigSet[T]{root: root, mid: big.mid, midc: big.midc, size: big.size - 1}
+			big = &bigSet[T]{root: root, mid: big.mid, midc: big.midc, size: big.size - 1, filter: big.filter, noted: big.noted, nextCap: big.nextCap}
 		case big.midc != nil:
 			p := big.midc.find(len(big.mid), h, v)
 			if p < 0 {
 				return s, false
 			}
 			// The mid values but v go into the HAMT: a removal costs
-			// O(mid values) once, after at least as many inserts.
+			// O(mid values) once, after at least as many inserts. The
+			// filter, which holds them already, stays for the next
+			// chunk, which is twice as large as these mid values were.
 			items := make([]hashedValue[T], 0, len(big.mid)-1)
 			items = appendHashed(items, big.mid[:p])
 			items = appendHashed(items, big.mid[p+1:])
-			big = &bigSet[T]{root: big.root.withAll(0, sortedItems(items)), size: big.size - 1}
+			big = &bigSet[T]{root: big.root.withAll(0, sortedItems(items)), size: big.size - 1, filter: big.filter, noted: big.noted, nextCap: 2 * len(big.mid)}
 		default:
 			return s, false
 		}

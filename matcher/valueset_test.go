@@ -148,6 +148,9 @@ func checkSet(s valueSet[int]) string {
 	if (big.midc == nil) != (big.mid == nil) && len(big.mid) > 0 {
 		return "mid values without their chunk"
 	}
+	if big.midc != nil && big.filter == nil {
+		return "a mid chunk without a filter"
+	}
 	if c := big.midc; c != nil {
 		if int(c.claimed.Load()) < len(big.mid) || len(big.mid) > len(c.vals) {
 			return fmt.Sprintf("%d mid values in a chunk that handed out %d", len(big.mid), c.claimed.Load())
@@ -158,23 +161,25 @@ func checkSet(s valueSet[int]) string {
 				return fmt.Sprintf("mid value %d is not indexed at %d, or is twice in the set", v, i)
 			}
 		}
+	}
+	if f := big.filter; f != nil {
 		// The filter must hold every value outside the tail, or an
 		// insert would add a value twice.
 		missing := -1
 		big.root.all(func(v int) bool {
-			if !c.mayHold(hashOf(v)) {
+			if !f.mayHold(hashOf(v)) {
 				missing = v
 				return false
 			}
 			return true
 		})
 		for _, v := range big.mid {
-			if !c.mayHold(hashOf(v)) {
+			if !f.mayHold(hashOf(v)) {
 				missing = v
 			}
 		}
 		if missing >= 0 {
-			return fmt.Sprintf("value %d is not in the mid chunk's filter", missing)
+			return fmt.Sprintf("value %d is not in the set's filter", missing)
 		}
 	}
 	var walk func(n *hamtNode[int], shift uint) (int, string)
