@@ -255,6 +255,29 @@ func BenchmarkMatcher(b *testing.B) {
 		})
 	}
 	for _, impl := range implementations {
+		b.Run("fanchurn/impl="+impl.name, func(b *testing.B) {
+			idx := loadFanIn(impl.new())
+			members := make([]int, fanInSubscribers)
+			for v := range members {
+				members[v] = v
+			}
+			r := rand.New(rand.NewPCG(1, 2))
+			b.ReportAllocs()
+			b.ResetTimer()
+			// One op is an unsubscribe of a member picked at random and a
+			// subscribe of a new value: subscribers of a fan-in subject
+			// that come and go (pods restarting), the node staying at
+			// 30,000. Unlike fanin, the removed value is usually not the
+			// one just added.
+			for i := 0; i < b.N; i++ {
+				j := r.IntN(len(members))
+				idx.Unsubscribe(fanInSubject, members[j])
+				members[j] = fanInSubscribers + i
+				idx.Subscribe(fanInSubject, members[j])
+			}
+		})
+	}
+	for _, impl := range implementations {
 		b.Run("memory/impl="+impl.name, func(b *testing.B) {
 			var perSub float64
 			for i := 0; i < b.N; i++ {

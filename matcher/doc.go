@@ -41,10 +41,19 @@
 //     in an append-only chunk. Adding a subscriber to a subject with 30,000
 //     appends to the tail (the chunk's next slot is claimed by CAS, so only
 //     one version of the set ever extends a given prefix, and a slot is
-//     written before any version holding it is published); a full tail
+//     written before any version holding it is published). A full tail
 //     goes into the hash trie in one batch, which copies each node on its
-//     values' paths once. Nothing a published set holds ever changes, so
-//     sets can be shared by snapshots.
+//     values' paths once; past 1,024 values it goes instead into a mid
+//     chunk: a larger append-only chunk claimed the same way, with a hash
+//     index of its positions, beside a Bloom filter of the whole set
+//     outside the tail (kept from one chunk to the next until it is full), whose entries and bits are only ever added (by CAS and
+//     atomic OR), so that they hold a superset of what any version sharing
+//     them holds and a version ignores positions past its own length. A
+//     full mid chunk goes into the hash trie in one batch about as large
+//     as the trie, so each value costs a constant number of node copies,
+//     and a new value is told absent by the filter without a walk down the
+//     hash trie. Nothing a published set holds ever changes, so sets can be
+//     shared by snapshots.
 //   - Literal branches are found by a 64-bit key (the token's length and
 //     first 7 bytes): up to 8 keys sit together in one cache line next to
 //     the C-node and are scanned, past that a probing table indexes them;
@@ -130,8 +139,13 @@
 // its branches); a set of more than eight values adds by appending to its
 // tail (no allocation; a copy of at most 64 values when another version
 // took the slot), and every 64th add moves the tail into the hash trie
-// (the nodes on the batch's paths, one allocation each); a removal copies
-// O(log32 n) nodes, or the tail; a new path of k tokens is one allocation.
+// (the nodes on the batch's paths, one allocation each), or past 1,024
+// values into the mid chunk (one allocation; a copy of the mid chunk when
+// another version took its positions), whose values go into the hash
+// trie when it is full (amortized O(1) node copies per value); a removal
+// copies O(log32 n) nodes, or the tail, or moves the mid chunk's values
+// into the hash trie (O(mid values), which at least as many adds put
+// there); a new path of k tokens is one allocation.
 // Snapshot: O(1), and the next writes through each shared node copy it
 // once. Len counts a snapshot in O(n).
 //

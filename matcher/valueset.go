@@ -23,16 +23,176 @@ import (
 // its values go into the HAMT in one batch, which copies each node on their
 // paths once (O(log32 n) nodes per batch at the top, one bottom node per
 // value). So with 30,000 subscribers on one subject an insert costs a
-// hash, a HAMT lookup and a scan of the tail, not a copy of 30,000 values
-// nor of the HAMT's path.
+// hash, a lookup and a scan of the tail, not a copy of 30,000 values nor
+// of the HAMT's path.
 //
-// It is 32 bytes, so that a branch is 64: the size of a large set is its
-// root's count plus its tail's length.
+// Past midMin values, full tails go not into the HAMT but into a mid
+// chunk: an append-only array of values with a hash index of their
+// positions, shared by every version that extends the same prefix, as a
+// tail's chunk is. When the mid chunk is full its values go into the HAMT
+// in one batch about as large as the HAMT, which copies each of the HAMT's
+// nodes about once, so a value costs a constant number of copies instead of
+// a copy of a bottom node and of the node above it. A removal of a mid
+// value moves the other mid values into the HAMT: O(mid values) once, which
+// at least as many inserts put there.
+//
+// It is 32 bytes, so that a branch is 64.
 type valueSet[T comparable] struct {
-	// small holds the values when root is nil. When root is not nil it is
+	// small holds the values when big is nil. When big is not nil it is
 	// the tail: nil, or a prefix of a tailChunk's slots (chunkOf).
 	small []T
-	root  *hamtNode[T] // the values outside the tail, when the set is large
+	big   *bigSet[T] // the values outside the tail, when the set is large
+}
+
+// bigSet is the part of a large set outside its tail: a HAMT and a prefix
+// of a mid chunk. It is immutable; a version of the set that only changes
+// its tail shares it.
+type bigSet[T comparable] struct {
+	root *hamtNode[T] // never nil; may be empty
+	mid  []T          // a prefix of midc.vals; nil when midc is
+	midc *midChunk[T]
+	size int // root.size + len(mid)
+
+	// filter, when not nil, holds a superset of the values in root and
+	// mid; it is not nil while midc is not. noted counts the values noted
+	// in it along this version's history (other versions sharing it add
+	// their own, so it is an estimate): when a new mid chunk would take
+	// the filter past its capacity, a fresh one is built from root. It
+	// outlives the mid chunks it served, so that a removal from the mid
+	// values, which moves them into the HAMT, does not cost a walk of the
+	// whole HAMT when the next chunk comes.
+	filter *valueFilter
+	noted  int
+
+	// nextCap, when not 0, is the capacity of the next mid chunk (else
+	// the HAMT's size): a removal that empties a chunk of few values asks
+	// for a small one next, so that a large set whose recent values often
+	// leave does not allocate and clear a chunk as large as the HAMT each
+	// time.
+	nextCap int
+}
+
+// valueFilter is a Bloom filter of value hashes: one 64-bit word per four
+// values of capacity (16 bits a value), four bits set in one word per
+// value. It is shared by every version that extends the one it was made
+// for, and its bits are only ever set (by atomic Or), so it holds a
+// superset of the values of every such version: a value it does not hold
+// is in neither the HAMT nor the mid values, and an insert of a new value
+// skips the walk down the HAMT. A version is published after the bits of
+// its values are set, so any goroutine that reads the version sees them.
+type valueFilter struct {
+	words []atomic.Uint64 // a power of two of them
+}
+
+func newValueFilter(capacity int) *valueFilter {
+	return &valueFilter{words: make([]atomic.Uint64, 1<<bits.Len(uint(max(capacity, 256)/4-1)))}
+}
+
+// capacity is the number of values the filter is sized for.
+func (f *valueFilter) capacity() int { return 4 * len(f.words) }
+
+func filterBits(h uint64) uint64 {
+	return 1<<(h>>40&63) | 1<<(h>>46&63) | 1<<(h>>52&63) | 1<<(h>>58&63)
+}
+
+// note adds h to the filter.
+func (f *valueFilter) note(h uint64) {
+	w := &f.words[h&uint64(len(f.words)-1)]
+	if b := filterBits(h); w.Load()&b != b {
+		w.Or(b)
+	}
+}
+
+// mayHold reports false when no version sharing f has the value of hash h
+// in its HAMT or mid values.
+func (f *valueFilter) mayHold(h uint64) bool {
+	b := filterBits(h)
+	return f.words[h&uint64(len(f.words)-1)].Load()&b == b
+}
+
+// filterFor returns the filter for b (which has no mid values) about to
+// take a mid chunk of capacity values, and its count of noted values: b's
+// own while it has room for them, else a new one, twice the size the HAMT
+// and the chunk need, holding the HAMT's values (a walk of the HAMT,
+// which the chunk's capacity, about the HAMT's size, pays for).
+func (b *bigSet[T]) filterFor(capacity int) (*valueFilter, int) {
+	if f := b.filter; f != nil && b.noted+capacity <= f.capacity() {
+		return f, b.noted
+	}
+	f := newValueFilter(2 * (b.root.size + capacity))
+	b.root.all(func(v T) bool {
+		f.note(hashOf(v))
+		return true
+	})
+	return f, b.root.size
+}
+
+// midChunk holds a large set's mid values. Like a tail's chunk, its vals
+// are append-only and shared by every version extending the same prefix:
+// a version whose mid is vals[:n] adds a batch of k values by claiming
+// positions n to n+k (claimed from n to n+k, by CAS), writing them and
+// their index entries, and then publishing a version holding vals[:n+k].
+// A slot is written once, before any version that holds it exists.
+//
+// index is open addressing with linear probing over the hashes' top bits:
+// 0 is an empty slot, p+1 stands for vals[p]. Entries are only ever added
+// (by CAS); a version of length n ignores entries for positions >= n,
+// which belong to other versions or to claims whose write never
+// committed. It has at least twice as many slots as vals.
+type midChunk[T comparable] struct {
+	vals    []T
+	claimed atomic.Uint32 // positions handed out; never decreases
+	shift   uint8         // 64 - log2(len(index))
+	index   []atomic.Uint32
+}
+
+// newMidChunk returns an empty chunk with room for capacity values.
+func newMidChunk[T comparable](capacity int) *midChunk[T] {
+	size := 1 << bits.Len(uint(2*capacity-1)) // a power of two >= 2*capacity
+	return &midChunk[T]{
+		vals:  make([]T, capacity),
+		shift: uint8(64 - bits.TrailingZeros(uint(size))),
+		index: make([]atomic.Uint32, size),
+	}
+}
+
+// copied returns a fresh chunk of c's capacity holding mid (a prefix of
+// c's values).
+func (c *midChunk[T]) copied(mid []T) *midChunk[T] {
+	nc := newMidChunk[T](len(c.vals))
+	items := appendHashed(make([]hashedValue[T], 0, len(mid)), mid)
+	nc.claimed.Store(uint32(len(mid)))
+	nc.add(0, items)
+	return nc
+}
+
+// find returns the position of v (hash h) among the first n values, or -1.
+func (c *midChunk[T]) find(n int, h uint64, v T) int {
+	mask := len(c.index) - 1
+	for i := int(h >> c.shift); ; i = (i + 1) & mask {
+		e := c.index[i].Load()
+		if e == 0 {
+			return -1
+		}
+		if p := int(e - 1); p < n && c.vals[p] == v {
+			return p
+		}
+	}
+}
+
+// add writes items at positions n on, which the caller claimed, and
+// indexes them.
+func (c *midChunk[T]) add(n int, items []hashedValue[T]) {
+	mask := len(c.index) - 1
+	for j, it := range items {
+		p := n + j
+		c.vals[p] = it.v
+		for i := int(it.h >> c.shift); ; i = (i + 1) & mask {
+			if c.index[i].CompareAndSwap(0, uint32(p+1)) {
+				break
+			}
+		}
+	}
 }
 
 const (
@@ -55,10 +215,16 @@ const (
 	hashBits = 64
 
 	// tailCap is the number of values a large set's tail holds before they
-	// go into the HAMT in one batch. A larger tail spreads the copies of
-	// the HAMT's upper levels over more inserts, but a removal from the
-	// tail copies it and every lookup of an absent value scans it.
+	// go into the HAMT (or the mid chunk) in one batch. A larger tail
+	// spreads the copies of the HAMT's upper levels over more inserts, but
+	// a removal from the tail copies it and every lookup of an absent value
+	// scans it.
 	tailCap = 64
+
+	// midMin is the size from which a large set's full tails go into a
+	// mid chunk; a mid chunk holds about as many values as the HAMT, and
+	// at least midMin.
+	midMin = 1024
 )
 
 // tailChunk holds a large set's tail. Its slots are append-only and shared
@@ -276,7 +442,12 @@ func (n *hamtNode[T]) cloned(k, gap int) *hamtNode[T] {
 	return c
 }
 
-func slotBit(h uint64, shift uint) uint32 { return 1 << ((h >> shift) & hamtMask) }
+// slotBit is the bit of h's slot at the level shift: the hash's bits are
+// taken from the top down, so that items sorted by hash are sorted by slot
+// at every level at once (withAll sorts a batch once).
+func slotBit(h uint64, shift uint) uint32 {
+	return 1 << (bits.RotateLeft64(h, int(shift)+hamtBits) & hamtMask)
+}
 
 func rank(bitmap, bit uint32) int { return bits.OnesCount32(bitmap & (bit - 1)) }
 
@@ -300,8 +471,8 @@ func removed[E any](xs []E, i int) []E {
 }
 
 func (s valueSet[T]) len() int {
-	if s.root != nil {
-		return s.root.size + len(s.small)
+	if s.big != nil {
+		return s.big.size + len(s.small)
 	}
 	return len(s.small)
 }
@@ -309,10 +480,11 @@ func (s valueSet[T]) len() int {
 // appendTo appends every value to dst. It never allocates beyond dst's growth.
 func (s valueSet[T]) appendTo(dst []T) []T {
 	dst = append(dst, s.small...)
-	if s.root == nil {
+	if s.big == nil {
 		return dst
 	}
-	return s.root.appendTo(dst)
+	dst = append(dst, s.big.mid...)
+	return s.big.root.appendTo(dst)
 }
 
 func (n *hamtNode[T]) appendTo(dst []T) []T {
@@ -330,7 +502,15 @@ func (s valueSet[T]) all(yield func(T) bool) bool {
 			return false
 		}
 	}
-	return s.root == nil || s.root.all(yield)
+	if s.big == nil {
+		return true
+	}
+	for _, v := range s.big.mid {
+		if !yield(v) {
+			return false
+		}
+	}
+	return s.big.root.all(yield)
 }
 
 func (n *hamtNode[T]) all(yield func(T) bool) bool {
@@ -351,7 +531,36 @@ func (s valueSet[T]) contains(v T) bool {
 	if slices.Contains(s.small, v) {
 		return true
 	}
-	return s.root != nil && s.root.contains(0, hashOf(v), v)
+	return s.big != nil && s.big.contains(hashOf(v), v)
+}
+
+// contains reports whether v (hash h) is in the HAMT or the mid values.
+func (b *bigSet[T]) contains(h uint64, v T) bool {
+	if f := b.filter; f != nil && !f.mayHold(h) {
+		return false
+	}
+	if c := b.midc; c != nil && c.find(len(b.mid), h, v) >= 0 {
+		return true
+	}
+	return b.root.contains(0, h, v)
+}
+
+// noting notes items in f (when not nil) and returns noted plus their number.
+func noting[T comparable](f *valueFilter, noted int, items []hashedValue[T]) int {
+	if f == nil {
+		return noted
+	}
+	for _, it := range items {
+		f.note(it.h)
+	}
+	return noted + len(items)
+}
+
+// withRootBatch returns b with items (sorted, distinct, none in b) added
+// to its HAMT, and noted in its filter, which it keeps.
+func (b *bigSet[T]) withRootBatch(items []hashedValue[T]) *bigSet[T] {
+	noted := noting(b.filter, b.noted, items)
+	return &bigSet[T]{root: b.root.withAll(0, items), mid: b.mid, midc: b.midc, size: b.size + len(items), filter: b.filter, noted: noted, nextCap: b.nextCap}
 }
 
 func (n *hamtNode[T]) contains(shift uint, h uint64, v T) bool {
@@ -375,7 +584,7 @@ func (s valueSet[T]) with(v T) (valueSet[T], bool) {
 	if slices.Contains(s.small, v) {
 		return s, false
 	}
-	if s.root == nil {
+	if s.big == nil {
 		if len(s.small) < smallSetMax {
 			small := make([]T, len(s.small)+1)
 			copy(small, s.small)
@@ -386,28 +595,71 @@ func (s valueSet[T]) with(v T) (valueSet[T], bool) {
 		items := make([]hashedValue[T], 0, len(s.small)+1)
 		items = appendHashed(items, s.small)
 		items = append(items, hashedValue[T]{hashOf(v), v})
-		return valueSet[T]{root: (&hamtNode[T]{}).withAll(0, items)}, true
+		root := (&hamtNode[T]{}).withAll(0, sortedItems(items))
+		return valueSet[T]{big: &bigSet[T]{root: root, size: root.size}}, true
 	}
 	h := hashOf(v)
-	if s.root.contains(0, h, v) {
+	big := s.big
+	if big.contains(h, v) {
 		return s, false
 	}
 	tail := s.small
 	n := len(tail)
 	switch {
 	case n == tailCap:
-		// The tail is full: its values and v go into the HAMT.
+		// The tail is full: its values and v go into the mid chunk or
+		// the HAMT.
 		items := make([]hashedValue[T], 0, n+1)
 		items = appendHashed(items, tail)
 		items = append(items, hashedValue[T]{h, v})
-		return valueSet[T]{root: s.root.withAll(0, items)}, true
+		return valueSet[T]{big: big.withBatch(items)}, true
 	case n > 0:
 		if ch := chunkOf(tail); ch.claimed.CompareAndSwap(uint32(n), uint32(n+1)) {
 			ch.slots[n] = v
-			return valueSet[T]{small: ch.slots[: n+1 : tailCap], root: s.root}, true
+			return valueSet[T]{small: ch.slots[: n+1 : tailCap], big: big}, true
 		}
 	}
-	return valueSet[T]{small: newTail(tail, v), root: s.root}, true
+	return valueSet[T]{small: newTail(tail, v), big: big}, true
+}
+
+// withBatch returns b with items (distinct, none in b) added: appended to
+// the mid chunk when the set is large enough and the chunk has room and
+// the positions are free; else, with the mid values, into the HAMT.
+func (b *bigSet[T]) withBatch(items []hashedValue[T]) *bigSet[T] {
+	if b.size < midMin {
+		return b.withRootBatch(sortedItems(items))
+	}
+	c, n, f, noted := b.midc, len(b.mid), b.filter, b.noted
+	if c == nil {
+		capacity := b.nextCap
+		if capacity == 0 {
+			capacity = b.root.size
+		}
+		capacity = max(midMin, capacity)
+		f, noted = b.filterFor(capacity)
+		c = newMidChunk[T](capacity)
+	}
+	noted = noting(f, noted, items)
+	if n+len(items) <= len(c.vals) {
+		if !c.claimed.CompareAndSwap(uint32(n), uint32(n+len(items))) {
+			// Another version extends this prefix (or a claim whose
+			// write did not commit burned it): copy the prefix into
+			// a fresh chunk, as a tail does; else every later batch
+			// of this version would fail the same claim.
+			c = c.copied(b.mid)
+			c.claimed.Store(uint32(n + len(items)))
+		}
+		c.add(n, items)
+		return &bigSet[T]{root: b.root, mid: c.vals[: n+len(items) : n+len(items)], midc: c, size: b.size + len(items), filter: f, noted: noted}
+	}
+	// The mid chunk is full: everything in it goes into the HAMT, and the
+	// next batch starts a new chunk beside it (keeping the filter while
+	// it has room).
+	all := make([]hashedValue[T], 0, n+len(items))
+	all = appendHashed(all, b.mid)
+	all = append(all, items...)
+	root := b.root.withAll(0, sortedItems(all))
+	return &bigSet[T]{root: root, size: root.size, filter: f, noted: noted}
 }
 
 // hashedValue is a value with its hash, for batch inserts.
@@ -427,36 +679,49 @@ func appendHashed[T comparable](items []hashedValue[T], vals []T) []hashedValue[
 // is absent it returns s itself.
 func (s valueSet[T]) without(v T) (valueSet[T], bool) {
 	i := slices.Index(s.small, v)
-	if s.root == nil {
+	if s.big == nil {
 		if i < 0 {
 			return s, false
 		}
 		return valueSet[T]{small: removed(s.small, i)}, true
 	}
-	root, tail := s.root, s.small
+	big, tail := s.big, s.small
 	if i >= 0 {
 		tail = tailWithout(tail, i)
 	} else {
-		var found bool
-		if root, found = root.without(0, hashOf(v), v); !found {
+		h := hashOf(v)
+		root, found := big.root.without(0, h, v)
+		switch {
+		case found:
+			if root == nil {
+				root = &hamtNode[T]{}
+			}
+			big = &bigSet[T]{root: root, mid: big.mid, midc: big.midc, size: big.size - 1, filter: big.filter, noted: big.noted, nextCap: big.nextCap}
+		case big.midc != nil:
+			p := big.midc.find(len(big.mid), h, v)
+			if p < 0 {
+				return s, false
+			}
+			// The mid values but v go into the HAMT: a removal costs
+			// O(mid values) once, after at least as many inserts. The
+			// filter, which holds them already, stays for the next
+			// chunk, which is twice as large as these mid values were.
+			items := make([]hashedValue[T], 0, len(big.mid)-1)
+			items = appendHashed(items, big.mid[:p])
+			items = appendHashed(items, big.mid[p+1:])
+			big = &bigSet[T]{root: big.root.withAll(0, sortedItems(items)), size: big.size - 1, filter: big.filter, noted: big.noted, nextCap: 2 * len(big.mid)}
+		default:
 			return s, false
 		}
 	}
-	switch size := s.len() - 1; {
-	case size <= smallSetDemote:
+	if size := big.size + len(tail); size <= smallSetDemote {
 		small := make([]T, 0, size)
 		small = append(small, tail...)
-		if root != nil {
-			small = root.appendTo(small)
-		}
+		small = append(small, big.mid...)
+		small = big.root.appendTo(small)
 		return valueSet[T]{small: small}, true
-	case root == nil:
-		// The HAMT emptied but the tail holds more than a small set
-		// keeps: the tail becomes the HAMT.
-		items := appendHashed(make([]hashedValue[T], 0, len(tail)), tail)
-		return valueSet[T]{root: (&hamtNode[T]{}).withAll(0, items)}, true
 	}
-	return valueSet[T]{small: tail, root: root}, true
+	return valueSet[T]{small: tail, big: big}, true
 }
 
 // without returns the node with v removed (nil when it became empty).
@@ -520,9 +785,16 @@ func (n *hamtNode[T]) without(shift uint, h uint64, v T) (*hamtNode[T], bool) {
 	return c, true
 }
 
-// withAll returns n with every item added. The items are distinct and none
-// is in n. It copies each node on the items' paths once, so a batch of k
-// values costs one copy of the levels they share instead of k.
+// sortedItems sorts items by hash, which is the order withAll needs.
+func sortedItems[T comparable](items []hashedValue[T]) []hashedValue[T] {
+	slices.SortFunc(items, func(a, b hashedValue[T]) int { return cmp.Compare(a.h, b.h) })
+	return items
+}
+
+// withAll returns n with every item added. The items are distinct, none is
+// in n, and they are sorted by hash (sortedItems), so that they are sorted
+// by slot at every level. It copies each node on the items' paths once, so
+// a batch of k values costs one copy of the levels they share instead of k.
 func (n *hamtNode[T]) withAll(shift uint, items []hashedValue[T]) *hamtNode[T] {
 	if shift >= hashBits {
 		c := n.cloned(0, 0)
@@ -535,7 +807,6 @@ func (n *hamtNode[T]) withAll(shift uint, items []hashedValue[T]) *hamtNode[T] {
 		return c
 	}
 	slot := func(h uint64) uint32 { return slotBit(h, shift) }
-	slices.SortFunc(items, func(a, b hashedValue[T]) int { return cmp.Compare(slot(a.h), slot(b.h)) })
 	// The new bitmaps: a slot that gets one item and held nothing holds
 	// the item; a slot that gets more, or gets any and held something,
 	// holds a sub-node.
@@ -592,9 +863,13 @@ func (n *hamtNode[T]) withAll(shift uint, items []hashedValue[T]) *hamtNode[T] {
 		case n.dataMap&bit != 0:
 			// The value held here moves down with the group.
 			old := n.values[rank(n.dataMap, bit)]
+			oh := hashOf(old)
+			at, _ := slices.BinarySearchFunc(group, oh, func(it hashedValue[T], h uint64) int { return cmp.Compare(it.h, h) })
 			moved := make([]hashedValue[T], 0, len(group)+1)
-			moved = append(moved, hashedValue[T]{hashOf(old), old})
-			child = (&hamtNode[T]{}).withAll(shift+hamtBits, append(moved, group...))
+			moved = append(moved, group[:at]...)
+			moved = append(moved, hashedValue[T]{oh, old})
+			moved = append(moved, group[at:]...)
+			child = (&hamtNode[T]{}).withAll(shift+hamtBits, moved)
 		default:
 			child = (&hamtNode[T]{}).withAll(shift+hamtBits, group)
 		}

@@ -119,7 +119,7 @@ func TestHAMTCollisions(t *testing.T) {
 // sub-nodes hold at least two values, and whose values sit where their
 // hashes lead.
 func checkSet(s valueSet[int]) string {
-	if s.root == nil {
+	if s.big == nil {
 		if len(s.small) > smallSetMax {
 			return fmt.Sprintf("a slice set of %d values, more than smallSetMax", len(s.small))
 		}
@@ -136,9 +136,50 @@ func checkSet(s valueSet[int]) string {
 			return fmt.Sprintf("a tail of %d values in a chunk that handed out %d", len(tail), claimed)
 		}
 		for i, v := range tail {
-			if slices.Contains(tail[:i], v) || s.root.contains(0, hashOf(v), v) {
+			if slices.Contains(tail[:i], v) || s.big.contains(hashOf(v), v) {
 				return fmt.Sprintf("value %d is twice in the set", v)
 			}
+		}
+	}
+	big := s.big
+	if big.root == nil || big.size != big.root.size+len(big.mid) {
+		return fmt.Sprintf("a big set of size %d with %d mid values", big.size, len(big.mid))
+	}
+	if (big.midc == nil) != (big.mid == nil) && len(big.mid) > 0 {
+		return "mid values without their chunk"
+	}
+	if big.midc != nil && big.filter == nil {
+		return "a mid chunk without a filter"
+	}
+	if c := big.midc; c != nil {
+		if int(c.claimed.Load()) < len(big.mid) || len(big.mid) > len(c.vals) {
+			return fmt.Sprintf("%d mid values in a chunk that handed out %d", len(big.mid), c.claimed.Load())
+		}
+		for i, v := range big.mid {
+			h := hashOf(v)
+			if c.find(len(big.mid), h, v) != i || c.find(i, h, v) >= 0 || big.root.contains(0, h, v) {
+				return fmt.Sprintf("mid value %d is not indexed at %d, or is twice in the set", v, i)
+			}
+		}
+	}
+	if f := big.filter; f != nil {
+		// The filter must hold every value outside the tail, or an
+		// insert would add a value twice.
+		missing := -1
+		big.root.all(func(v int) bool {
+			if !f.mayHold(hashOf(v)) {
+				missing = v
+				return false
+			}
+			return true
+		})
+		for _, v := range big.mid {
+			if !f.mayHold(hashOf(v)) {
+				missing = v
+			}
+		}
+		if missing >= 0 {
+			return fmt.Sprintf("value %d is not in the set's filter", missing)
 		}
 	}
 	var walk func(n *hamtNode[int], shift uint) (int, string)
@@ -169,7 +210,7 @@ func checkSet(s valueSet[int]) string {
 		}
 		return count, ""
 	}
-	_, msg := walk(s.root, 0)
+	_, msg := walk(s.big.root, 0)
 	return msg
 }
 
@@ -191,8 +232,8 @@ func TestValueSetTailSharing(t *testing.T) {
 	for v := range 100 {
 		base, _ = base.with(v)
 	}
-	if base.root == nil || len(base.small) == 0 {
-		t.Fatalf("want a HAMT with a tail, got root %v and a tail of %d", base.root != nil, len(base.small))
+	if base.big == nil || len(base.small) == 0 {
+		t.Fatalf("want a HAMT with a tail, got root %v and a tail of %d", base.big != nil, len(base.small))
 	}
 	a, _ := base.with(1000)
 	b, _ := base.with(2000)

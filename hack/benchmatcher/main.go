@@ -81,6 +81,7 @@ var workloads = []struct{ name, unit, what string }{
 	{"churn50", "ns/op", "4 goroutines, 50:50 reads:writes"},
 	{"fanin", "ns/op", "sub+unsub at 30,000 subs on one subject"},
 	{"faninsert", "ns/op", "subscribe alone, from 30,000 subs"},
+	{"fanchurn", "ns/op", "unsub a random one of 30,000, sub a new one"},
 	{"memory", "B/sub", "retained heap per subscription, hot"},
 }
 
