@@ -232,6 +232,9 @@ func printTable(s gobench.Samples, count int) {
 	}
 	fmt.Printf(" %10s %9s %9s %7s\n", "ctrie/sl-c", "ctrie/gsl", "nocac/gsl", "allocs")
 	for _, w := range workloads {
+		if len(s[gobench.Key{Workload: w.name, Impl: "gsl"}]) == 0 {
+			continue // not in this run (-test.bench chose others)
+		}
 		fmt.Printf("%-15s %-34s", w.name, w.what)
 		for _, impl := range impls {
 			fmt.Printf(" %12.1f ns", s.Median(w.name, impl, "ns/op"))
