@@ -2,8 +2,6 @@ package matcher
 
 import (
 	"math/rand/v2"
-	"slices"
-	"sync"
 	"testing"
 )
 
@@ -15,11 +13,7 @@ func TestValueSetMidChunk(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	var set valueSet[int]
 	model := map[int]bool{}
-	type version struct {
-		set  valueSet[int]
-		want []int
-	}
-	var versions []version
+	var versions keptVersions
 	sawMid, merges, prevMid := false, 0, 0
 	next := 0
 	for i := range 60_000 {
@@ -66,28 +60,13 @@ func TestValueSetMidChunk(t *testing.T) {
 			if msg := checkSet(set); msg != "" {
 				t.Fatalf("op %d: %s", i, msg)
 			}
-			got := set.appendTo(nil)
-			slices.Sort(got)
-			want := sortedKeys(model)
-			if !slices.Equal(got, want) {
-				t.Fatalf("op %d: set holds %d values, model %d", i, len(got), len(want))
-			}
-			versions = append(versions, version{set, want})
+			versions.keep(t, i, set, model)
 		}
 	}
 	if !sawMid || merges == 0 {
 		t.Fatalf("the set used a mid chunk: %v; emptied a full one into the HAMT: %v", sawMid, merges > 0)
 	}
-	for i, ver := range versions {
-		got := ver.set.appendTo(nil)
-		slices.Sort(got)
-		if !slices.Equal(got, ver.want) {
-			t.Fatalf("version %d changed after later updates", i)
-		}
-		if msg := checkSet(ver.set); msg != "" {
-			t.Fatalf("version %d: %s", i, msg)
-		}
-	}
+	versions.check(t)
 }
 
 // midLen is the number of the set's mid values.
@@ -112,51 +91,7 @@ func TestValueSetMidChunkSharing(t *testing.T) {
 	if base.big == nil || base.big.midc == nil || len(base.big.mid) == 0 {
 		t.Fatalf("want a set with mid values, got %+v", base.big)
 	}
-	const writers = 8
-	results := make([]valueSet[int], writers)
-	var wg sync.WaitGroup
-	for g := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s := base
-			for i := range 5 * tailCap {
-				var added bool
-				if s, added = s.with(100_000*(g+1) + i); !added {
-					panic("a new value was not added")
-				}
-				if !s.contains(100_000*(g+1) + i) {
-					panic("an added value is missing")
-				}
-			}
-			results[g] = s
-		}()
-	}
-	wg.Wait()
-	for g, s := range results {
-		if s.len() != base.len()+5*tailCap {
-			t.Fatalf("writer %d: %d values, want %d", g, s.len(), base.len()+5*tailCap)
-		}
-		for _, v := range s.appendTo(nil) {
-			if v >= 100_000 && v/100_000 != g+1 {
-				t.Fatalf("writer %d's set holds %d, written by another", g, v)
-			}
-		}
-		for h := range writers {
-			if h != g && s.contains(100_000*(h+1)) {
-				t.Fatalf("writer %d's set contains writer %d's value", g, h)
-			}
-		}
-		if msg := checkSet(s); msg != "" {
-			t.Fatalf("writer %d: %s", g, msg)
-		}
-	}
-	if msg := checkSet(base); msg != "" {
-		t.Fatalf("base: %s", msg)
-	}
-	if base.len() != midMin+3*tailCap+7 {
-		t.Fatalf("base changed: %d values", base.len())
-	}
+	extendConcurrently(t, base, 8, 5*tailCap)
 }
 
 // TestValueSetFilterOutlivesMidChunk removes a mid value (which moves the

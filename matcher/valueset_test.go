@@ -28,11 +28,7 @@ func TestValueSetAgainstMap(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, uint64(tc.universe)))
 			var set valueSet[int]
 			model := map[int]bool{}
-			type version struct {
-				set  valueSet[int]
-				want []int
-			}
-			var versions []version
+			var versions keptVersions
 			for i := range tc.ops {
 				v := rng.IntN(tc.universe)
 				var changed bool
@@ -56,23 +52,47 @@ func TestValueSetAgainstMap(t *testing.T) {
 					t.Fatalf("op %d: %s", i, msg)
 				}
 				if i%997 == 0 {
-					got := set.appendTo(nil)
-					slices.Sort(got)
-					want := sortedKeys(model)
-					if !slices.Equal(got, want) {
-						t.Fatalf("op %d: set holds %d values, model %d", i, len(got), len(want))
-					}
-					versions = append(versions, version{set, want})
+					versions.keep(t, i, set, model)
 				}
 			}
-			for i, ver := range versions {
-				got := ver.set.appendTo(nil)
-				slices.Sort(got)
-				if !slices.Equal(got, ver.want) {
-					t.Fatalf("version %d changed after later updates", i)
-				}
-			}
+			versions.check(t)
 		})
+	}
+}
+
+// keptVersions are versions of a set kept while later updates build on
+// them, with what each held when kept: no later write may change one.
+type keptVersions []keptVersion
+
+type keptVersion struct {
+	set  valueSet[int]
+	want []int
+}
+
+// keep checks that set holds model's values (at op) and keeps it.
+func (vs *keptVersions) keep(t *testing.T, op int, set valueSet[int], model map[int]bool) {
+	t.Helper()
+	got := set.appendTo(nil)
+	slices.Sort(got)
+	want := sortedKeys(model)
+	if !slices.Equal(got, want) {
+		t.Fatalf("op %d: set holds %d values, model %d", op, len(got), len(want))
+	}
+	*vs = append(*vs, keptVersion{set, want})
+}
+
+// check checks every kept version against what it held, and its shape.
+func (vs keptVersions) check(t *testing.T) {
+	t.Helper()
+	for i, ver := range vs {
+		got := ver.set.appendTo(nil)
+		slices.Sort(got)
+		if !slices.Equal(got, ver.want) {
+			t.Fatalf("version %d changed after later updates", i)
+		}
+		if msg := checkSet(ver.set); msg != "" {
+			t.Fatalf("version %d: %s", i, msg)
+		}
 	}
 }
 
@@ -263,7 +283,17 @@ func TestValueSetTailSharing(t *testing.T) {
 		}
 	}
 
-	const writers = 8
+	extendConcurrently(t, base, 8, 3*tailCap)
+}
+
+// extendConcurrently extends base from writers goroutines at once, each
+// adding perWriter values of its own (writer g's are (g+1)*100,000 on), and
+// checks every result: its size, that it holds its writer's values and no
+// other writer's, and its shape; and that base did not change.
+func extendConcurrently(t *testing.T, base valueSet[int], writers, perWriter int) {
+	t.Helper()
+	const stride = 100_000
+	before := base.len()
 	results := make([]valueSet[int], writers)
 	var wg sync.WaitGroup
 	for g := range writers {
@@ -271,24 +301,41 @@ func TestValueSetTailSharing(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			s := base
-			for i := range 3 * tailCap {
-				s, _ = s.with(10_000*(g+1) + i)
+			for i := range perWriter {
+				var added bool
+				if s, added = s.with(stride*(g+1) + i); !added {
+					panic("a new value was not added")
+				}
+				if !s.contains(stride*(g+1) + i) {
+					panic("an added value is missing")
+				}
 			}
 			results[g] = s
 		}()
 	}
 	wg.Wait()
 	for g, s := range results {
-		if s.len() != base.len()+3*tailCap {
-			t.Fatalf("writer %d: %d values, want %d", g, s.len(), base.len()+3*tailCap)
+		if s.len() != before+perWriter {
+			t.Fatalf("writer %d: %d values, want %d", g, s.len(), before+perWriter)
 		}
 		for _, v := range s.appendTo(nil) {
-			if v >= 10_000 && v/10_000 != g+1 {
+			if v >= stride && v/stride != g+1 {
 				t.Fatalf("writer %d's set holds %d, written by another", g, v)
+			}
+		}
+		for h := range writers {
+			if h != g && s.contains(stride*(h+1)) {
+				t.Fatalf("writer %d's set contains writer %d's value", g, h)
 			}
 		}
 		if msg := checkSet(s); msg != "" {
 			t.Fatalf("writer %d: %s", g, msg)
 		}
+	}
+	if msg := checkSet(base); msg != "" {
+		t.Fatalf("base: %s", msg)
+	}
+	if base.len() != before {
+		t.Fatalf("base changed: %d values, had %d", base.len(), before)
 	}
 }
