@@ -54,6 +54,10 @@ bench-matcher: ## Matcher benchmarks, cache on and off, vs nats-server's gsl and
 bench-matcher-nats: ## Matcher vs nats-server's cached Sublist and gsl, inside a scratch copy of its server package.
 	$(GO) run ./hack/benchmatchernats -count $${COUNT:-5} -benchtime $${BENCHTIME:-1s}
 
+.PHONY: bench-bundle
+bench-bundle: ## Pack static binaries of bench-sidecar's processes and both matcher suites into bin/bench-bundle.tgz, to run on a machine without Go (hack/benchbundle.sh: build, run OUT, report DIR).
+	hack/benchbundle.sh build
+
 .PHONY: bench-sidecar-core
 bench-sidecar-core: build ## Publish-to-delivery through the sidecar vs directly, 1 KiB, interleaved rounds (ROUNDS); then the sidecar's allocations per message over MESSAGES (10⁶) of a stated mix, in a process of its own.
 	$(GO) test -run '^$$' -bench '^BenchmarkPublishToDelivery$$' -benchtime $${ROUNDS:-5}x ./sidecar/
