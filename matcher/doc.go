@@ -46,7 +46,8 @@
 //     values' paths once; past 1,024 values it goes instead into a mid
 //     chunk: a larger append-only chunk claimed the same way, with a hash
 //     index of its positions, beside a Bloom filter of the whole set
-//     outside the tail (kept from one chunk to the next until it is full), whose entries and bits are only ever added (by CAS and
+//     outside the tail (kept from one chunk to the next until it is
+//     full), whose entries and bits are only ever added (by CAS and
 //     atomic OR), so that they hold a superset of what any version sharing
 //     them holds and a version ignores positions past its own length. A
 //     full mid chunk goes into the hash trie in one batch about as large
@@ -140,9 +141,11 @@
 // tail (no allocation; a copy of at most 64 values when another version
 // took the slot), and every 64th add moves the tail into the hash trie
 // (the nodes on the batch's paths, one allocation each), or past 1,024
-// values into the mid chunk (one allocation; a copy of the mid chunk when
-// another version took its positions), whose values go into the hash
-// trie when it is full (amortized O(1) node copies per value); a removal
+// values into the mid chunk (two small allocations, the batch and the
+// set's header, plus the chunk, its index and at times the filter when a
+// new chunk starts; a copy of the mid chunk when another version took its
+// positions), whose values go into the hash trie when it is full
+// (amortized O(1) node copies per value); a removal
 // copies O(log32 n) nodes, or the tail, or moves the mid chunk's values
 // into the hash trie (O(mid values), which at least as many adds put
 // there); a new path of k tokens is one allocation.
