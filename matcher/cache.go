@@ -1,10 +1,13 @@
 package matcher
 
 import (
-	"hash/maphash"
+	"encoding/binary"
+	"math/bits"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"unsafe"
 )
 
 // The result cache maps a subject to the immutable result of matching it,
@@ -72,8 +75,9 @@ const (
 	maxCachedValues = 128
 )
 
-// cacheSeed is per process: bucket positions never leave memory.
-var cacheSeed = maphash.MakeSeed()
+// cacheSeed is per process: bucket positions never leave memory, and a
+// client that does not know it cannot choose subjects that share a bucket.
+var cacheSeed = rand.Uint64() // math/rand/v2's global source is seeded from the OS
 
 type resultCache[T comparable] struct {
 	// version is the word described above. Every write changes it, so it
@@ -173,7 +177,46 @@ func (c *resultCache[T]) endWrite() {
 	}
 }
 
-func hashSubject(subject string) uint64 { return maphash.String(cacheSeed, subject) }
+// hashSubject hashes a subject for the cache: a hit is a hash, two loads
+// and a compare, so the hash is a quarter of a hit's time. maphash (AES
+// rounds) took 25% of a hit on nats-server's hot subject; this reads 8
+// bytes at a time (the subject's last 8 overlapping the word before, so
+// nothing past its end) and folds each word with one 64×64→128-bit
+// multiply, as wyhash does, then mixes the length in. Hit or miss, the
+// result is confirmed by comparing the subject, so the hash's quality
+// only decides how evenly subjects spread over the buckets.
+func hashSubject(subject string) uint64 {
+	const (
+		k0 = 0xa0761d6478bd642f
+		k1 = 0xe7037ed1a0b428db
+	)
+	n := len(subject)
+	h := cacheSeed ^ k0
+	if n < 8 {
+		var w uint64
+		for i := n - 1; i >= 0; i-- {
+			w = w<<8 | uint64(subject[i])
+		}
+		return mum(h^w, k1^uint64(n))
+	}
+	p := unsafe.StringData(subject)
+	for i := 0; i+8 < n; i += 8 {
+		h = mum(h^load64(p, i), k1)
+	}
+	return mum(h^load64(p, n-8), k1^uint64(n))
+}
+
+// mum folds a and b into one word: the two halves of their 128-bit
+// product, xored.
+func mum(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
+}
+
+// load64 reads the 8 bytes at p+i, little-endian.
+func load64(p *byte, i int) uint64 {
+	return binary.LittleEndian.Uint64(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(p), i)), 8))
+}
 
 func (c *resultCache[T]) bucket(h uint64) *cacheBucket[T] {
 	return &c.buckets[h&uint64(len(c.buckets)-1)]
