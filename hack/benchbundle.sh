@@ -12,10 +12,10 @@
 # `make bench-bundle` runs the first. On the other machine:
 #   mkdir -p /tmp/b && tar xzf bin/bench-bundle.tgz -C /tmp/b && /tmp/b/benchbundle.sh run "$OUT"
 # The knobs are environment variables (defaults in brackets), sized so that
-# the whole run takes about 7 minutes on 16 cores:
+# the whole run takes about 8 minutes on 16 cores (under one call of 10):
 #   MATCHER_CPU [16], MATCHER_BENCHTIME [0.5s], MATCHER_COUNT [5],
 #   MATCHER_WORKLOADS [parallel|churn90|fanin|faninsert|fanchurn],
-#   NATS_BENCHTIME [1s], NATS_COUNT [5],
+#   NATS_BENCHTIME [0.5s], NATS_COUNT [5],
 #   SIDECAR_DURATION [2s], SIDECAR_ROUNDS [3], SIDECAR_ONLY [all five],
 #   RATE_DURATION [2s], RATE_ROUNDS [1] (0 skips the rate search).
 # bench-sidecar prints its own tables and verdicts (bench-sidecar.txt,
@@ -50,7 +50,7 @@ run() {
 		-test.cpu "${MATCHER_CPU:-16}" >"$out/matcher.txt" 2>&1 || echo "matcher: exit $?"
 	echo "== nats-server comparison $(date -u +%T)"
 	"$d/natsserver.test" -test.run '^$' -test.bench '^BenchmarkWeighstationMatcher$' -test.benchmem \
-		-test.count "${NATS_COUNT:-5}" -test.benchtime "${NATS_BENCHTIME:-1s}" >"$out/nats.txt" 2>&1 || echo "nats: exit $?"
+		-test.count "${NATS_COUNT:-5}" -test.benchtime "${NATS_BENCHTIME:-0.5s}" >"$out/nats.txt" 2>&1 || echo "nats: exit $?"
 	echo "== bench-sidecar $(date -u +%T)"
 	local sidecar=(-bin "$d/weighstation" -sidecar-bin "$d/weighstation-sidecar" -relay "$d/tcprelay")
 	"$d/benchsidecar" "${sidecar[@]}" -only "${SIDECAR_ONLY:-}" -duration "${SIDECAR_DURATION:-2s}" \
