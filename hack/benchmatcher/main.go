@@ -56,18 +56,13 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	s := gobench.Parse(out, gobench.ResultLine("BenchmarkMatcher"))
-	if len(s) == 0 {
-		fmt.Fprintf(os.Stderr, "benchmatcher: no BenchmarkMatcher results in the output\n")
+	s, procs, err := gobench.ParseRun(out, "BenchmarkMatcher")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "benchmatcher: %v\n", err)
 		os.Exit(1)
 	}
-	procs := gobench.Procs(out, "BenchmarkMatcher")
-	if len(procs) != 1 {
-		fmt.Fprintf(os.Stderr, "benchmatcher: the results ran at GOMAXPROCS %v; the medians need one value (-cpu takes one)\n", procs)
-		os.Exit(1)
-	}
-	printTable(s, procs[0])
-	printTargets(s, procs[0])
+	printTable(s, procs)
+	printTargets(s, procs)
 }
 
 var workloads = []struct{ name, unit, what string }{
@@ -87,12 +82,12 @@ var workloads = []struct{ name, unit, what string }{
 
 func printTable(s gobench.Samples, procs int) {
 	fmt.Printf("\nmatcher benchmarks at GOMAXPROCS %d: medians of %d runs; ctrie has its result cache on (the default), ctrie-nocache off;\n",
-		procs, runs(s))
+		procs, s.Runs())
 	fmt.Printf("ratios are to gsl (below 1 is better); allocs are per op\n\n")
 	fmt.Printf("%-9s %-42s %11s %13s %11s %11s %8s %8s %6s %6s %6s\n", "workload", "what",
 		"ctrie", "ctrie-nocache", "gsl", "rwtrie", "ctrie/g", "nocac/g", "allocs", "nc-all", "g-all")
 	for _, w := range workloads {
-		if len(s[gobench.Key{Workload: w.name, Impl: "gsl"}]) == 0 {
+		if !s.Has(w.name, "gsl") {
 			continue // not run (-workloads)
 		}
 		c, n, g, r := s.Median(w.name, "ctrie", w.unit), s.Median(w.name, "ctrie-nocache", w.unit), s.Median(w.name, "gsl", w.unit), s.Median(w.name, "rwtrie", w.unit)
@@ -106,20 +101,11 @@ func printTable(s gobench.Samples, procs int) {
 			format(c, w.unit), format(n, w.unit), format(g, w.unit), format(r, w.unit), c/g, n/g,
 			allocs("ctrie"), allocs("ctrie-nocache"), allocs("gsl"))
 	}
-	if len(s[gobench.Key{Workload: "cachememory", Impl: "ctrie"}]) == 0 {
+	if !s.Has("cachememory", "ctrie") {
 		return
 	}
 	fmt.Printf("\ncache memory: a full cache of hot's results retains %.0f B per entry, %.0f KiB in all (16 KiB of it the bucket table every trie allocates at New, counted in memory's ctrie column)\n",
 		s.Median("cachememory", "ctrie", "B/entry"), s.Median("cachememory", "ctrie", "KiB/cache"))
-}
-
-// runs is the number of runs in s: the most samples of any benchmark.
-func runs(s gobench.Samples) int {
-	n := 0
-	for _, units := range s {
-		n = max(n, len(units["ns/op"]))
-	}
-	return n
 }
 
 func format(v float64, unit string) string {
@@ -146,20 +132,20 @@ func printTargets(s gobench.Samples, procs int) {
 		{"3. parallel match, cache off, <= 0.2x gsl (judged at -cpu 16 only)", "parallel",
 			fmt.Sprintf("%.2fx", ratio("parallel", "ctrie-nocache")), parallelVerdict(ratio("parallel", "ctrie-nocache"), procs)},
 		{"4. fan-in insert at 30,000 subscribers <= 2 us", "faninsert",
-			fmt.Sprintf("%.0f ns", fanin), verdict(fanin <= 2000)},
+			fmt.Sprintf("%.0f ns", fanin), gobench.Verdict(fanin <= 2000)},
 		{"4. fan-in insert <= 3x gsl", "faninsert",
-			fmt.Sprintf("%.2fx", ratio("faninsert", "ctrie")), verdict(ratio("faninsert", "ctrie") <= 3)},
+			fmt.Sprintf("%.2fx", ratio("faninsert", "ctrie")), gobench.Verdict(ratio("faninsert", "ctrie") <= 3)},
 		{"5. churn 90:10 throughput >= 3x gsl", "churn90",
-			fmt.Sprintf("%.2fx", 1/ratio("churn90", "ctrie")), verdict(1/ratio("churn90", "ctrie") >= 3)},
+			fmt.Sprintf("%.2fx", 1/ratio("churn90", "ctrie")), gobench.Verdict(1/ratio("churn90", "ctrie") >= 3)},
 		{"6. memory per subscription <= 1x gsl", "memory",
 			fmt.Sprintf("%.2fx", s.Median("memory", "ctrie", "B/sub")/s.Median("memory", "gsl", "B/sub")),
-			verdict(s.Median("memory", "ctrie", "B/sub") <= s.Median("memory", "gsl", "B/sub"))},
+			gobench.Verdict(s.Median("memory", "ctrie", "B/sub") <= s.Median("memory", "gsl", "B/sub"))},
 		{"hot match 0 allocs/op", "hot",
-			fmt.Sprintf("%.0f", s.Median("hot", "ctrie", "allocs/op")), verdict(s.Median("hot", "ctrie", "allocs/op") == 0)},
+			fmt.Sprintf("%.0f", s.Median("hot", "ctrie", "allocs/op")), gobench.Verdict(s.Median("hot", "ctrie", "allocs/op") == 0)},
 	}
 	fmt.Printf("\ntargets of issue 16 (GOMAXPROCS %d; the cache on unless said)\n\n", procs)
 	for _, t := range targets {
-		if len(s[gobench.Key{Workload: t.workload, Impl: "gsl"}]) == 0 {
+		if !s.Has(t.workload, "gsl") {
 			continue
 		}
 		fmt.Printf("  %-68s %10s  %s\n", t.name, t.measured, t.verdict)
@@ -172,12 +158,5 @@ func parallelVerdict(ratio float64, procs int) string {
 	if procs < 16 {
 		return fmt.Sprintf("reported (GOMAXPROCS %d)", procs)
 	}
-	return verdict(ratio <= 0.2)
-}
-
-func verdict(met bool) string {
-	if met {
-		return "met"
-	}
-	return "MISSED"
+	return gobench.Verdict(ratio <= 0.2)
 }

@@ -134,16 +134,12 @@ func run(count int, benchtime, scratch, compile string) error {
 
 // printResults prints the tables and verdicts of the benchmark's output.
 func printResults(out []byte, version string) error {
-	s := gobench.Parse(out, gobench.ResultLine("BenchmarkWeighstationMatcher"))
-	if len(s) == 0 {
-		return fmt.Errorf("no benchmark results in the output:\n%s", out)
+	s, procs, err := gobench.ParseRun(out, "BenchmarkWeighstationMatcher")
+	if err != nil {
+		return err
 	}
-	procs := gobench.Procs(out, "BenchmarkWeighstationMatcher")
-	if len(procs) != 1 {
-		return fmt.Errorf("the results ran at GOMAXPROCS %v; the medians need one value", procs)
-	}
-	fmt.Printf("\nmatcher vs nats-server %s's Sublist and gsl, inside its server package, on its benchmark corpus, GOMAXPROCS %d\n", version, procs[0])
-	printTable(s, len(s[gobench.Key{Workload: "hot", Impl: "gsl"}]["ns/op"]))
+	fmt.Printf("\nmatcher vs nats-server %s's Sublist and gsl, inside its server package, on its benchmark corpus, GOMAXPROCS %d\n", version, procs)
+	printTable(s, s.Runs())
 	printTargets(s)
 	return nil
 }
@@ -232,7 +228,7 @@ func printTable(s gobench.Samples, count int) {
 	}
 	fmt.Printf(" %10s %9s %9s %7s\n", "ctrie/sl-c", "ctrie/gsl", "nocac/gsl", "allocs")
 	for _, w := range workloads {
-		if len(s[gobench.Key{Workload: w.name, Impl: "gsl"}]) == 0 {
+		if !s.Has(w.name, "gsl") {
 			continue // not in this run (-test.bench chose others)
 		}
 		fmt.Printf("%-15s %-34s", w.name, w.what)
@@ -254,14 +250,7 @@ func printTargets(s gobench.Samples) {
 	allocs := s.Median("hot", "ctrie", "allocs/op")
 	rotate := s.Median("rotate", "ctrie", "ns/op") / s.Median("rotate", "gsl", "ns/op")
 	fmt.Printf("\ntargets of issue 16 judged here (the cache on)\n\n")
-	fmt.Printf("  %-62s %8.2fx  %s\n", "1. hot hits <= 1.0x the cached Sublist", hot, verdict(hot <= 1.0))
-	fmt.Printf("  %-62s %9.0f  %s\n", "1. hot hits 0 allocs/op", allocs, verdict(allocs == 0))
-	fmt.Printf("  %-62s %8.2fx  %s\n", "2. rotation over the whole corpus <= 0.8x gsl", rotate, verdict(rotate <= 0.8))
-}
-
-func verdict(met bool) string {
-	if met {
-		return "met"
-	}
-	return "MISSED"
+	fmt.Printf("  %-62s %8.2fx  %s\n", "1. hot hits <= 1.0x the cached Sublist", hot, gobench.Verdict(hot <= 1.0))
+	fmt.Printf("  %-62s %9.0f  %s\n", "1. hot hits 0 allocs/op", allocs, gobench.Verdict(allocs == 0))
+	fmt.Printf("  %-62s %8.2fx  %s\n", "2. rotation over the whole corpus <= 0.8x gsl", rotate, gobench.Verdict(rotate <= 0.8))
 }

@@ -263,17 +263,10 @@ func addedRatios(c config, setups []setup, results [][]run) {
 		}
 		verdict := "(not judged here)"
 		if judged {
-			verdict = "≤ 1.25×: " + passOrMiss(gobench.Median(ratios) <= 1.25)
+			verdict = "≤ 1.25×: " + gobench.Verdict(gobench.Median(ratios) <= 1.25)
 		}
 		fmt.Printf("| %s | %s over %d of %d rounds | %s |\n", floor, spread(ratios), len(ratios), len(results[side]), verdict)
 	}
-}
-
-func passOrMiss(ok bool) string {
-	if ok {
-		return "met"
-	}
-	return "MISSED"
 }
 
 func report(c config, setups []setup, results [][]run, sidecarName string) {
@@ -413,8 +406,8 @@ func sustainable(bin string, mesh *benchharness.Mesh, relays map[string][2]strin
 	if _, ok := relays["splice"]; ok {
 		one, two := ratio("one sidecar", "one splice relay"), ratio("two sidecars", "two splice relays")
 		t1, t2 := target(0.85, 0.65), target(0.70, 0.45)
-		fmt.Printf("| one sidecar / one splice relay | %s | ≥ %.2f: %s |\n", spread(one), t1, passOrMiss(gobench.Median(one) >= t1))
-		fmt.Printf("| two sidecars / two splice relays | %s | ≥ %.2f: %s |\n", spread(two), t2, passOrMiss(gobench.Median(two) >= t2))
+		fmt.Printf("| one sidecar / one splice relay | %s | ≥ %.2f: %s |\n", spread(one), t1, gobench.Verdict(gobench.Median(one) >= t1))
+		fmt.Printf("| two sidecars / two splice relays | %s | ≥ %.2f: %s |\n", spread(two), t2, gobench.Verdict(gobench.Median(two) >= t2))
 	}
 	fmt.Println()
 	return nil

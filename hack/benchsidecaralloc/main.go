@@ -26,6 +26,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/weighstation/weighstation/hack/gobench"
 	"os"
 	"time"
 
@@ -105,16 +106,9 @@ func run(bin string, messages, size int) error {
 	fmt.Printf("## Sidecar allocations per message (%s; %d B payloads)\n\n", time.Now().UTC().Format("2006-01-02"), size)
 	fmt.Printf("| published | delivered | elapsed | sidecar mallocs | idle mallocs (same time) | per published message | per delivery | target |\n|---|---|---|---|---|---|---|---|\n")
 	fmt.Printf("| %d | %d | %s | %.0f | %.0f | %.4f | %.4f | ≤ 0.01: %s |\n\n", c.published, c.delivered, elapsed.Round(time.Millisecond), busy, idle,
-		perMsg, (busy-idle)/float64(c.delivered), verdict(perMsg <= 0.01))
+		perMsg, (busy-idle)/float64(c.delivered), gobench.Verdict(perMsg <= 0.01))
 	fmt.Println("The mix, per round: PUB and HPUB to a fan-out of three SUBs, PUB to a queue group of two, a request and its reply, PUB from an echo:false connection with one other SUB.")
 	return nil
-}
-
-func verdict(ok bool) string {
-	if ok {
-		return "met"
-	}
-	return "MISSED"
 }
 
 func scrape(url string) (float64, error) {

@@ -6,6 +6,7 @@ package gobench
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -93,4 +94,40 @@ func Procs(out []byte, benchmark string) []int {
 	}
 	slices.Sort(procs)
 	return procs
+}
+
+// ParseRun parses one run's output of benchmark: its samples and the one
+// GOMAXPROCS it ran at (the medians would mix several). It fails when the
+// output holds no result, or results at more than one GOMAXPROCS.
+func ParseRun(out []byte, benchmark string) (Samples, int, error) {
+	s := Parse(out, ResultLine(benchmark))
+	if len(s) == 0 {
+		return nil, 0, fmt.Errorf("no %s results in the output", benchmark)
+	}
+	procs := Procs(out, benchmark)
+	if len(procs) != 1 {
+		return nil, 0, fmt.Errorf("the %s results ran at GOMAXPROCS %v; the medians need one value (-cpu takes one)", benchmark, procs)
+	}
+	return s, procs[0], nil
+}
+
+// Has reports whether s holds results of workload for impl.
+func (s Samples) Has(workload, impl string) bool { return len(s[Key{workload, impl}]) > 0 }
+
+// Runs is the number of runs in s: the most ns/op samples of any
+// benchmark.
+func (s Samples) Runs() int {
+	n := 0
+	for _, units := range s {
+		n = max(n, len(units["ns/op"]))
+	}
+	return n
+}
+
+// Verdict is how the bench commands print a target's outcome.
+func Verdict(met bool) string {
+	if met {
+		return "met"
+	}
+	return "MISSED"
 }

@@ -52,3 +52,19 @@ func TestProcs(t *testing.T) {
 		})
 	}
 }
+
+func TestParseRun(t *testing.T) {
+	one := "BenchmarkMatcher/hot/impl=gsl-16   100  1.0 ns/op\nBenchmarkMatcher/hot/impl=gsl-16   100  3.0 ns/op\n"
+	s, procs, err := ParseRun([]byte(one), "BenchmarkMatcher")
+	if err != nil || procs != 16 || s.Runs() != 2 || !s.Has("hot", "gsl") || s.Has("hot", "ctrie") {
+		t.Fatalf("ParseRun = %v, %d, %v; Runs %d", s, procs, err, s.Runs())
+	}
+	for _, bad := range []string{"PASS\n", one + "BenchmarkMatcher/hot/impl=gsl-2   100  1.0 ns/op\n"} {
+		if _, _, err := ParseRun([]byte(bad), "BenchmarkMatcher"); err == nil {
+			t.Errorf("ParseRun(%q) returned no error", bad)
+		}
+	}
+	if Verdict(true) != "met" || Verdict(false) != "MISSED" {
+		t.Error("Verdict")
+	}
+}
