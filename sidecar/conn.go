@@ -294,7 +294,7 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 		topic.Counters.FailedUpstream.Add(1)
 		why := "the broker is unavailable"
 		if errors.Is(err, upstream.ErrMaxPayload) {
-			why = "the message exceeds the broker's max_payload"
+			why = err.Error() // the size and the broker's max_payload
 		}
 		c.refuse(subject, now, func() string { return policy.PublishViolation(subject, why) })
 		return false

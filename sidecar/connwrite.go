@@ -109,6 +109,8 @@ func (c *conn) writer() {
 			if len(c.out.toWrite) > 0 {
 				c.settle(net.ErrClosed, false)
 			}
+			// SUBs that reached their count are unsubscribed, not closed.
+			c.removeUnsubscribeDue()
 			c.writeMu.Unlock()
 			return
 		}
@@ -125,6 +127,17 @@ func (c *conn) writer() {
 	}
 }
 
+// removeUnsubscribeDue removes the SUBs an inline write found at their
+// UNSUB count, counting what they still held as unsubscribed. writeMu is
+// held.
+func (c *conn) removeUnsubscribeDue() {
+	for i, ls := range c.out.unsubscribeDue {
+		c.removeSub(ls, pending.ReasonUnsubscribed)
+		c.out.unsubscribeDue[i] = nil
+	}
+	c.out.unsubscribeDue = c.out.unsubscribeDue[:0]
+}
+
 // writeBatch finishes a batch an inline write left, or gathers and writes
 // the next one. It reports whether there may be more to write: only when
 // the batch stopped at its limit, or finished an inline write's (whatever
@@ -133,11 +146,7 @@ func (c *conn) writer() {
 func (c *conn) writeBatch() (more bool, err error) {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
-	for i, ls := range c.out.unsubscribeDue {
-		c.removeSub(ls, pending.ReasonUnsubscribed)
-		c.out.unsubscribeDue[i] = nil
-	}
-	c.out.unsubscribeDue = c.out.unsubscribeDue[:0]
+	c.removeUnsubscribeDue()
 	full := true // the rest of an inline write: there may be more behind it
 	if len(c.out.toWrite) == 0 {
 		var ok bool

@@ -363,8 +363,12 @@ func TestHeldUntilTheBrokerIsReached(t *testing.T) {
 	if up.Reconnects() != 0 {
 		t.Fatalf("the first connection counted as %d reconnects", up.Reconnects())
 	}
-	if err := up.Publish([]byte("held"), nil, nil, nil, make([]byte, 2*payload)); !errors.Is(err, upstream.ErrMaxPayload) {
+	err := up.Publish([]byte("held"), nil, nil, nil, make([]byte, 2*payload))
+	if !errors.Is(err, upstream.ErrMaxPayload) {
 		t.Fatalf("publishing over the broker's max_payload when connected: %v, want ErrMaxPayload", err)
+	}
+	if size := fmt.Sprintf("%d bytes", 2*payload); !strings.Contains(err.Error(), size) || !strings.Contains(err.Error(), "the broker's max_payload is ") {
+		t.Fatalf("the refusal %q does not name the size (%s) and the broker's max_payload", err, size)
 	}
 }
 

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -83,7 +84,7 @@ func (c *Client) publish(subject, reply, header, extra, payload []byte, wait boo
 		c.room.Wait()
 	}
 	if info := c.info.Load(); info != nil && int64(size) > info.MaxPayload {
-		return ErrMaxPayload
+		return fmt.Errorf("%w: %d bytes of headers and payload, the broker's max_payload is %d", ErrMaxPayload, size, info.MaxPayload)
 	}
 	c.out = appendFrame(c.out, subject, reply, header, extra, payload, headerLen)
 	c.outMsgs++
