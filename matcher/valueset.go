@@ -627,7 +627,13 @@ func (s valueSet[T]) with(v T) (valueSet[T], bool) {
 // the positions are free; else, with the mid values, into the HAMT.
 func (b *bigSet[T]) withBatch(items []hashedValue[T]) *bigSet[T] {
 	if b.size < midMin {
-		return b.withRootBatch(sortedItems(items))
+		nb := b.withRootBatch(sortedItems(items))
+		if nb.midc == nil {
+			// Below midMin a set takes no mid chunk, so a filter kept from
+			// a larger past would only fill up: the next chunk builds one.
+			nb.filter, nb.noted, nb.nextCap = nil, 0, 0
+		}
+		return nb
 	}
 	c, n, f, noted := b.midc, len(b.mid), b.filter, b.noted
 	if c == nil {
@@ -690,6 +696,9 @@ func (s valueSet[T]) without(v T) (valueSet[T], bool) {
 		tail = tailWithout(tail, i)
 	} else {
 		h := hashOf(v)
+		if big.filter != nil && !big.filter.mayHold(h) {
+			return s, false // in neither the HAMT nor the mid values
+		}
 		root, found := big.root.without(0, h, v)
 		switch {
 		case found:
