@@ -22,7 +22,7 @@ type Samples map[Key]map[string][]float64
 // ResultLine matches the result lines of benchmark's sub-benchmarks; its
 // groups are the workload, the implementation and the measurements.
 func ResultLine(benchmark string) *regexp.Regexp {
-	return regexp.MustCompile(`^` + regexp.QuoteMeta(benchmark) + `/([a-z0-9]+)/impl=([a-z-]+)-\d+\s+\d+\s+(.*)$`)
+	return regexp.MustCompile(`^` + regexp.QuoteMeta(benchmark) + `/([a-z0-9]+)/impl=([a-z-]+)(?:-\d+)?\s+\d+\s+(.*)$`)
 }
 
 // Parse reads every line of out that line matches: each "value unit" pair

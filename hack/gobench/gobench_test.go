@@ -64,6 +64,9 @@ func TestParseRun(t *testing.T) {
 			t.Errorf("ParseRun(%q) returned no error", bad)
 		}
 	}
+	if s, procs, err := ParseRun([]byte("BenchmarkMatcher/hot/impl=gsl   100  1.0 ns/op\n"), "BenchmarkMatcher"); err != nil || procs != 1 || !s.Has("hot", "gsl") {
+		t.Errorf("a run at GOMAXPROCS 1 (no suffix): %v, %d, %v", s, procs, err)
+	}
 	if Verdict(true) != "met" || Verdict(false) != "MISSED" {
 		t.Error("Verdict")
 	}
