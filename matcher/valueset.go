@@ -51,7 +51,6 @@ type bigSet[T comparable] struct {
 	root *hamtNode[T] // never nil; may be empty
 	mid  []T          // a prefix of midc.vals; nil when midc is
 	midc *midChunk[T]
-	size int // root.size + len(mid)
 
 	// filter, when not nil, holds a superset of the values in root and
 	// mid; it is not nil while midc is not. noted counts the values noted
@@ -71,6 +70,9 @@ type bigSet[T comparable] struct {
 	// time.
 	nextCap int
 }
+
+// len is the number of values in the HAMT and the mid values.
+func (b *bigSet[T]) len() int { return b.root.size + len(b.mid) }
 
 // valueFilter is a Bloom filter of value hashes: one 64-bit word per four
 // values of capacity (16 bits a value), four bits set in one word per
@@ -472,7 +474,7 @@ func removed[E any](xs []E, i int) []E {
 
 func (s valueSet[T]) len() int {
 	if s.big != nil {
-		return s.big.size + len(s.small)
+		return s.big.len() + len(s.small)
 	}
 	return len(s.small)
 }
@@ -560,7 +562,7 @@ func noting[T comparable](f *valueFilter, noted int, items []hashedValue[T]) int
 // to its HAMT, and noted in its filter, which it keeps.
 func (b *bigSet[T]) withRootBatch(items []hashedValue[T]) *bigSet[T] {
 	noted := noting(b.filter, b.noted, items)
-	return &bigSet[T]{root: b.root.withAll(0, items), mid: b.mid, midc: b.midc, size: b.size + len(items), filter: b.filter, noted: noted, nextCap: b.nextCap}
+	return &bigSet[T]{root: b.root.withAll(0, items), mid: b.mid, midc: b.midc, filter: b.filter, noted: noted, nextCap: b.nextCap}
 }
 
 func (n *hamtNode[T]) contains(shift uint, h uint64, v T) bool {
@@ -596,7 +598,7 @@ func (s valueSet[T]) with(v T) (valueSet[T], bool) {
 		items = appendHashed(items, s.small)
 		items = append(items, hashedValue[T]{hashOf(v), v})
 		root := (&hamtNode[T]{}).withAll(0, sortedItems(items))
-		return valueSet[T]{big: &bigSet[T]{root: root, size: root.size}}, true
+		return valueSet[T]{big: &bigSet[T]{root: root}}, true
 	}
 	h := hashOf(v)
 	big := s.big
@@ -626,7 +628,7 @@ func (s valueSet[T]) with(v T) (valueSet[T], bool) {
 // the mid chunk when the set is large enough and the chunk has room and
 // the positions are free; else, with the mid values, into the HAMT.
 func (b *bigSet[T]) withBatch(items []hashedValue[T]) *bigSet[T] {
-	if b.size < midMin {
+	if b.len() < midMin {
 		nb := b.withRootBatch(sortedItems(items))
 		if nb.midc == nil {
 			// Below midMin a set takes no mid chunk, so a filter kept from
@@ -656,7 +658,7 @@ func (b *bigSet[T]) withBatch(items []hashedValue[T]) *bigSet[T] {
 			c.claimed.Store(uint32(n + len(items)))
 		}
 		c.add(n, items)
-		return &bigSet[T]{root: b.root, mid: c.vals[: n+len(items) : n+len(items)], midc: c, size: b.size + len(items), filter: f, noted: noted}
+		return &bigSet[T]{root: b.root, mid: c.vals[: n+len(items) : n+len(items)], midc: c, filter: f, noted: noted}
 	}
 	// The mid chunk is full: everything in it goes into the HAMT, and the
 	// next batch starts a new chunk beside it (keeping the filter while
@@ -665,7 +667,7 @@ func (b *bigSet[T]) withBatch(items []hashedValue[T]) *bigSet[T] {
 	all = appendHashed(all, b.mid)
 	all = append(all, items...)
 	root := b.root.withAll(0, sortedItems(all))
-	return &bigSet[T]{root: root, size: root.size, filter: f, noted: noted}
+	return &bigSet[T]{root: root, filter: f, noted: noted}
 }
 
 // hashedValue is a value with its hash, for batch inserts.
@@ -705,7 +707,7 @@ func (s valueSet[T]) without(v T) (valueSet[T], bool) {
 			if root == nil {
 				root = &hamtNode[T]{}
 			}
-			big = &bigSet[T]{root: root, mid: big.mid, midc: big.midc, size: big.size - 1, filter: big.filter, noted: big.noted, nextCap: big.nextCap}
+			big = &bigSet[T]{root: root, mid: big.mid, midc: big.midc, filter: big.filter, noted: big.noted, nextCap: big.nextCap}
 		case big.midc != nil:
 			p := big.midc.find(len(big.mid), h, v)
 			if p < 0 {
@@ -718,12 +720,12 @@ func (s valueSet[T]) without(v T) (valueSet[T], bool) {
 			items := make([]hashedValue[T], 0, len(big.mid)-1)
 			items = appendHashed(items, big.mid[:p])
 			items = appendHashed(items, big.mid[p+1:])
-			big = &bigSet[T]{root: big.root.withAll(0, sortedItems(items)), size: big.size - 1, filter: big.filter, noted: big.noted, nextCap: 2 * len(big.mid)}
+			big = &bigSet[T]{root: big.root.withAll(0, sortedItems(items)), filter: big.filter, noted: big.noted, nextCap: 2 * len(big.mid)}
 		default:
 			return s, false
 		}
 	}
-	if size := big.size + len(tail); size <= smallSetDemote {
+	if size := big.len() + len(tail); size <= smallSetDemote {
 		small := make([]T, 0, size)
 		small = append(small, tail...)
 		small = append(small, big.mid...)
