@@ -558,11 +558,11 @@ func noting[T comparable](f *valueFilter, noted int, items []hashedValue[T]) int
 	return noted + len(items)
 }
 
-// withRootBatch returns b with items (sorted, distinct, none in b) added
+// withRootBatch returns b with items (distinct, none in b) added
 // to its HAMT, and noted in its filter, which it keeps.
 func (b *bigSet[T]) withRootBatch(items []hashedValue[T]) *bigSet[T] {
 	noted := noting(b.filter, b.noted, items)
-	return &bigSet[T]{root: b.root.withAll(0, items), mid: b.mid, midc: b.midc, filter: b.filter, noted: noted, nextCap: b.nextCap}
+	return &bigSet[T]{root: b.root.withAll(items), mid: b.mid, midc: b.midc, filter: b.filter, noted: noted, nextCap: b.nextCap}
 }
 
 func (n *hamtNode[T]) contains(shift uint, h uint64, v T) bool {
@@ -597,7 +597,7 @@ func (s valueSet[T]) with(v T) (valueSet[T], bool) {
 		items := make([]hashedValue[T], 0, len(s.small)+1)
 		items = appendHashed(items, s.small)
 		items = append(items, hashedValue[T]{hashOf(v), v})
-		root := (&hamtNode[T]{}).withAll(0, sortedItems(items))
+		root := (&hamtNode[T]{}).withAll(items)
 		return valueSet[T]{big: &bigSet[T]{root: root}}, true
 	}
 	h := hashOf(v)
@@ -629,7 +629,7 @@ func (s valueSet[T]) with(v T) (valueSet[T], bool) {
 // the positions are free; else, with the mid values, into the HAMT.
 func (b *bigSet[T]) withBatch(items []hashedValue[T]) *bigSet[T] {
 	if b.len() < midMin {
-		nb := b.withRootBatch(sortedItems(items))
+		nb := b.withRootBatch(items)
 		if nb.midc == nil {
 			// Below midMin a set takes no mid chunk, so a filter kept from
 			// a larger past would only fill up: the next chunk builds one.
@@ -666,7 +666,7 @@ func (b *bigSet[T]) withBatch(items []hashedValue[T]) *bigSet[T] {
 	all := make([]hashedValue[T], 0, n+len(items))
 	all = appendHashed(all, b.mid)
 	all = append(all, items...)
-	root := b.root.withAll(0, sortedItems(all))
+	root := b.root.withAll(all)
 	return &bigSet[T]{root: root, filter: f, noted: noted}
 }
 
@@ -720,7 +720,7 @@ func (s valueSet[T]) without(v T) (valueSet[T], bool) {
 			items := make([]hashedValue[T], 0, len(big.mid)-1)
 			items = appendHashed(items, big.mid[:p])
 			items = appendHashed(items, big.mid[p+1:])
-			big = &bigSet[T]{root: big.root.withAll(0, sortedItems(items)), filter: big.filter, noted: big.noted, nextCap: 2 * len(big.mid)}
+			big = &bigSet[T]{root: big.root.withAll(items), filter: big.filter, noted: big.noted, nextCap: 2 * len(big.mid)}
 		default:
 			return s, false
 		}
@@ -796,17 +796,19 @@ func (n *hamtNode[T]) without(shift uint, h uint64, v T) (*hamtNode[T], bool) {
 	return c, true
 }
 
-// sortedItems sorts items by hash, which is the order withAll needs.
-func sortedItems[T comparable](items []hashedValue[T]) []hashedValue[T] {
+// withAll returns the HAMT n with every item added (distinct, none in n;
+// their order is the caller's to lose: they are sorted here). Sorted by
+// hash, the items are sorted by slot at every level, so one sort serves
+// the whole batch.
+func (n *hamtNode[T]) withAll(items []hashedValue[T]) *hamtNode[T] {
 	slices.SortFunc(items, func(a, b hashedValue[T]) int { return cmp.Compare(a.h, b.h) })
-	return items
+	return n.withSorted(0, items)
 }
 
-// withAll returns n with every item added. The items are distinct, none is
-// in n, and they are sorted by hash (sortedItems), so that they are sorted
-// by slot at every level. It copies each node on the items' paths once, so
-// a batch of k values costs one copy of the levels they share instead of k.
-func (n *hamtNode[T]) withAll(shift uint, items []hashedValue[T]) *hamtNode[T] {
+// withSorted adds items, sorted by hash, at the level shift. It copies each
+// node on the items' paths once, so a batch of k values costs one copy of
+// the levels they share instead of k.
+func (n *hamtNode[T]) withSorted(shift uint, items []hashedValue[T]) *hamtNode[T] {
 	if shift >= hashBits {
 		c := n.cloned(0, 0)
 		c.values = make([]T, len(n.values), len(n.values)+len(items))
@@ -870,7 +872,7 @@ func (n *hamtNode[T]) withAll(shift uint, items []hashedValue[T]) *hamtNode[T] {
 		var child *hamtNode[T]
 		switch {
 		case n.nodeMap&bit != 0:
-			child = n.children[rank(n.nodeMap, bit)].withAll(shift+hamtBits, group)
+			child = n.children[rank(n.nodeMap, bit)].withSorted(shift+hamtBits, group)
 		case n.dataMap&bit != 0:
 			// The value held here moves down with the group.
 			old := n.values[rank(n.dataMap, bit)]
@@ -880,9 +882,9 @@ func (n *hamtNode[T]) withAll(shift uint, items []hashedValue[T]) *hamtNode[T] {
 			moved = append(moved, group[:at]...)
 			moved = append(moved, hashedValue[T]{oh, old})
 			moved = append(moved, group[at:]...)
-			child = (&hamtNode[T]{}).withAll(shift+hamtBits, moved)
+			child = (&hamtNode[T]{}).withSorted(shift+hamtBits, moved)
 		default:
-			child = (&hamtNode[T]{}).withAll(shift+hamtBits, group)
+			child = (&hamtNode[T]{}).withSorted(shift+hamtBits, group)
 		}
 		c.children[rank(nodeMap, bit)] = child
 	}

@@ -100,8 +100,8 @@ func (vs keptVersions) check(t *testing.T) {
 // trie, which maphash makes too rare to reach by chance.
 func TestHAMTCollisions(t *testing.T) {
 	const h = 0xdeadbeef // every value "hashes" to h
-	n := (&hamtNode[int]{}).withAll(0, []hashedValue[int]{{h, 1}, {h, 2}})
-	n = n.withAll(0, []hashedValue[int]{{h, 3}})
+	n := (&hamtNode[int]{}).withAll([]hashedValue[int]{{h, 1}, {h, 2}})
+	n = n.withAll([]hashedValue[int]{{h, 3}})
 	if n.size != 3 {
 		t.Fatalf("three colliding values make a set of size %d", n.size)
 	}
