@@ -159,6 +159,14 @@ type Binaries struct {
 	Sidecar string
 }
 
+// SidecarName names the sidecars' binary for a report.
+func (b Binaries) SidecarName() string {
+	if b.Sidecar != "" {
+		return filepath.Base(b.Sidecar) + " (the injected binary)"
+	}
+	return "`weighstation sidecar` (the whole binary)"
+}
+
 // sidecarCommand is the binary and the first arguments of a sidecar.
 func (b Binaries) sidecarCommand() (string, []string) {
 	if b.Sidecar != "" {

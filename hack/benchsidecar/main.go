@@ -18,7 +18,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -81,10 +80,7 @@ func main() {
 
 func benchmark(bins benchharness.Binaries, relay string, duration, rateDuration time.Duration, rounds int, only string, maxRate bool, outDir string) error {
 	bin := bins.Weighstation
-	sidecarName := "`weighstation sidecar` (the whole binary)"
-	if bins.Sidecar != "" {
-		sidecarName = filepath.Base(bins.Sidecar) + " (the injected binary)"
-	}
+	sidecarName := bins.SidecarName()
 	mesh, err := benchharness.StartMesh(bins, 2, benchharness.PassThroughPodConfig)
 	if err != nil {
 		return err

@@ -53,7 +53,6 @@ func run(bins benchharness.Binaries, rate float64, size int, duration time.Durat
 	if duration <= 2*margin+time.Second {
 		return fmt.Errorf("-duration %s: must be over %s (the profile leaves %s at each end)", duration, 2*margin+time.Second, margin)
 	}
-	bin := bins.Weighstation
 	mesh, err := benchharness.StartMesh(bins, 2, benchharness.PassThroughPodConfig, "-debug-pprof")
 	if err != nil {
 		return err
@@ -107,7 +106,7 @@ func run(bins benchharness.Binaries, rate float64, size int, duration time.Durat
 	}
 	messages := rate * float64(seconds)
 	fmt.Printf("%s: %d B at %.0f/s, profiles over %d s (%.0f messages), p50 %d µs, p99 %d µs\n",
-		bin, size, rate, seconds, messages, summary.Corrected.Percentiles["50"], summary.Corrected.Percentiles["99"])
+		bins.SidecarName(), size, rate, seconds, messages, summary.Corrected.Percentiles["50"], summary.Corrected.Percentiles["99"])
 	for i, name := range []string{"publisher", "subscriber"} {
 		p := profiles[i]
 		if out != "" {

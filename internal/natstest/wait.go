@@ -8,11 +8,11 @@ import (
 	"github.com/weighstation/weighstation/internal/poll"
 )
 
-// WaitFor polls cond every WaitInterval until it holds, failing the test
-// with what after WaitTimeout.
+// WaitFor polls cond every waitInterval until it holds, failing the test
+// with what after waitTimeout.
 func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	if err := poll.Until(WaitTimeout, WaitInterval, func() error {
+	if err := poll.Until(waitTimeout, waitInterval, func() error {
 		if cond() {
 			return nil
 		}
@@ -25,8 +25,8 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 // WaitFor's bounds: long enough for a loaded CI machine, short enough to
 // fail a test that hangs.
 const (
-	WaitTimeout  = 10 * time.Second
-	WaitInterval = 5 * time.Millisecond
+	waitTimeout  = 10 * time.Second
+	waitInterval = 5 * time.Millisecond
 )
 
 var errNotYet = errors.New("condition not met")
