@@ -101,7 +101,11 @@ func (b *Buffer) more(want int) error {
 		return fmt.Errorf("a frame of %d bytes is over the read buffer's limit of %d", want, b.sizes.Limit)
 	}
 	grow := b.filled && len(b.buf) < b.sizes.Streaming // more is coming than it holds
-	if grow || b.start+want > len(b.buf) || b.end == len(b.buf) {
+	// Compact too when the room left past the buffered bytes is under a
+	// quarter of the buffer and what is buffered is small: under load, a
+	// read into a sliver of room is a system call for a few bytes.
+	cramped := b.start > 0 && len(b.buf)-b.end < len(b.buf)/4 && b.end-b.start <= len(b.buf)/4
+	if grow || cramped || b.start+want > len(b.buf) || b.end == len(b.buf) {
 		size := len(b.buf)
 		if grow {
 			size *= 2

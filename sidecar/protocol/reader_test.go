@@ -261,3 +261,52 @@ func (p *phased) Read(b []byte) (int, error) {
 	p.off += n
 	return n, nil
 }
+
+// TestReaderReadsIntoRoomNotSlivers: under a stream of 1 KiB commands that
+// arrive in segments of 60,000 bytes (a read returns what has arrived),
+// each read is offered at least a quarter of the buffer, so that a sidecar
+// that is behind makes few, large system calls: a partial command left
+// near the buffer's end is moved to its front first, rather than a read
+// being made for the few KiB of room after it.
+func TestReaderReadsIntoRoomNotSlivers(t *testing.T) {
+	limits := protocol.Limits{MaxControlLine: 4096, MaxPayload: 1 << 20}
+	frame := "PUB s 1000\r\n" + strings.Repeat("x", 1000) + "\r\n"
+	const frames = 5000
+	data := bytes.Repeat([]byte(frame), frames)
+	rec := &roomRecorder{phased: phased{data: data, wholeUntil: len(data)}}
+	r := protocol.NewReader(rec, limits)
+	rec.bufferSize = r.BufferSize
+	var cmd protocol.Command
+	for i := range frames {
+		if err := r.Next(&cmd); err != nil || len(cmd.Body) != 1000 {
+			t.Fatalf("command %d: %v, %d bytes", i, err, len(cmd.Body))
+		}
+	}
+	if rec.reads < len(data)/protocol.StreamingReadBuffer {
+		t.Fatalf("%d reads for %d bytes: the recorder saw too few", rec.reads, len(data))
+	}
+	if rec.slivers > 0 {
+		t.Fatalf("%d of %d reads were offered less than a quarter of the buffer (the smallest %d bytes)", rec.slivers, rec.reads, rec.smallest)
+	}
+}
+
+// roomRecorder counts the reads offered less than a quarter of the
+// reader's buffer.
+type roomRecorder struct {
+	phased
+	bufferSize     func() int
+	reads, slivers int
+	smallest       int
+}
+
+func (r *roomRecorder) Read(b []byte) (int, error) {
+	r.reads++
+	if len(b) < r.bufferSize()/4 {
+		r.slivers++
+		if r.smallest == 0 || len(b) < r.smallest {
+			r.smallest = len(b)
+		}
+	}
+	const segment = 60_000
+	return r.phased.Read(b[:min(len(b), segment-r.off%segment)])
+}
