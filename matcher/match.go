@@ -206,7 +206,7 @@ func (t *Trie[T]) Match(subject string, dst []T) []T {
 	h := hashSubject(subject)
 	if e := c.lookup(h, version, subject); e != nil {
 		c.count(counterHits)
-		return append(dst, e.values...)
+		return appendValues(dst, e.values)
 	}
 	c.count(counterMisses)
 	var ms matchState[T]
@@ -291,4 +291,18 @@ func (c *ctrie[T]) follow(br *branch[T], ms *matchState[T], i int, dst []T) []T 
 		return dst
 	}
 	return c.matchLevel(br.child, ms, i+1, dst)
+}
+
+// appendValues is append(dst, values...) for a cache hit, storing a few
+// values one by one: for a T that holds pointers the runtime's bulk copy is
+// a call to typedslicecopy, which costs more than a store or two, and most
+// results are that small.
+func appendValues[T comparable](dst, values []T) []T {
+	if len(values) > 4 {
+		return append(dst, values...)
+	}
+	for _, v := range values {
+		dst = append(dst, v)
+	}
+	return dst
 }
