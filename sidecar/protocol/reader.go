@@ -125,9 +125,12 @@ func (r *Reader) Next(cmd *Command) error {
 		r.buf.Consume(n + 1)
 		return nil
 	}
-	// The body: wait for all of it, then take the line again from where
-	// the buffer now holds it (waiting may have moved it).
+	// The body: wait for all of it. Waiting may have moved the line (to
+	// the front of the buffer, or into a larger one); then its slices are
+	// taken again from where it is now. A frame that was already whole, as
+	// under load, is parsed once.
 	size := cmd.bodySize
+	lineAt := &r.buf.Bytes()[0] // the line starts the buffered bytes, and its '\n' is there
 	if err := r.buf.Ensure(n + 1 + size + 2); err != nil {
 		return err
 	}
@@ -135,11 +138,13 @@ func (r *Reader) Next(cmd *Command) error {
 	if frame[n+1+size] != '\r' || frame[n+1+size+1] != '\n' {
 		return malformed("%s body of %d bytes is not followed by CRLF", cmd.Op, size)
 	}
-	headerSize := cmd.HeaderSize
-	if err := r.parse(bytes.TrimSuffix(frame[:n], []byte{'\r'}), cmd); err != nil {
-		return err
+	if &frame[0] != lineAt {
+		headerSize := cmd.HeaderSize
+		if err := r.parse(bytes.TrimSuffix(frame[:n], []byte{'\r'}), cmd); err != nil {
+			return err
+		}
+		cmd.HeaderSize = headerSize
 	}
-	cmd.HeaderSize = headerSize
 	cmd.Body = frame[n+1 : n+1+size]
 	r.buf.Consume(n + 1 + size + 2)
 	return nil

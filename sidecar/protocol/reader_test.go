@@ -3,6 +3,7 @@ package protocol_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -203,8 +204,8 @@ func TestReaderBufferFollowsTheLoad(t *testing.T) {
 	streamEnd := bigFrame + 10_000*len(small)
 	r := protocol.NewReader(&phased{data: wire.Bytes(), oneByteUntil: bigFrame, wholeUntil: streamEnd}, limits)
 	var cmd protocol.Command
-	if err := r.Next(&cmd); err != nil || !bytes.Equal(cmd.Body, big) {
-		t.Fatalf("the 1 MiB message: %v, %d bytes", err, len(cmd.Body))
+	if err := r.Next(&cmd); err != nil || !bytes.Equal(cmd.Body, big) || string(cmd.Subject) != "big" {
+		t.Fatalf("the 1 MiB message: %v, subject %q, %d bytes", err, cmd.Subject, len(cmd.Body))
 	}
 	if size, limit := r.BufferSize(), limits.MaxControlLine+2+limits.MaxPayload+2; size < 1<<20 || size > limit {
 		t.Fatalf("buffer %d bytes after the 1 MiB message, want at least 1 MiB and at most one frame (%d)", size, limit)
@@ -270,16 +271,21 @@ func (p *phased) Read(b []byte) (int, error) {
 // being made for the few KiB of room after it.
 func TestReaderReadsIntoRoomNotSlivers(t *testing.T) {
 	limits := protocol.Limits{MaxControlLine: 4096, MaxPayload: 1 << 20}
-	frame := "PUB s 1000\r\n" + strings.Repeat("x", 1000) + "\r\n"
 	const frames = 5000
-	data := bytes.Repeat([]byte(frame), frames)
+	var wire bytes.Buffer
+	for i := range frames { // each its own subject, so a stale one shows
+		fmt.Fprintf(&wire, "PUB s.%d 1000\r\n%s\r\n", i, strings.Repeat("x", 1000))
+	}
+	data := wire.Bytes()
 	rec := &roomRecorder{phased: phased{data: data, wholeUntil: len(data)}}
 	r := protocol.NewReader(rec, limits)
 	rec.bufferSize = r.BufferSize
 	var cmd protocol.Command
 	for i := range frames {
-		if err := r.Next(&cmd); err != nil || len(cmd.Body) != 1000 {
-			t.Fatalf("command %d: %v, %d bytes", i, err, len(cmd.Body))
+		// The subject too: a command whose frame moved in the buffer
+		// while its body was read has its line's slices taken again.
+		if err := r.Next(&cmd); err != nil || len(cmd.Body) != 1000 || string(cmd.Subject) != fmt.Sprintf("s.%d", i) {
+			t.Fatalf("command %d: %v, subject %q, %d bytes", i, err, cmd.Subject, len(cmd.Body))
 		}
 	}
 	if rec.reads < len(data)/protocol.StreamingReadBuffer {
