@@ -296,7 +296,10 @@ func (c *ctrie[T]) follow(br *branch[T], ms *matchState[T], i int, dst []T) []T 
 // appendValues is append(dst, values...) for a cache hit, storing a few
 // values one by one: for a T that holds pointers the runtime's bulk copy is
 // a call to typedslicecopy, which costs more than a store or two, and most
-// results are that small.
+// results are that small. A dst without room for them may grow more than
+// once (up to three times for four values, where append grows once); Match
+// is for callers that reuse dst, and a check of the room first cost the
+// hit about 1 ns of its 15 on nats-server's hot subject.
 func appendValues[T comparable](dst, values []T) []T {
 	if len(values) > 4 {
 		return append(dst, values...)
