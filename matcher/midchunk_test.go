@@ -147,3 +147,55 @@ func TestValueSetFilterOutlivesMidChunk(t *testing.T) {
 		t.Fatal("the filter was never rebuilt: its noted count does not grow")
 	}
 }
+
+// TestValueSetBelowMidMinDropsFilter shrinks a set that had a mid chunk
+// below midMin (a mid removal keeps the filter for the next chunk, then
+// removals from the HAMT) and adds a batch: a set below midMin with no
+// chunk keeps no filter, and every value, the batch's included, can still
+// be found and removed (a filter kept without the batch noted in it would
+// say they are absent).
+func TestValueSetBelowMidMinDropsFilter(t *testing.T) {
+	var set valueSet[int]
+	model := map[int]bool{}
+	next := 0
+	add := func() {
+		var added bool
+		if set, added = set.with(next); !added {
+			t.Fatalf("with(%d) of a new value reported no change", next)
+		}
+		model[next] = true
+		next++
+	}
+	remove := func(v int) {
+		var removed bool
+		if set, removed = set.without(v); !removed {
+			t.Fatalf("without(%d) of a value in the set reported no change", v)
+		}
+		delete(model, v)
+	}
+	for midLen(set) == 0 {
+		add()
+	}
+	remove(set.big.mid[len(set.big.mid)-1]) // the mid values go into the HAMT; the filter stays
+	if set.big.midc != nil || set.big.filter == nil {
+		t.Fatalf("after a mid removal: chunk %v, filter %v; want no chunk and the filter kept", set.big.midc != nil, set.big.filter != nil)
+	}
+	for old := 0; set.big.len() >= midMin; old++ {
+		remove(old)
+	}
+	for range tailCap + 1 { // the tail fills and goes into the HAMT as one batch
+		add()
+	}
+	if set.big.filter != nil || set.big.midc != nil {
+		t.Fatalf("below midMin after a batch: filter %v, chunk %v; want neither", set.big.filter != nil, set.big.midc != nil)
+	}
+	if msg := checkSet(set); msg != "" {
+		t.Fatal(msg)
+	}
+	for v := range model {
+		remove(v)
+	}
+	if set.len() != 0 {
+		t.Fatalf("%d values left after removing every one", set.len())
+	}
+}

@@ -629,13 +629,13 @@ func (s valueSet[T]) with(v T) (valueSet[T], bool) {
 // the positions are free; else, with the mid values, into the HAMT.
 func (b *bigSet[T]) withBatch(items []hashedValue[T]) *bigSet[T] {
 	if b.len() < midMin {
-		nb := b.withRootBatch(items)
-		if nb.midc == nil {
+		if b.midc == nil {
 			// Below midMin a set takes no mid chunk, so a filter kept from
-			// a larger past would only fill up: the next chunk builds one.
-			nb.filter, nb.noted, nb.nextCap = nil, 0, 0
+			// a larger past would only fill up: the batch is not noted in
+			// it, and the next chunk builds one.
+			return &bigSet[T]{root: b.root.withAll(items)}
 		}
-		return nb
+		return b.withRootBatch(items)
 	}
 	c, n, f, noted := b.midc, len(b.mid), b.filter, b.noted
 	if c == nil {
