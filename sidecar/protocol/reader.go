@@ -114,7 +114,7 @@ func (r *Reader) Next(cmd *Command) error {
 	case err != nil:
 		return err
 	}
-	line := bytes.TrimSuffix(r.buf.Bytes()[:n], []byte{'\r'})
+	line := controlLine(r.buf.Bytes(), n)
 	if len(line) > r.limits.MaxControlLine {
 		return controlLineTooLong(r.limits.MaxControlLine)
 	}
@@ -139,15 +139,19 @@ func (r *Reader) Next(cmd *Command) error {
 		return malformed("%s body of %d bytes is not followed by CRLF", cmd.Op, size)
 	}
 	if &frame[0] != lineAt {
-		headerSize := cmd.HeaderSize
-		if err := r.parse(bytes.TrimSuffix(frame[:n], []byte{'\r'}), cmd); err != nil {
+		if err := r.parse(controlLine(frame, n), cmd); err != nil {
 			return err
 		}
-		cmd.HeaderSize = headerSize
 	}
 	cmd.Body = frame[n+1 : n+1+size]
 	r.buf.Consume(n + 1 + size + 2)
 	return nil
+}
+
+// controlLine is the line of the n bytes before the '\n' at the start of
+// buffered, without its CR.
+func controlLine(buffered []byte, n int) []byte {
+	return bytes.TrimSuffix(buffered[:n], []byte{'\r'})
 }
 
 func (r *Reader) parse(line []byte, cmd *Command) error {
