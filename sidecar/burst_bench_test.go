@@ -1,9 +1,7 @@
 package sidecar_test
 
 import (
-	"bufio"
 	"bytes"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -24,8 +22,8 @@ import (
 // The open-loop measures are `weighstation bench` and bench-sidecar.
 func BenchmarkPublishBurst(b *testing.B) {
 	const (
-		burstBlock    = 64
-		roundMessages = 64 * burstBlock
+		burstBlock    = 64              // messages per write
+		roundMessages = 64 * burstBlock // messages between a round's PINGs
 	)
 	r := newRig(b)
 	cfg := configWith(meshconfig.TopicPolicy{Name: "burst", Subject: "bench.burst", MayPublish: true, StampHeader: true, MaxMessageBytes: 1 << 20})
@@ -33,13 +31,10 @@ func BenchmarkPublishBurst(b *testing.B) {
 	if err := r.side.SetConfig(cfg); err != nil {
 		b.Fatal(err)
 	}
-	paths := []*burstPath{
-		{name: "direct", addr: strings.TrimPrefix(r.broker.ClientURL(), "nats://")},
-		{name: "sidecar", addr: r.side.Addr().String()},
-	}
-	for _, p := range paths {
-		p.dial(b)
-	}
+	direct, via := &burstPath{name: "direct"}, &burstPath{name: "sidecar"}
+	direct.dial(b, strings.TrimPrefix(r.broker.ClientURL(), "nats://"))
+	via.dial(b, r.side.Addr().String())
+	paths := []*burstPath{direct, via}
 	frame := []byte("PUB bench.burst 1024\r\n" + strings.Repeat("x", 1024) + "\r\n")
 	block := bytes.Repeat(frame, burstBlock)
 	b.SetBytes(1024)
@@ -47,75 +42,53 @@ func BenchmarkPublishBurst(b *testing.B) {
 	for sent := 0; sent < b.N; sent += roundMessages {
 		n := min(roundMessages, b.N-sent)
 		for _, p := range paths { // interleaved, so drift hits both alike
-			p.round(b, block, len(frame), n)
+			p.round(block, len(frame), n)
 		}
 	}
 	b.StopTimer()
-	direct, via := paths[0], paths[1]
-	perMessage := func(p *burstPath) float64 { return float64(p.cpu.Nanoseconds()) / float64(b.N) }
-	b.ReportMetric(perMessage(direct), "direct-cpu-ns/msg")
-	b.ReportMetric(perMessage(via), "sidecar-cpu-ns/msg")
-	b.ReportMetric(perMessage(via)-perMessage(direct), "added-cpu-ns/msg")
-	b.Logf("%d messages per path: CPU per message direct %.0f ns, through the sidecar %.0f ns (%.2fx), the sidecar's part %.0f ns",
-		b.N, perMessage(direct), perMessage(via), perMessage(via)/perMessage(direct), perMessage(via)-perMessage(direct))
+	d, v := float64(direct.cpu.Nanoseconds())/float64(b.N), float64(via.cpu.Nanoseconds())/float64(b.N)
+	b.ReportMetric(d, "direct-cpu-ns/msg")
+	b.ReportMetric(v, "sidecar-cpu-ns/msg")
+	b.ReportMetric(v-d, "added-cpu-ns/msg")
+	b.Logf("%d messages per path: CPU per message direct %.0f ns, through the sidecar %.0f ns (%.2fx), the sidecar's part %.0f ns", b.N, d, v, v/d, v-d)
 	if c := r.side.TopicCounters()["burst"]; c.Forwarded < uint64(b.N) {
 		b.Fatalf("the sidecar forwarded %d of %d", c.Forwarded, b.N)
 	}
 }
 
+// burstPath is one path's client and the process CPU its rounds took.
 type burstPath struct {
 	name string
-	addr string
-	conn net.Conn
-	in   *bufio.Reader
-	cpu  time.Duration
+	*rawClient
+	cpu time.Duration
 }
 
-func (p *burstPath) dial(b *testing.B) {
-	conn, err := net.Dial("tcp", p.addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = conn.Close() })
-	p.conn, p.in = conn, bufio.NewReader(conn)
-	if _, err := conn.Write([]byte("CONNECT {\"verbose\":false,\"headers\":true}\r\nPING\r\n")); err != nil {
-		b.Fatal(err)
-	}
-	p.waitPong(b)
+func (p *burstPath) dial(b *testing.B, addr string) {
+	p.rawClient = dialRaw(b, addr)
+	p.send("CONNECT {\"verbose\":false,\"headers\":true}\r\nPING\r\n")
+	p.pong()
 }
 
 // round writes n messages in blocks and waits for the PONG after them.
-func (p *burstPath) round(b *testing.B, block []byte, frameLen, n int) {
+func (p *burstPath) round(block []byte, frameLen, n int) {
 	before := processCPU()
 	for sent := 0; sent < n; {
 		k := min(len(block)/frameLen, n-sent)
 		if _, err := p.conn.Write(block[:k*frameLen]); err != nil {
-			b.Fatal(err)
+			p.t.Fatalf("%s: writing: %v", p.name, err)
 		}
 		sent += k
 	}
-	if _, err := p.conn.Write([]byte("PING\r\n")); err != nil {
-		b.Fatal(err)
-	}
-	p.waitPong(b)
+	p.send("PING\r\n")
+	p.pong()
 	p.cpu += processCPU() - before
 }
 
-// waitPong reads lines until a PONG; the sidecar sends it once the broker
-// confirmed everything before the PING.
-func (p *burstPath) waitPong(b *testing.B) {
-	b.Helper()
-	_ = p.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	for {
-		line, err := p.in.ReadString('\n')
-		if err != nil {
-			b.Fatalf("%s: waiting for PONG: %v", p.name, err)
-		}
-		switch {
-		case line == "PONG\r\n":
-			return
-		case strings.HasPrefix(line, "-ERR"):
-			b.Fatalf("%s refused: %s", p.name, line)
-		}
+// pong expects the PONG to the last PING: the sidecar sends it once the
+// broker confirmed everything before the PING; a refusal would come first.
+func (p *burstPath) pong() {
+	p.t.Helper()
+	if got := p.line(); got != "PONG" {
+		p.t.Fatalf("%s: got %q, want PONG", p.name, got)
 	}
 }

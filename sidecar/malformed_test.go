@@ -16,14 +16,22 @@ import (
 
 // rawClient is a TCP client that speaks the protocol by hand, badly if told.
 type rawClient struct {
-	t    *testing.T
+	t    testing.TB
 	conn net.Conn
 	r    *bufio.Reader
 }
 
+// raw connects a rawClient to the sidecar.
 func (r *rig) raw(t *testing.T) *rawClient {
 	t.Helper()
-	conn, err := net.Dial("tcp", r.side.Addr().String())
+	return dialRaw(t, r.side.Addr().String())
+}
+
+// dialRaw connects a rawClient to addr (the sidecar, or the broker) and
+// reads its INFO.
+func dialRaw(t testing.TB, addr string) *rawClient {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,13 +26,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/weighstation/weighstation/hack/gobench"
 	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/weighstation/weighstation/hack/benchharness"
+	"github.com/weighstation/weighstation/hack/gobench"
 )
 
 // podConfig covers every subject of the mix, enforced, with queues deep
