@@ -24,7 +24,7 @@ func runBench(args []string) error {
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long to send")
 	fs.IntVar(&cfg.Connections, "connections", cfg.Connections, "publisher (or requester) connections; the rate splits evenly")
 	fs.StringVar(&cfg.Subject, "subject", cfg.Subject, "subject to send on")
-	fs.DurationVar(&cfg.Spin, "spin", cfg.Spin, "busy-wait this long before each send time instead of sleeping")
+	fs.DurationVar(&cfg.Spin, "spin", cfg.Spin, "busy-wait this long before each send time instead of sleeping (at most a quarter of the interval between sends)")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "request timeout (reqrep), and the wait for the last messages (pubsub)")
 	tokenFile := fs.String("token-file", "", "a file holding the broker's token, when pointed at a broker that requires one")
 	out := fs.String("out", "", "write the distributions in HdrHistogram's plotter format to <out>.corrected.hgrm, .uncorrected.hgrm and .sendlag.hgrm")

@@ -349,14 +349,30 @@ type rateSetup struct {
 }
 
 // sustainable finds, in rounds, the highest rate of 1 KB messages (stamping
-// on) at which, over one try, the corrected p99 stays under 10 ms and the
-// send lag p99 under 1 ms, with nothing lost: directly, through one splice
+// on) at which, over one try, the corrected p99 stays under
+// sustainableP99 and the send lag p99 under maxSendLagP99, with nothing
+// lost: directly, through one splice
 // relay and one sidecar (the publisher's; the subscriber straight to the
 // broker), and through two relays and two sidecars (the subscriber's own
 // too, so that delivery is measured). Each search doubles from 2,000/s
 // while the rate holds (in later rounds, from the last round's result), then
 // bisects to within 2%. The sidecars' rates are judged against the relays'
 // of the same round.
+// sustainableP99 bounds the corrected p99 of a sustainable rate, and
+// maxSendLagP99 the generator's own lateness: a try the generator could not
+// keep on schedule measures the generator. The lateness bound is a quarter
+// of the latency bound, not less: on 2 cores the generator's sender sleeps
+// between sends (it must leave the cores to what it measures) and its
+// wake-ups come about 1 to 1.6 ms late at p99 at any rate from 60,000/s up,
+// directly to the broker as through a relay or a sidecar (measured
+// 2026-11-28), so a 1 ms bound failed every setup at the same rate.
+// Lateness also counts in the corrected latency, which is measured from the
+// intended send time.
+const (
+	sustainableP99 = 10 * time.Millisecond
+	maxSendLagP99  = sustainableP99 / 4
+)
+
 func sustainable(bin string, mesh *benchharness.Mesh, relays map[string][2]string, duration time.Duration, rounds int) error {
 	setups := []rateSetup{{"direct", mesh.BrokerURL, mesh.BrokerURL}}
 	if r, ok := relays["splice"]; ok {
@@ -367,7 +383,7 @@ func sustainable(bin string, mesh *benchharness.Mesh, relays map[string][2]strin
 		setups = append(setups, rateSetup{"two splice relays", r[0], r[1]})
 	}
 	setups = append(setups, rateSetup{"two sidecars", mesh.SidecarURLs[0], mesh.SidecarURLs[1]})
-	fmt.Printf("## Highest sustainable rate, 1 KB, stamping on (corrected p99 < 10 ms, send lag p99 < 1 ms, nothing lost; %s per try, the better of two; within 2%%; %d rounds)\n\n", duration, rounds)
+	fmt.Printf("## Highest sustainable rate, 1 KB, stamping on (corrected p99 < %s, send lag p99 < %s, nothing lost; %s per try, the better of two; within 2%%; %d rounds)\n\n", sustainableP99, maxSendLagP99, duration, rounds)
 	rates := map[string][]float64{}
 	last := map[string]float64{}
 	for round := range rounds {
@@ -418,7 +434,7 @@ func findRate(bin string, mesh *benchharness.Mesh, s rateSetup, duration time.Du
 		args := []string{"-mode", "pubsub", "-url", s.pubURL, "-sub-url", s.subURL, "-rate", fmt.Sprint(rate), "-size", "1024",
 			"-duration", duration.String(), "-subject", "bench.x", "-spin", "50us", "-token-file", mesh.TokenFile}
 		summary, err := benchharness.Bench(bin, args...)
-		good := err == nil && summary.Received == summary.Sent && summary.Corrected.Percentiles["99"] < 10_000 && summary.SendLag.Percentiles["99"] < 1_000
+		good := err == nil && summary.Received == summary.Sent && summary.Corrected.Percentiles["99"] < sustainableP99.Microseconds() && summary.SendLag.Percentiles["99"] < maxSendLagP99.Microseconds()
 		if err == nil {
 			fmt.Fprintf(os.Stderr, "%s at %.0f/s: p99 %d µs, send lag p99 %d µs, lost %d: sustainable %v\n", s.name, rate,
 				summary.Corrected.Percentiles["99"], summary.SendLag.Percentiles["99"], summary.Sent-summary.Received, good)
