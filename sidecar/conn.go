@@ -61,6 +61,16 @@ type conn struct {
 	headerScratch, extraScratch []byte
 	// reader parses the client's commands (the reader goroutine's).
 	reader *protocol.Reader
+	// arrived is when the reader's last read returned bytes: the arrival
+	// time of every command that read completed, and so the time a
+	// publish is stamped, charged to quotas and timed from. One clock
+	// read per read, not per command: at 200,000 publishes a second
+	// time.Now was 7% of the publishing sidecar's CPU (the reader's).
+	arrived time.Time
+	// stamp is the StampHeader line for stampedAt, formatted once for
+	// all the publishes of one read (the reader's).
+	stamp     []byte
+	stampedAt time.Time
 	// upstreamQueued is set when a publish waits in the upstream
 	// connection's buffer for this reader to write it (the reader's).
 	upstreamQueued bool
@@ -215,7 +225,7 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 	// keeps one copies it (the request tables, the error coalescer and the
 	// matcher's cache do), so a publish allocates no string.
 	subject, reply := bytesView(cmd.Subject), bytesView(cmd.Reply)
-	now := time.Now()
+	now := c.arrived
 	if matcher.ValidateSubject(subject) != nil || (reply != "" && matcher.ValidateSubject(reply) != nil) {
 		c.srv.invalid.Add(1)
 		c.refuse(subject, now, func() string { return "Invalid Subject" }) // nats-server's text
@@ -266,7 +276,10 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 	}
 	extra := c.extraScratch[:0]
 	if shouldStamp(topic.Policy.StampHeader, subject) {
-		extra = appendStamp(extra, now)
+		if c.stamp == nil || !now.Equal(c.stampedAt) {
+			c.stamp, c.stampedAt = appendStamp(c.stamp[:0], now), now
+		}
+		extra = append(extra, c.stamp...)
 	}
 	// echo:false. Not on '$' subjects, whose headers belong to NATS (a KV
 	// put would store it): there the echo is delivered, as documented.
@@ -344,7 +357,11 @@ func (r *flushingReader) Read(p []byte) (int, error) {
 			_ = r.c.netConn.SetReadDeadline(r.deadline)
 		}
 	}
-	return r.sock.Read(p)
+	n, err := r.sock.Read(p)
+	if n > 0 {
+		r.c.arrived = time.Now()
+	}
+	return n, err
 }
 
 // owedPong is one client PING's answer.

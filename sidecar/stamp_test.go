@@ -1,6 +1,7 @@
 package sidecar_test
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -73,5 +74,52 @@ func TestStampingAndStripping(t *testing.T) {
 	l := r.side.Latency()["everything"]
 	if l[1].Negative != 0 || l[1].Histogram.Max() > int64(10*time.Second/time.Microsecond) {
 		t.Fatalf("end-to-end latency on one clock out of range: max %d µs, negative %d", l[1].Histogram.Max(), l[1].Negative)
+	}
+}
+
+// TestPublishesOfOneReadShareOneStamp: the stamp is the time the read that
+// completed a publish returned, so publishes that arrived together carry
+// one time, within the time they were sent and received, and a later read
+// a later one.
+func TestPublishesOfOneReadShareOneStamp(t *testing.T) {
+	r := newRig(t)
+	outside := r.direct(t)
+	crossed := make(chan *nats.Msg, 10)
+	if _, err := outside.Subscribe("read.>", func(m *nats.Msg) { crossed <- m }); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, outside)
+	app := r.raw(t)
+	app.send("CONNECT {\"verbose\":false,\"headers\":true}\r\nPING\r\n")
+	if got := app.line(); got != "PONG" {
+		t.Fatalf("got %q, want PONG", got)
+	}
+	stampOf := func(m *nats.Msg) int64 {
+		t.Helper()
+		v, err := strconv.ParseInt(m.Header.Get(sidecar.StampHeader), 10, 64)
+		if err != nil {
+			t.Fatalf("%s crossed the broker with headers %v: %v", m.Subject, m.Header, err)
+		}
+		return v
+	}
+
+	before := time.Now().UnixNano()
+	app.send("PUB read.a 1\r\na\r\nPUB read.b 1\r\nb\r\n") // one write, one read
+	first, second := receive(t, "the first publish", crossed), receive(t, "the second publish", crossed)
+	after := time.Now().UnixNano()
+	if first.Subject != "read.a" || second.Subject != "read.b" {
+		t.Fatalf("got %s then %s, want read.a then read.b", first.Subject, second.Subject)
+	}
+	stamp := stampOf(first)
+	if stampOf(second) != stamp {
+		t.Fatalf("publishes of one read stamped %d and %d, want one time", stamp, stampOf(second))
+	}
+	if stamp < before || stamp > after {
+		t.Fatalf("stamp %d outside [%d, %d], the send and the receipt", stamp, before, after)
+	}
+
+	app.send("PUB read.c 1\r\nc\r\n")
+	if later := stampOf(receive(t, "the later publish", crossed)); later <= stamp {
+		t.Fatalf("a later read stamped %d, not after %d", later, stamp)
 	}
 }
