@@ -69,16 +69,40 @@ func main() {
 	maxRate := flag.Bool("max-rate", true, "also find the highest sustainable rate: directly, through one and two relays, through one and two sidecars")
 	rateDuration := flag.Duration("rate-duration", 5*time.Second, "each try's length in the sustainable-rate search")
 	relay := flag.String("relay", "", "the tcprelay binary: adds rows with two do-nothing TCP relays where the sidecars are (splice and read/write), the cost of the extra hops alone (none when empty)")
+	at := flag.String("at", "", "instead of the bench: run direct, one splice relay and one sidecar at these rates (1 KB, comma-separated, -rate-duration per try, -rounds) and print each try's latency and every process's CPU per message")
+	loadBin := flag.String("load-bin", "", "with -at: the load generator's binary (empty: -bin), to compare an older build's generator")
 	outDir := flag.String("out", "", "directory for the merged distributions in HdrHistogram's plotter format and one plot per configuration (none when empty)")
 	flag.Parse()
 	bins := benchharness.Binaries{Weighstation: *bin, Sidecar: *sidecarBin}
-	if err := benchmark(bins, *relay, *duration, *rateDuration, *rounds, *only, *maxRate, *outDir); err != nil {
+	var rates []float64
+	if *at != "" {
+		var err error
+		if rates, err = parseRates(*at); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-sidecar:", err)
+			os.Exit(2)
+		}
+		if *relay == "" {
+			fmt.Fprintln(os.Stderr, "bench-sidecar: -at needs -relay")
+			os.Exit(2)
+		}
+	}
+	if *loadBin == "" {
+		*loadBin = *bin
+	}
+	probing := probeFlags{rates: rates, loadBin: *loadBin}
+	if err := benchmark(bins, *relay, *duration, *rateDuration, *rounds, *only, *maxRate, *outDir, probing); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-sidecar:", err)
 		os.Exit(1)
 	}
 }
 
-func benchmark(bins benchharness.Binaries, relay string, duration, rateDuration time.Duration, rounds int, only string, maxRate bool, outDir string) error {
+// probeFlags are -at and -load-bin: rates to probe instead of the bench.
+type probeFlags struct {
+	rates   []float64
+	loadBin string
+}
+
+func benchmark(bins benchharness.Binaries, relay string, duration, rateDuration time.Duration, rounds int, only string, maxRate bool, outDir string, probing probeFlags) error {
 	bin := bins.Weighstation
 	sidecarName := bins.SidecarName()
 	mesh, err := benchharness.StartMesh(bins, 2, benchharness.PassThroughPodConfig)
@@ -116,6 +140,9 @@ func benchmark(bins benchharness.Binaries, relay string, duration, rateDuration 
 		setups = append(setups,
 			setup{spliceSetup, relays["splice"][0], relays["splice"][1], true},
 			setup{rwSetup, relays["rw"][0], relays["rw"][1], true})
+	}
+	if len(probing.rates) > 0 {
+		return probe(probing.loadBin, mesh, procs, relays, probing.rates, rateDuration, rounds)
 	}
 	setups = append(setups, setup{"direct again (noise)", mesh.BrokerURL, mesh.BrokerURL, true})
 	fmt.Printf("# bench-sidecar: %d rounds × %s per setup, interleaved; %s\n\n", rounds, duration, time.Now().UTC().Format("2006-01-02"))
@@ -358,6 +385,26 @@ type rateSetup struct {
 // while the rate holds (in later rounds, from the last round's result), then
 // bisects to within 2%. The sidecars' rates are judged against the relays'
 // of the same round.
+// rateSetups are the ways to the broker of the sustainable-rate search.
+func rateSetups(mesh *benchharness.Mesh, relays map[string][2]string) []rateSetup {
+	setups := []rateSetup{{"direct", mesh.BrokerURL, mesh.BrokerURL}}
+	if r, ok := relays["splice"]; ok {
+		setups = append(setups, rateSetup{"one splice relay", r[0], mesh.BrokerURL})
+	}
+	setups = append(setups, rateSetup{"one sidecar", mesh.SidecarURLs[0], mesh.BrokerURL})
+	if r, ok := relays["splice"]; ok {
+		setups = append(setups, rateSetup{"two splice relays", r[0], r[1]})
+	}
+	return append(setups, rateSetup{"two sidecars", mesh.SidecarURLs[0], mesh.SidecarURLs[1]})
+}
+
+// rateArgs are the load generator's arguments for one try of setup s: 1 KB
+// at rate for duration.
+func rateArgs(mesh *benchharness.Mesh, s rateSetup, rate float64, duration time.Duration) []string {
+	return []string{"-mode", "pubsub", "-url", s.pubURL, "-sub-url", s.subURL, "-rate", fmt.Sprint(rate), "-size", "1024",
+		"-duration", duration.String(), "-subject", "bench.x", "-spin", "50us", "-token-file", mesh.TokenFile}
+}
+
 // sustainableP99 bounds the corrected p99 of a sustainable rate, and
 // maxSendLagP99 the generator's own lateness: a try the generator could not
 // keep on schedule measures the generator. The lateness bound is a quarter
@@ -374,15 +421,7 @@ const (
 )
 
 func sustainable(bin string, mesh *benchharness.Mesh, relays map[string][2]string, duration time.Duration, rounds int) error {
-	setups := []rateSetup{{"direct", mesh.BrokerURL, mesh.BrokerURL}}
-	if r, ok := relays["splice"]; ok {
-		setups = append(setups, rateSetup{"one splice relay", r[0], mesh.BrokerURL})
-	}
-	setups = append(setups, rateSetup{"one sidecar", mesh.SidecarURLs[0], mesh.BrokerURL})
-	if r, ok := relays["splice"]; ok {
-		setups = append(setups, rateSetup{"two splice relays", r[0], r[1]})
-	}
-	setups = append(setups, rateSetup{"two sidecars", mesh.SidecarURLs[0], mesh.SidecarURLs[1]})
+	setups := rateSetups(mesh, relays)
 	fmt.Printf("## Highest sustainable rate, 1 KB, stamping on (corrected p99 < %s, send lag p99 < %s, nothing lost; %s per try, the better of two; within 2%%; %d rounds)\n\n", sustainableP99, maxSendLagP99, duration, rounds)
 	rates := map[string][]float64{}
 	last := map[string]float64{}
@@ -431,9 +470,7 @@ func findRate(bin string, mesh *benchharness.Mesh, s rateSetup, duration time.Du
 	// A rate passes when one of two tries does: these machines have noisy
 	// spells of a minute or more that fail any setup at any rate.
 	try := func(rate float64) bool {
-		args := []string{"-mode", "pubsub", "-url", s.pubURL, "-sub-url", s.subURL, "-rate", fmt.Sprint(rate), "-size", "1024",
-			"-duration", duration.String(), "-subject", "bench.x", "-spin", "50us", "-token-file", mesh.TokenFile}
-		summary, err := benchharness.Bench(bin, args...)
+		summary, err := benchharness.Bench(bin, rateArgs(mesh, s, rate, duration)...)
 		good := err == nil && summary.Received == summary.Sent && summary.Corrected.Percentiles["99"] < sustainableP99.Microseconds() && summary.SendLag.Percentiles["99"] < maxSendLagP99.Microseconds()
 		if err == nil {
 			fmt.Fprintf(os.Stderr, "%s at %.0f/s: p99 %d µs, send lag p99 %d µs, lost %d: sustainable %v\n", s.name, rate,

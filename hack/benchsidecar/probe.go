@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weighstation/weighstation/hack/benchharness"
+)
+
+// parseRates reads -at: rates per second, separated by commas.
+func parseRates(at string) ([]float64, error) {
+	var rates []float64
+	for _, f := range strings.Split(at, ",") {
+		r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || r <= 0 {
+			return nil, fmt.Errorf("-at %q: %q is not a positive rate", at, f)
+		}
+		rates = append(rates, r)
+	}
+	return rates, nil
+}
+
+// probe runs the sustainable-rate search's one-hop setups (direct, one
+// splice relay, one sidecar) at fixed rates instead of searching, in
+// interleaved rounds, and prints for each try the corrected latency, the
+// send lag, and the CPU per message of every process and of the whole
+// machine: where a rate's cost and its latency come from. loadBin is the
+// load generator's binary, so that an older build's generator can be
+// compared with the same processes under test.
+func probe(loadBin string, mesh *benchharness.Mesh, procs []*benchharness.Proc, relays map[string][2]string, rates []float64, duration time.Duration, rounds int) error {
+	var setups []rateSetup
+	for _, s := range rateSetups(mesh, relays) {
+		if !strings.HasPrefix(s.name, "two ") {
+			setups = append(setups, s)
+		}
+	}
+	fmt.Printf("## 1 KB at fixed rates, stamping on (%s per try, %d rounds; load generator %s)\n\n", duration, rounds, loadBin)
+	fmt.Printf("CPU in µs per message sent; \"machine\" is every process on it (/proc/stat).\n\n")
+	fmt.Printf("| rate | setup | p50 | p90 | p99 | p99.9 | max | send lag p99 | broker CPU | hop's CPU | generator CPU | machine CPU |\n")
+	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	hop := map[string]string{"one splice relay": relayName("splice", "pub"), "one sidecar": mesh.Sidecars[0].Name}
+	for range rounds {
+		for _, rate := range rates {
+			for _, s := range setups {
+				before, err := benchharness.CPUs(procs...)
+				if err != nil {
+					return err
+				}
+				busyBefore, err := benchharness.MachineBusy()
+				if err != nil {
+					return err
+				}
+				summary, err := benchharness.Bench(loadBin, rateArgs(mesh, s, rate, duration)...)
+				if err != nil {
+					return err
+				}
+				after, err := benchharness.CPUs(procs...)
+				if err != nil {
+					return err
+				}
+				busyAfter, err := benchharness.MachineBusy()
+				if err != nil {
+					return err
+				}
+				if summary.Received != summary.Sent {
+					fmt.Fprintf(os.Stderr, "%s at %.0f/s: sent %d, received %d\n", s.name, rate, summary.Sent, summary.Received)
+				}
+				perMessage := func(d time.Duration) string {
+					return fmt.Sprintf("%.2f", float64(d.Nanoseconds())/1e3/float64(max(summary.Sent, 1)))
+				}
+				cpu := map[string]time.Duration{}
+				for i, p := range procs {
+					cpu[p.Name] = after[i] - before[i]
+				}
+				hopCPU := "–"
+				if name, ok := hop[s.name]; ok {
+					hopCPU = perMessage(cpu[name])
+				}
+				c := summary.Corrected
+				fmt.Printf("| %.0f/s | %s | %d | %d | %d | %d | %d | %d | %s | %s | %s | %s |\n", rate, s.name,
+					c.Percentiles["50"], c.Percentiles["90"], c.Percentiles["99"], c.Percentiles["99.9"], c.Max, summary.SendLag.Percentiles["99"],
+					perMessage(cpu[mesh.Broker.Name]), hopCPU, perMessage(time.Duration(summary.CPUNanos)), perMessage(busyAfter-busyBefore))
+			}
+		}
+	}
+	fmt.Println()
+	return nil
+}
