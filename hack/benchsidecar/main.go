@@ -71,6 +71,7 @@ func main() {
 	relay := flag.String("relay", "", "the tcprelay binary: adds rows with two do-nothing TCP relays where the sidecars are (splice and read/write), the cost of the extra hops alone (none when empty)")
 	at := flag.String("at", "", "instead of the bench: run direct, one splice relay and one sidecar at these rates (1 KB, comma-separated, -rate-duration per try, -rounds) and print each try's latency and every process's CPU per message")
 	loadBin := flag.String("load-bin", "", "with -at: the load generator's binary (empty: -bin), to compare an older build's generator")
+	stamp := flag.Bool("stamp", true, "with -at: false turns the sidecars' stamping off, to show what the stamp costs the subscribing client, which in the one-sidecar setup decodes it")
 	outDir := flag.String("out", "", "directory for the merged distributions in HdrHistogram's plotter format and one plot per configuration (none when empty)")
 	flag.Parse()
 	bins := benchharness.Binaries{Weighstation: *bin, Sidecar: *sidecarBin}
@@ -89,7 +90,11 @@ func main() {
 	if *loadBin == "" {
 		*loadBin = *bin
 	}
-	probing := probeFlags{rates: rates, loadBin: *loadBin}
+	if !*stamp && *at == "" {
+		fmt.Fprintln(os.Stderr, "bench-sidecar: -stamp=false is for -at only (the bench's targets are with stamping on)")
+		os.Exit(2)
+	}
+	probing := probeFlags{rates: rates, loadBin: *loadBin, noStamp: !*stamp}
 	if err := benchmark(bins, *relay, *duration, *rateDuration, *rounds, *only, *maxRate, *outDir, probing); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-sidecar:", err)
 		os.Exit(1)
@@ -100,12 +105,19 @@ func main() {
 type probeFlags struct {
 	rates   []float64
 	loadBin string
+	// noStamp turns stamping off in the sidecars' pod configuration, to
+	// show what the stamp costs a subscriber outside the mesh.
+	noStamp bool
 }
 
 func benchmark(bins benchharness.Binaries, relay string, duration, rateDuration time.Duration, rounds int, only string, maxRate bool, outDir string, probing probeFlags) error {
 	bin := bins.Weighstation
 	sidecarName := bins.SidecarName()
-	mesh, err := benchharness.StartMesh(bins, 2, benchharness.PassThroughPodConfig)
+	podConfig := benchharness.PassThroughPodConfig
+	if probing.noStamp {
+		podConfig = strings.Replace(podConfig, "stampHeader: true", "stampHeader: false", 1)
+	}
+	mesh, err := benchharness.StartMesh(bins, 2, podConfig)
 	if err != nil {
 		return err
 	}
@@ -142,7 +154,7 @@ func benchmark(bins benchharness.Binaries, relay string, duration, rateDuration 
 			setup{rwSetup, relays["rw"][0], relays["rw"][1], true})
 	}
 	if len(probing.rates) > 0 {
-		return probe(probing.loadBin, mesh, procs, relays, probing.rates, rateDuration, rounds)
+		return probe(probing, mesh, procs, relays, rateDuration, rounds)
 	}
 	setups = append(setups, setup{"direct again (noise)", mesh.BrokerURL, mesh.BrokerURL, true})
 	fmt.Printf("# bench-sidecar: %d rounds × %s per setup, interleaved; %s\n\n", rounds, duration, time.Now().UTC().Format("2006-01-02"))

@@ -27,23 +27,27 @@ func parseRates(at string) ([]float64, error) {
 // splice relay, one sidecar) at fixed rates instead of searching, in
 // interleaved rounds, and prints for each try the corrected latency, the
 // send lag, and the CPU per message of every process and of the whole
-// machine: where a rate's cost and its latency come from. loadBin is the
-// load generator's binary, so that an older build's generator can be
-// compared with the same processes under test.
-func probe(loadBin string, mesh *benchharness.Mesh, procs []*benchharness.Proc, relays map[string][2]string, rates []float64, duration time.Duration, rounds int) error {
+// machine: where a rate's cost and its latency come from. probing.loadBin
+// is the load generator's binary, so that an older build's generator can
+// be compared with the same processes under test.
+func probe(probing probeFlags, mesh *benchharness.Mesh, procs []*benchharness.Proc, relays map[string][2]string, duration time.Duration, rounds int) error {
 	var setups []rateSetup
 	for _, s := range rateSetups(mesh, relays) {
 		if !strings.HasPrefix(s.name, "two ") {
 			setups = append(setups, s)
 		}
 	}
-	fmt.Printf("## 1 KB at fixed rates, stamping on (%s per try, %d rounds; load generator %s)\n\n", duration, rounds, loadBin)
+	stamping := "on"
+	if probing.noStamp {
+		stamping = "OFF"
+	}
+	fmt.Printf("## 1 KB at fixed rates, stamping %s (%s per try, %d rounds; load generator %s)\n\n", stamping, duration, rounds, probing.loadBin)
 	fmt.Printf("CPU in µs per message sent; \"machine\" is every process on it (/proc/stat).\n\n")
 	fmt.Printf("| rate | setup | p50 | p90 | p99 | p99.9 | max | send lag p99 | broker CPU | hop's CPU | generator CPU | machine CPU |\n")
 	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	hop := map[string]string{"one splice relay": relayName("splice", "pub"), "one sidecar": mesh.Sidecars[0].Name}
 	for range rounds {
-		for _, rate := range rates {
+		for _, rate := range probing.rates {
 			for _, s := range setups {
 				before, err := benchharness.CPUs(procs...)
 				if err != nil {
@@ -53,7 +57,7 @@ func probe(loadBin string, mesh *benchharness.Mesh, procs []*benchharness.Proc, 
 				if err != nil {
 					return err
 				}
-				summary, err := benchharness.Bench(loadBin, rateArgs(mesh, s, rate, duration)...)
+				summary, err := benchharness.Bench(probing.loadBin, rateArgs(mesh, s, rate, duration)...)
 				if err != nil {
 					return err
 				}
