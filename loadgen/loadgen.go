@@ -51,7 +51,8 @@ type Config struct {
 	Subject     string
 	// Spin is how long before each send time the sender stops sleeping
 	// and busy-waits; never more than a quarter of the interval between
-	// one sender's sends (see spinFor).
+	// two sends of the whole schedule, all connections together (see
+	// spinFor).
 	Spin time.Duration
 	// Timeout bounds one request (reqrep), and the wait for the last
 	// messages to arrive (pubsub).
@@ -171,7 +172,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		defer wg.Done()
 		rec := newRecorder()
 		payload := make([]byte, cfg.Size)
-		spin := spinFor(cfg.Spin, interval)
+		spin := spinFor(cfg.Spin, time.Duration(float64(time.Second)/cfg.Rate))
 		for n := int64(0); ; n++ {
 			intended := first.Add(time.Duration(n) * interval)
 			if intended.Sub(start) >= cfg.Duration || ctx.Err() != nil {
@@ -242,11 +243,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 }
 
 // maxSpinShare bounds the busy-wait to this fraction of the interval
-// between one sender's sends.
+// between two sends of the whole schedule.
 const maxSpinShare = 4
 
-// spinFor is the busy-wait before each send of a schedule with the given
-// interval: the configured spin, but at most a quarter of the interval.
+// spinFor is the busy-wait before each send, given the interval between
+// two sends of the whole schedule (1/rate): the configured spin, but at
+// most a quarter of that interval, so that all senders together spin at
+// most a quarter of a core (in reqrep mode each connection's sender sends
+// once per connections × interval, and spins once per send).
 // Unbounded, a spin longer than the interval never ends: above 20,000/s a
 // 50 µs spin keeps the sender on a core all the time, and on a 2-core
 // machine that core is taken from the system under test (measured: at

@@ -87,12 +87,24 @@ func main() {
 			os.Exit(2)
 		}
 	}
+	// -at replaces the bench: the bench's flags mean nothing with it, and
+	// -at's own nothing without it. Either is refused rather than ignored.
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, name := range []string{"only", "max-rate", "out", "duration"} {
+		if *at != "" && set[name] {
+			fmt.Fprintf(os.Stderr, "bench-sidecar: -%s does not apply with -at\n", name)
+			os.Exit(2)
+		}
+	}
+	for _, name := range []string{"load-bin", "stamp"} {
+		if *at == "" && set[name] {
+			fmt.Fprintf(os.Stderr, "bench-sidecar: -%s is for -at only (the bench's targets are with stamping on and its own generator)\n", name)
+			os.Exit(2)
+		}
+	}
 	if *loadBin == "" {
 		*loadBin = *bin
-	}
-	if !*stamp && *at == "" {
-		fmt.Fprintln(os.Stderr, "bench-sidecar: -stamp=false is for -at only (the bench's targets are with stamping on)")
-		os.Exit(2)
 	}
 	probing := probeFlags{rates: rates, loadBin: *loadBin, noStamp: !*stamp}
 	if err := benchmark(bins, *relay, *duration, *rateDuration, *rounds, *only, *maxRate, *outDir, probing); err != nil {
@@ -387,16 +399,6 @@ type rateSetup struct {
 	pubURL, subURL string
 }
 
-// sustainable finds, in rounds, the highest rate of 1 KB messages (stamping
-// on) at which, over one try, the corrected p99 stays under
-// sustainableP99 and the send lag p99 under maxSendLagP99, with nothing
-// lost: directly, through one splice
-// relay and one sidecar (the publisher's; the subscriber straight to the
-// broker), and through two relays and two sidecars (the subscriber's own
-// too, so that delivery is measured). Each search doubles from 2,000/s
-// while the rate holds (in later rounds, from the last round's result), then
-// bisects to within 2%. The sidecars' rates are judged against the relays'
-// of the same round.
 // rateSetups are the ways to the broker of the sustainable-rate search.
 func rateSetups(mesh *benchharness.Mesh, relays map[string][2]string) []rateSetup {
 	setups := []rateSetup{{"direct", mesh.BrokerURL, mesh.BrokerURL}}
@@ -432,6 +434,15 @@ const (
 	maxSendLagP99  = sustainableP99 / 4
 )
 
+// sustainable finds, in rounds, the highest rate of 1 KB messages (stamping
+// on) at which, over one try, the corrected p99 stays under sustainableP99
+// and the send lag p99 under maxSendLagP99, with nothing lost: directly,
+// through one splice relay and one sidecar (the publisher's; the
+// subscriber straight to the broker), and through two relays and two
+// sidecars (the subscriber's own too, so that delivery is measured). Each
+// search doubles from 2,000/s while the rate holds (in later rounds, from
+// the last round's result), then bisects to within 2%. The sidecars' rates
+// are judged against the relays' of the same round.
 func sustainable(bin string, mesh *benchharness.Mesh, relays map[string][2]string, duration time.Duration, rounds int) error {
 	setups := rateSetups(mesh, relays)
 	fmt.Printf("## Highest sustainable rate, 1 KB, stamping on (corrected p99 < %s, send lag p99 < %s, nothing lost; %s per try, the better of two; within 2%%; %d rounds)\n\n", sustainableP99, maxSendLagP99, duration, rounds)

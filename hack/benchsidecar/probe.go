@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -15,7 +16,7 @@ func parseRates(at string) ([]float64, error) {
 	var rates []float64
 	for _, f := range strings.Split(at, ",") {
 		r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-		if err != nil || r <= 0 {
+		if err != nil || !(r > 0) || math.IsInf(r, 0) {
 			return nil, fmt.Errorf("-at %q: %q is not a positive rate", at, f)
 		}
 		rates = append(rates, r)

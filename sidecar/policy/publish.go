@@ -56,7 +56,11 @@ type Topic struct {
 	specificity int
 	messages    *rate.Limiter // nil: no message quota
 	bytes       *rate.Limiter // nil: no byte quota
-	Counters    *TopicCounters
+	// quotaMu orders the charges of the buckets, and latest is the newest
+	// time charged (see take).
+	quotaMu  sync.Mutex
+	latest   time.Time
+	Counters *TopicCounters
 }
 
 // Publish is a compiled configuration.
@@ -222,7 +226,26 @@ func (t *Topic) Check(size int, now time.Time) Verdict {
 }
 
 // take spends one message and size bytes from the buckets, or nothing.
+//
+// Connections charge a Topic with the times their reads returned, which
+// reach it out of order (a reader works through a read's commands while
+// another reads). x/time/rate takes a time earlier than its last as the
+// new last, and credits the interval between them again on the next
+// charge, so two connections a few milliseconds apart taking turns would
+// refill the buckets on every turn: a time earlier than the latest charged
+// is charged as the latest. quotaMu also makes the two buckets one
+// decision for concurrent publishes.
 func (t *Topic) take(size int, now time.Time) bool {
+	if t.messages == nil && t.bytes == nil {
+		return true
+	}
+	t.quotaMu.Lock()
+	defer t.quotaMu.Unlock()
+	if now.Before(t.latest) {
+		now = t.latest
+	} else {
+		t.latest = now
+	}
 	var m *rate.Reservation
 	if t.messages != nil {
 		if m = t.messages.ReserveN(now, 1); !m.OK() || m.DelayFrom(now) > 0 {

@@ -125,3 +125,33 @@ func TestSubscriptionForPicksTheMostSpecificCover(t *testing.T) {
 		}
 	}
 }
+
+// TestQuotaCreditsOutOfOrderTimesOnce: connections charge a Topic with the
+// times their reads returned, out of order. One connection's times lag the
+// other's by 500 ms while the two take turns for one second: the buckets
+// must allow what one second allows (the burst and a second's refill), not
+// refill on every turn.
+func TestQuotaCreditsOutOfOrderTimesOnce(t *testing.T) {
+	cfg := meshconfig.DefaultConfig(meshconfig.DefaultPolicy)
+	cfg.Topics = []meshconfig.TopicPolicy{{Name: "q", Subject: "q", MaxMessageBytes: 100,
+		PublishRate: &meshconfig.Rate{MessagesPerSecond: 100, MessagesBurst: 10, BytesPerSecond: 10_000, BytesBurst: 1_000}}}
+	p, err := policy.Compile(cfg, policy.NewCounters())
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, _ := p.Governing("q", nil)
+	start := time.Unix(1_000, 0)
+	allowed := 0
+	for i := range 1000 {
+		ahead := start.Add(time.Duration(i) * time.Millisecond)
+		for _, now := range []time.Time{ahead, ahead.Add(-500 * time.Millisecond)} {
+			if topic.Check(10, now) == policy.Allow {
+				allowed++
+			}
+		}
+	}
+	// 10 at once, then 100/s over 0.999 s: 109 (bytes allow 1,099).
+	if allowed < 105 || allowed > 110 {
+		t.Fatalf("allowed %d of 2,000 publishes over one second, want about 109 (burst 10 + 100/s)", allowed)
+	}
+}
