@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -161,5 +162,73 @@ func TestMaxPayloadFollowsTheConfiguration(t *testing.T) {
 	flush(t, app)
 	if got := app.MaxPayload(); got != 262144 {
 		t.Fatalf("max_payload %d after a refused configuration, want 262144", got)
+	}
+}
+
+// TestQuotaHoldsAcrossConnections: connections that publish to one Topic
+// at once share its quota. Each charges it with the time its read
+// returned, so the charges arrive out of order; the Topic must not credit
+// the same interval twice. Four raw clients write chunks of PUBs for
+// 400 ms: what is forwarded is at most the burst and the refill over the
+// time they took.
+func TestQuotaHoldsAcrossConnections(t *testing.T) {
+	const (
+		perSecond = 100
+		burst     = 10
+		clients   = 4
+		chunk     = 500
+	)
+	r := newRig(t)
+	if err := r.side.SetConfig(configWith(meshconfig.TopicPolicy{
+		Name: "rated", Subject: "rated.>", MaxMessageBytes: 1024, MayPublish: true,
+		PublishRate: &meshconfig.Rate{MessagesPerSecond: perSecond, MessagesBurst: burst},
+	})); err != nil {
+		t.Fatal(err)
+	}
+	apps := make([]*rawClient, clients)
+	for i := range apps {
+		apps[i] = r.raw(t)
+		apps[i].send("CONNECT {\"verbose\":false}\r\n")
+	}
+	pubs := []byte(strings.Repeat("PUB rated.x 1\r\nx\r\n", chunk))
+	start := time.Now()
+	sent := make([]int, clients)
+	errs := make(chan error, clients)
+	for i, app := range apps {
+		go func() {
+			for time.Since(start) < 400*time.Millisecond && sent[i] < 40*chunk {
+				if _, err := app.conn.Write(pubs); err != nil {
+					errs <- err
+					return
+				}
+				sent[i] += chunk
+			}
+			errs <- nil
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each client's PONG comes after the sidecar handled its PUBs.
+	for _, app := range apps {
+		app.send("PING\r\n")
+		for line := app.line(); line != "PONG"; line = app.line() {
+			if !strings.HasPrefix(line, "-ERR 'Permissions Violation for Publish to \"rated.x\"") {
+				t.Fatalf("got %q, want the quota's refusal or PONG", line)
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	total := 0
+	for _, n := range sent {
+		total += n
+	}
+	c := r.side.TopicCounters()["rated"]
+	allowed := uint64(burst + perSecond*elapsed.Seconds())
+	if c.Attempts != uint64(total) || !c.Balanced() || c.Forwarded > allowed || c.Forwarded < burst {
+		t.Fatalf("counters %+v after %d publishes from %d connections in %s: want at most %d forwarded (burst %d + %d/s), at least the burst",
+			c, total, clients, elapsed.Round(time.Millisecond), allowed, burst, perSecond)
 	}
 }
