@@ -11,7 +11,8 @@
 // rounds. Each ratio is taken within a round and reported as the median
 // over the rounds with its range. With -out it writes each setup's
 // distributions, merged over the rounds, and one plot per configuration
-// with the setups overlaid.
+// with the setups overlaid. With -at it runs none of that: the one-hop
+// setups at fixed rates, with every process's CPU per message (probe.go).
 package main
 
 import (
