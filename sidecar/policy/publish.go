@@ -246,21 +246,16 @@ func (t *Topic) take(size int, now time.Time) bool {
 	} else {
 		t.latest = now
 	}
-	var m *rate.Reservation
+	// Holding quotaMu, nobody else spends these buckets: look at both, then
+	// spend from both, so a refusal spends nothing.
+	if t.messages != nil && t.messages.TokensAt(now) < 1 || t.bytes != nil && t.bytes.TokensAt(now) < float64(size) {
+		return false
+	}
 	if t.messages != nil {
-		if m = t.messages.ReserveN(now, 1); !m.OK() || m.DelayFrom(now) > 0 {
-			m.CancelAt(now)
-			return false
-		}
+		t.messages.AllowN(now, 1)
 	}
 	if t.bytes != nil {
-		if b := t.bytes.ReserveN(now, size); !b.OK() || b.DelayFrom(now) > 0 {
-			b.CancelAt(now)
-			if m != nil {
-				m.CancelAt(now)
-			}
-			return false
-		}
+		t.bytes.AllowN(now, size)
 	}
 	return true
 }
