@@ -166,13 +166,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var sent, received, failed, noResponders atomic.Int64
+	// Every sender spins before its sends, so the bound is on the whole
+	// schedule's interval: together they spin at most a quarter of a core.
+	spin := spinFor(cfg.Spin, time.Duration(float64(time.Second)/cfg.Rate))
 	// send runs one schedule: n-th message at first + n × interval, on
 	// pick(n)'s connection, until the duration is over.
 	send := func(first time.Time, interval time.Duration, pick func(n int64) *nats.Conn) {
 		defer wg.Done()
 		rec := newRecorder()
 		payload := make([]byte, cfg.Size)
-		spin := spinFor(cfg.Spin, time.Duration(float64(time.Second)/cfg.Rate))
 		for n := int64(0); ; n++ {
 			intended := first.Add(time.Duration(n) * interval)
 			if intended.Sub(start) >= cfg.Duration || ctx.Err() != nil {
