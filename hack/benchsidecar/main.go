@@ -114,7 +114,8 @@ func main() {
 	}
 }
 
-// probeFlags are -at and -load-bin: rates to probe instead of the bench.
+// probeFlags are -at, -load-bin and -stamp: rates to probe instead of the
+// bench, with which load generator, and whether the sidecars stamp.
 type probeFlags struct {
 	rates   []float64
 	loadBin string
@@ -128,7 +129,11 @@ func benchmark(bins benchharness.Binaries, relay string, duration, rateDuration 
 	sidecarName := bins.SidecarName()
 	podConfig := benchharness.PassThroughPodConfig
 	if probing.noStamp {
-		podConfig = strings.Replace(podConfig, "stampHeader: true", "stampHeader: false", 1)
+		const on, off = "stampHeader: true", "stampHeader: false"
+		if !strings.Contains(podConfig, on) {
+			return fmt.Errorf("-stamp=false: the pass-through pod configuration no longer says %q", on)
+		}
+		podConfig = strings.Replace(podConfig, on, off, 1)
 	}
 	mesh, err := benchharness.StartMesh(bins, 2, podConfig)
 	if err != nil {
@@ -398,19 +403,24 @@ func report(c config, setups []setup, results [][]run, sidecarName string) {
 type rateSetup struct {
 	name           string
 	pubURL, subURL string
+	// hops is how many processes stand between the clients and the broker
+	// (0 direct, 1 or 2); pubHop names the publisher's one ("" direct).
+	hops   int
+	pubHop string
 }
 
 // rateSetups are the ways to the broker of the sustainable-rate search.
 func rateSetups(mesh *benchharness.Mesh, relays map[string][2]string) []rateSetup {
-	setups := []rateSetup{{"direct", mesh.BrokerURL, mesh.BrokerURL}}
+	relay, sidecar := relayName("splice", "pub"), mesh.Sidecars[0].Name
+	setups := []rateSetup{{"direct", mesh.BrokerURL, mesh.BrokerURL, 0, ""}}
 	if r, ok := relays["splice"]; ok {
-		setups = append(setups, rateSetup{"one splice relay", r[0], mesh.BrokerURL})
+		setups = append(setups, rateSetup{"one splice relay", r[0], mesh.BrokerURL, 1, relay})
 	}
-	setups = append(setups, rateSetup{"one sidecar", mesh.SidecarURLs[0], mesh.BrokerURL})
+	setups = append(setups, rateSetup{"one sidecar", mesh.SidecarURLs[0], mesh.BrokerURL, 1, sidecar})
 	if r, ok := relays["splice"]; ok {
-		setups = append(setups, rateSetup{"two splice relays", r[0], r[1]})
+		setups = append(setups, rateSetup{"two splice relays", r[0], r[1], 2, relay})
 	}
-	return append(setups, rateSetup{"two sidecars", mesh.SidecarURLs[0], mesh.SidecarURLs[1]})
+	return append(setups, rateSetup{"two sidecars", mesh.SidecarURLs[0], mesh.SidecarURLs[1], 2, sidecar})
 }
 
 // rateArgs are the load generator's arguments for one try of setup s: 1 KB

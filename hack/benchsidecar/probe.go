@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -34,7 +33,7 @@ func parseRates(at string) ([]float64, error) {
 func probe(probing probeFlags, mesh *benchharness.Mesh, procs []*benchharness.Proc, relays map[string][2]string, duration time.Duration, rounds int) error {
 	var setups []rateSetup
 	for _, s := range rateSetups(mesh, relays) {
-		if !strings.HasPrefix(s.name, "two ") {
+		if s.hops <= 1 {
 			setups = append(setups, s)
 		}
 	}
@@ -44,17 +43,21 @@ func probe(probing probeFlags, mesh *benchharness.Mesh, procs []*benchharness.Pr
 	}
 	fmt.Printf("## 1 KB at fixed rates, stamping %s (%s per try, %d rounds; load generator %s)\n\n", stamping, duration, rounds, probing.loadBin)
 	fmt.Printf("CPU in µs per message sent; \"machine\" is every process on it (/proc/stat).\n\n")
-	fmt.Printf("| rate | setup | p50 | p90 | p99 | p99.9 | max | send lag p99 | broker CPU | hop's CPU | generator CPU | machine CPU |\n")
-	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	hop := map[string]string{"one splice relay": relayName("splice", "pub"), "one sidecar": mesh.Sidecars[0].Name}
+	fmt.Printf("| rate | setup | p50 | p90 | p99 | p99.9 | max | send lag p99 | lost | broker CPU | hop's CPU | generator CPU | machine CPU |\n")
+	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	// sample reads every process's CPU and the whole machine's at once.
+	sample := func() ([]time.Duration, time.Duration, error) {
+		cpus, err := benchharness.CPUs(procs...)
+		if err != nil {
+			return nil, 0, err
+		}
+		busy, err := benchharness.MachineBusy()
+		return cpus, busy, err
+	}
 	for range rounds {
 		for _, rate := range probing.rates {
 			for _, s := range setups {
-				before, err := benchharness.CPUs(procs...)
-				if err != nil {
-					return err
-				}
-				busyBefore, err := benchharness.MachineBusy()
+				before, busyBefore, err := sample()
 				if err != nil {
 					return err
 				}
@@ -62,16 +65,9 @@ func probe(probing probeFlags, mesh *benchharness.Mesh, procs []*benchharness.Pr
 				if err != nil {
 					return err
 				}
-				after, err := benchharness.CPUs(procs...)
+				after, busyAfter, err := sample()
 				if err != nil {
 					return err
-				}
-				busyAfter, err := benchharness.MachineBusy()
-				if err != nil {
-					return err
-				}
-				if summary.Received != summary.Sent {
-					fmt.Fprintf(os.Stderr, "%s at %.0f/s: sent %d, received %d\n", s.name, rate, summary.Sent, summary.Received)
 				}
 				perMessage := func(d time.Duration) string {
 					return fmt.Sprintf("%.2f", float64(d.Nanoseconds())/1e3/float64(max(summary.Sent, 1)))
@@ -81,13 +77,13 @@ func probe(probing probeFlags, mesh *benchharness.Mesh, procs []*benchharness.Pr
 					cpu[p.Name] = after[i] - before[i]
 				}
 				hopCPU := "–"
-				if name, ok := hop[s.name]; ok {
-					hopCPU = perMessage(cpu[name])
+				if s.pubHop != "" {
+					hopCPU = perMessage(cpu[s.pubHop])
 				}
 				c := summary.Corrected
-				fmt.Printf("| %.0f/s | %s | %d | %d | %d | %d | %d | %d | %s | %s | %s | %s |\n", rate, s.name,
+				fmt.Printf("| %.0f/s | %s | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %s |\n", rate, s.name,
 					c.Percentiles["50"], c.Percentiles["90"], c.Percentiles["99"], c.Percentiles["99.9"], c.Max, summary.SendLag.Percentiles["99"],
-					perMessage(cpu[mesh.Broker.Name]), hopCPU, perMessage(time.Duration(summary.CPUNanos)), perMessage(busyAfter-busyBefore))
+					summary.Sent-summary.Received, perMessage(cpu[mesh.Broker.Name]), hopCPU, perMessage(time.Duration(summary.CPUNanos)), perMessage(busyAfter-busyBefore))
 			}
 		}
 	}
