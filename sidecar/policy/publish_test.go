@@ -37,14 +37,7 @@ func TestGoverningTopicIsTheMostSpecific(t *testing.T) {
 }
 
 func TestQuotaSpendsBothBucketsOrNeither(t *testing.T) {
-	cfg := meshconfig.DefaultConfig(meshconfig.DefaultPolicy)
-	cfg.Topics = []meshconfig.TopicPolicy{{Name: "q", Subject: "q", MaxMessageBytes: 100,
-		PublishRate: &meshconfig.Rate{MessagesPerSecond: 1, MessagesBurst: 3, BytesPerSecond: 1, BytesBurst: 150}}}
-	p, err := policy.Compile(cfg, policy.NewCounters())
-	if err != nil {
-		t.Fatal(err)
-	}
-	topic, _ := p.Governing("q", nil)
+	topic := quotaTopic(t, meshconfig.Rate{MessagesPerSecond: 1, MessagesBurst: 3, BytesPerSecond: 1, BytesBurst: 150})
 	now := time.Unix(0, 0)
 	steps := []struct {
 		size int
@@ -132,14 +125,7 @@ func TestSubscriptionForPicksTheMostSpecificCover(t *testing.T) {
 // must allow what one second allows (the burst and a second's refill), not
 // refill on every turn.
 func TestQuotaCreditsOutOfOrderTimesOnce(t *testing.T) {
-	cfg := meshconfig.DefaultConfig(meshconfig.DefaultPolicy)
-	cfg.Topics = []meshconfig.TopicPolicy{{Name: "q", Subject: "q", MaxMessageBytes: 100,
-		PublishRate: &meshconfig.Rate{MessagesPerSecond: 100, MessagesBurst: 10, BytesPerSecond: 10_000, BytesBurst: 1_000}}}
-	p, err := policy.Compile(cfg, policy.NewCounters())
-	if err != nil {
-		t.Fatal(err)
-	}
-	topic, _ := p.Governing("q", nil)
+	topic := quotaTopic(t, meshconfig.Rate{MessagesPerSecond: 100, MessagesBurst: 10, BytesPerSecond: 10_000, BytesBurst: 1_000})
 	start := time.Unix(1_000, 0)
 	allowed := 0
 	for i := range 1000 {
@@ -154,4 +140,18 @@ func TestQuotaCreditsOutOfOrderTimesOnce(t *testing.T) {
 	if allowed < 105 || allowed > 110 {
 		t.Fatalf("allowed %d of 2,000 publishes over one second, want about 109 (burst 10 + 100/s)", allowed)
 	}
+}
+
+// quotaTopic compiles a configuration with one Topic, "q" (messages up to
+// 100 bytes), under the given quota, and returns it.
+func quotaTopic(t *testing.T, quota meshconfig.Rate) *policy.Topic {
+	t.Helper()
+	cfg := meshconfig.DefaultConfig(meshconfig.DefaultPolicy)
+	cfg.Topics = []meshconfig.TopicPolicy{{Name: "q", Subject: "q", MaxMessageBytes: 100, PublishRate: &quota}}
+	p, err := policy.Compile(cfg, policy.NewCounters())
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, _ := p.Governing("q", nil)
+	return topic
 }
