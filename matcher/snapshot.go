@@ -12,16 +12,16 @@ type Snapshot[T comparable] struct {
 
 // Match is Trie.Match on the snapshot.
 func (s *Snapshot[T]) Match(subject string, dst []T) []T {
-	var ms matchState[T]
+	var ms subjectTokens
 	if !ms.tokenize(subject) {
 		return dst
 	}
 	return s.matchTokens(&ms, dst)
 }
 
-func (s *Snapshot[T]) matchTokens(ms *matchState[T], dst []T) []T {
-	ms.recording = false
-	return s.matchLevel(s.readRoot(false), ms, 0, dst)
+func (s *Snapshot[T]) matchTokens(ms *subjectTokens, dst []T) []T {
+	dst, _ = s.matchWalk(s.readRoot(false), ms, dst, false)
+	return dst
 }
 
 // All iterates over every (pattern, value) pair, in no particular order.
