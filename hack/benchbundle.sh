@@ -58,7 +58,7 @@ run() {
 		>"$out/bench-sidecar.txt" 2>"$out/bench-sidecar.err" || echo "bench-sidecar: exit $?"
 	if [ "${RATE_ROUNDS:-1}" -gt 0 ]; then
 		echo "== sustainable rates $(date -u +%T)"
-		"$d/benchsidecar" "${sidecar[@]}" -only none -rounds "${RATE_ROUNDS:-1}" -rate-duration "${RATE_DURATION:-2s}" \
+		"$d/benchsidecar" "${sidecar[@]}" -overlap -only none -rounds "${RATE_ROUNDS:-1}" -rate-duration "${RATE_DURATION:-2s}" \
 			>"$out/rates.txt" 2>"$out/rates.err" || echo "rates: exit $?"
 	fi
 	echo "== done $(date -u +%T)"

@@ -327,6 +327,9 @@ type flushingReader struct {
 	// The read deadline in force, and the allowance it was set for.
 	deadline time.Time
 	idle     time.Duration
+	// filled: the last read filled all the room it was offered, so the
+	// application has probably sent more already (OverlapUpstreamWrites).
+	filled bool
 }
 
 // deadlineSlack is the part of a command's allowance (MaxIdle, or
@@ -344,7 +347,12 @@ const deadlineSlack = 16
 func (r *flushingReader) Read(p []byte) (int, error) {
 	if r.c.upstreamQueued {
 		r.c.upstreamQueued = false
-		r.c.srv.up.WriteQueued()
+		if r.filled && r.c.srv.opts.OverlapUpstreamWrites {
+			r.c.srv.publishHandoffs.Add(1)
+			r.c.srv.up.WriteSoon()
+		} else {
+			r.c.srv.up.WriteQueued()
+		}
 	}
 	if r.c.reader.Buffered() == 0 { // a new command starts: its time starts
 		idle := r.c.srv.opts.MaxIdle
@@ -358,6 +366,7 @@ func (r *flushingReader) Read(p []byte) (int, error) {
 		}
 	}
 	n, err := r.sock.Read(p)
+	r.filled = n == len(p)
 	if n > 0 {
 		r.c.arrived = time.Now()
 	}

@@ -114,6 +114,18 @@ type Options struct {
 	// returns, so a batch larger than the kernel takes at once would be
 	// measured late while the application already read its first messages.
 	AppSendBuffer int
+	// OverlapUpstreamWrites hands a connection's publishes to the upstream
+	// writer goroutine, instead of writing them to the broker on the
+	// connection's own reader, when the reader's last read filled all the
+	// room it had (the application sends faster than it is read): the
+	// write into the broker's socket then overlaps the next read on
+	// another core, as nats-server's readLoop leaves flushes to its
+	// writeLoop. A reader that is not behind writes inline either way, so
+	// a lone publish costs no wake-up. It is for machines with cores to
+	// spare; on 2 cores it costs about what it saves (BenchmarkPublishBurst,
+	// docs/benchmarks.md), and until it is measured where it should pay it
+	// is off by default.
+	OverlapUpstreamWrites bool
 	// Log receives kill switch changes and configuration events.
 	Log logr.Logger
 }
@@ -286,6 +298,11 @@ func (s *Server) BrokerConnected() bool { return s.up.Connected() }
 // BrokerReconnects is the number of times the connection to the broker came
 // back after it was lost (its subscriptions were renewed each time).
 func (s *Server) BrokerReconnects() uint64 { return s.up.Reconnects() }
+
+// BrokerWrites counts the writes to the broker's socket: those the
+// application connections' readers made, and those the upstream writer
+// goroutine made (OverlapUpstreamWrites hands publishes to it).
+func (s *Server) BrokerWrites() (byReader, byWriter uint64) { return s.up.Writes() }
 
 // brokerConnected runs after each connection to the broker: the broker's
 // version and max_payload may be new (or known for the first time, when

@@ -147,6 +147,8 @@ type Mesh struct {
 	// SidecarURLs and MetricsURLs are the sidecars' client and /metrics
 	// addresses.
 	SidecarURLs, MetricsURLs []string
+
+	configFile string // the pod configuration every sidecar reads
 }
 
 // Binaries are what a mesh runs.
@@ -203,33 +205,41 @@ func StartMesh(bins Binaries, n int, podConfig string, sidecarArgs ...string) (*
 		m.Stop()
 		return nil, fmt.Errorf("%w\n%s", err, m.Broker.Log())
 	}
-	for i := range n {
-		addr, err1 := FreeAddr()
-		metrics, err2 := FreeAddr()
-		if err1 != nil || err2 != nil {
-			m.Stop()
-			return nil, fmt.Errorf("finding free ports: %v %v", err1, err2)
-		}
-		// No probes (several sidecars would share -health-listen's default
-		// port, which stops them now), and no drain at the end of a run.
-		sidecarBin, args := bins.sidecarCommand()
-		args = append(args, "-listen", addr, "-broker", m.BrokerURL, "-token-file", m.TokenFile, "-config", configFile, "-metrics-listen", metrics,
-			"-health-listen", "", "-drain-grace", "0")
-		args = append(args, sidecarArgs...)
-		p, err := Start(fmt.Sprintf("sidecar-%c", 'a'+i), sidecarBin, args...)
-		if err != nil {
+	m.configFile = configFile
+	for range n {
+		if err := m.AddSidecar(bins, sidecarArgs...); err != nil {
 			m.Stop()
 			return nil, err
 		}
-		m.Sidecars = append(m.Sidecars, p)
-		m.SidecarURLs = append(m.SidecarURLs, "nats://"+addr)
-		m.MetricsURLs = append(m.MetricsURLs, "http://"+metrics+"/metrics")
-		if err := WaitNATS("nats://" + addr); err != nil {
-			m.Stop()
-			return nil, fmt.Errorf("%w\n%s", err, p.Log())
-		}
 	}
 	return m, nil
+}
+
+// AddSidecar starts one more sidecar on the mesh's broker and pod
+// configuration, with extra flags of its own (a variant to compare).
+func (m *Mesh) AddSidecar(bins Binaries, sidecarArgs ...string) error {
+	addr, err1 := FreeAddr()
+	metrics, err2 := FreeAddr()
+	if err1 != nil || err2 != nil {
+		return fmt.Errorf("finding free ports: %v %v", err1, err2)
+	}
+	// No probes (several sidecars would share -health-listen's default
+	// port, which stops them now), and no drain at the end of a run.
+	sidecarBin, args := bins.sidecarCommand()
+	args = append(args, "-listen", addr, "-broker", m.BrokerURL, "-token-file", m.TokenFile, "-config", m.configFile, "-metrics-listen", metrics,
+		"-health-listen", "", "-drain-grace", "0")
+	args = append(args, sidecarArgs...)
+	p, err := Start(fmt.Sprintf("sidecar-%c", 'a'+len(m.Sidecars)), sidecarBin, args...)
+	if err != nil {
+		return err
+	}
+	m.Sidecars = append(m.Sidecars, p)
+	m.SidecarURLs = append(m.SidecarURLs, "nats://"+addr)
+	m.MetricsURLs = append(m.MetricsURLs, "http://"+metrics+"/metrics")
+	if err := WaitNATS("nats://" + addr); err != nil {
+		return fmt.Errorf("%w\n%s", err, p.Log())
+	}
+	return nil
 }
 
 // Stop stops every process and removes the directory.

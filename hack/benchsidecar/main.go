@@ -73,6 +73,7 @@ func main() {
 	at := flag.String("at", "", "instead of the bench: run direct, one splice relay and one sidecar at these rates (1 KB, comma-separated, -rate-duration per try, -rounds) and print each try's latency and every process's CPU per message")
 	loadBin := flag.String("load-bin", "", "with -at: the load generator's binary (empty: -bin), to compare an older build's generator")
 	stamp := flag.Bool("stamp", true, "with -at: false turns the sidecars' stamping off, to show what the stamp costs the subscribing client, which in the one-sidecar setup decodes it")
+	overlap := flag.Bool("overlap", false, "also start a sidecar with -overlap-upstream-writes and add it, as the publisher's, to the sustainable-rate search and to -at as \""+overlapSetup+"\" (the lever to try on a machine with cores to spare)")
 	outDir := flag.String("out", "", "directory for the merged distributions in HdrHistogram's plotter format and one plot per configuration (none when empty)")
 	flag.Parse()
 	bins := benchharness.Binaries{Weighstation: *bin, Sidecar: *sidecarBin}
@@ -108,7 +109,7 @@ func main() {
 		*loadBin = *bin
 	}
 	probing := probeFlags{rates: rates, loadBin: *loadBin, noStamp: !*stamp}
-	if err := benchmark(bins, *relay, *duration, *rateDuration, *rounds, *only, *maxRate, *outDir, probing); err != nil {
+	if err := benchmark(bins, *relay, *duration, *rateDuration, *rounds, *only, *maxRate, *outDir, *overlap, probing); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-sidecar:", err)
 		os.Exit(1)
 	}
@@ -124,7 +125,7 @@ type probeFlags struct {
 	noStamp bool
 }
 
-func benchmark(bins benchharness.Binaries, relay string, duration, rateDuration time.Duration, rounds int, only string, maxRate bool, outDir string, probing probeFlags) error {
+func benchmark(bins benchharness.Binaries, relay string, duration, rateDuration time.Duration, rounds int, only string, maxRate bool, outDir string, overlap bool, probing probeFlags) error {
 	bin := bins.Weighstation
 	sidecarName := bins.SidecarName()
 	podConfig := benchharness.PassThroughPodConfig
@@ -140,6 +141,12 @@ func benchmark(bins benchharness.Binaries, relay string, duration, rateDuration 
 		return err
 	}
 	defer mesh.Stop()
+	if overlap {
+		// The third sidecar: only ever the publisher's, in overlapSetup.
+		if err := mesh.AddSidecar(bins, "-overlap-upstream-writes"); err != nil {
+			return err
+		}
+	}
 	procs := append([]*benchharness.Proc{mesh.Broker}, mesh.Sidecars...)
 	setups := []setup{
 		{"direct", mesh.BrokerURL, mesh.BrokerURL, true},
@@ -218,7 +225,10 @@ func relayName(mode, side string) string { return "relay-" + mode + "-" + side }
 const (
 	sidecarsSetup = "two sidecars"
 	spliceSetup   = "two splice relays (the hops alone)"
-	rwSetup       = "two read/write relays (one user-space copy per hop)"
+	// overlapSetup is -overlap's row: one sidecar, the publisher's, run
+	// with -overlap-upstream-writes.
+	overlapSetup = "one sidecar, overlapped writes"
+	rwSetup      = "two read/write relays (one user-space copy per hop)"
 )
 
 func benchOnce(bin string, mesh *benchharness.Mesh, procs []*benchharness.Proc, s setup, c config, duration time.Duration) (run, error) {
@@ -417,6 +427,9 @@ func rateSetups(mesh *benchharness.Mesh, relays map[string][2]string) []rateSetu
 		setups = append(setups, rateSetup{"one splice relay", r[0], mesh.BrokerURL, 1, relay})
 	}
 	setups = append(setups, rateSetup{"one sidecar", mesh.SidecarURLs[0], mesh.BrokerURL, 1, sidecar})
+	if len(mesh.Sidecars) > 2 { // -overlap
+		setups = append(setups, rateSetup{overlapSetup, mesh.SidecarURLs[2], mesh.BrokerURL, 1, mesh.Sidecars[2].Name})
+	}
 	if r, ok := relays["splice"]; ok {
 		setups = append(setups, rateSetup{"two splice relays", r[0], r[1], 2, relay})
 	}
@@ -493,6 +506,10 @@ func sustainable(bin string, mesh *benchharness.Mesh, relays map[string][2]strin
 		t1, t2 := target(0.85, 0.65), target(0.70, 0.45)
 		fmt.Printf("| one sidecar / one splice relay | %s | ≥ %.2f: %s |\n", spread(one), t1, gobench.Verdict(gobench.Median(one) >= t1))
 		fmt.Printf("| two sidecars / two splice relays | %s | ≥ %.2f: %s |\n", spread(two), t2, gobench.Verdict(gobench.Median(two) >= t2))
+		if _, ok := rates[overlapSetup]; ok {
+			overlapped := ratio(overlapSetup, "one splice relay")
+			fmt.Printf("| %s / one splice relay | %s | ≥ %.2f: %s |\n", overlapSetup, spread(overlapped), t1, gobench.Verdict(gobench.Median(overlapped) >= t1))
+		}
 	}
 	fmt.Println()
 	return nil

@@ -59,6 +59,7 @@ func Run(args []string) error {
 	fs.IntVar(&opts.AppSendBuffer, "app-send-buffer", opts.AppSendBuffer, "kernel send buffer (SO_SNDBUF) of each application connection, in bytes, and the most its write batches hold; 0: the kernel's autotuning (megabytes on loopback, where queued messages escape the sidecar's limits, drop counts and latency)")
 	metricsListen := fs.String("metrics-listen", "127.0.0.1:9091", "address of /metrics (Prometheus) and /debug/latency; empty disables them. "+
 		"Loopback by default, for a sidecar run by hand: in a pod, give :9091 (or $(POD_IP):9091) for Prometheus to scrape")
+	fs.BoolVar(&opts.OverlapUpstreamWrites, "overlap-upstream-writes", opts.OverlapUpstreamWrites, "when a connection's reader is behind its application (a read filled its buffer), hand its publishes to the upstream writer goroutine so that the write to the broker overlaps the next read on another core; for machines with cores to spare (on 2 cores it costs about what it saves); at most 256 KiB wait behind a write in progress")
 	pprofOn := fs.Bool("debug-pprof", false, "also serve Go's profiles at /debug/pprof/ on the metrics address (for benchmarking; off in production)")
 	healthListen := fs.String("health-listen", ":8081", "address of the probes, and nothing else: /livez (200 while the process serves) and /readyz "+
 		"(200 once a configuration is in force: the operator's with -operator, the -config file's, or the defaults without either; the broker connection is listed in "+

@@ -126,6 +126,10 @@ type Client struct {
 	reconnects atomic.Uint64
 	unsent     atomic.Uint64
 	inDoubt    atomic.Uint64
+	// Writes to the broker's socket, by who wrote (Writes).
+	callerWrites, writerWrites atomic.Uint64
+	// handoffsHeld counts WriteSoon calls that found the backlog full.
+	handoffsHeld atomic.Uint64
 	// beforeRead runs on the reader before each read from the broker
 	// (SetBeforeRead).
 	beforeRead atomic.Pointer[func()]
@@ -160,6 +164,7 @@ type Client struct {
 	// allocate.
 	spareCtl, spareOut []byte
 	writing            bool // a goroutine is writing the socket
+	deferred           bool // someone asked for a write while one was under way (writeLocked)
 	iov                net.Buffers
 	iovArray           [3][]byte
 	// waiting are flushes to confirm with the next PING; sent are the
@@ -292,6 +297,18 @@ func (c *Client) Unsent() uint64 { return c.unsent.Load() }
 // InDoubt is the number of publishes written to a connection that was lost
 // before the broker confirmed them: they may or may not have arrived.
 func (c *Client) InDoubt() uint64 { return c.inDoubt.Load() }
+
+// Writes is the number of writes to the broker's socket, by who wrote:
+// the goroutines that queued (publishers that write when they would read
+// or wait) and the client's writer goroutine (control lines, confirmations,
+// answers from the reader, WriteSoon).
+func (c *Client) Writes() (byCaller, byWriter uint64) {
+	return c.callerWrites.Load(), c.writerWrites.Load()
+}
+
+// HandoffsHeld is the number of WriteSoon calls that found handoffBacklog
+// bytes queued, and so waited for the writer or wrote themselves.
+func (c *Client) HandoffsHeld() uint64 { return c.handoffsHeld.Load() }
 
 // MaxPayload is the broker's max_payload, 0 before it was first reached.
 func (c *Client) MaxPayload() int64 {

@@ -42,7 +42,27 @@ type relay struct {
 
 	mu    sync.Mutex
 	conns []net.Conn
+
+	// gate is held while the relay is paused (pause): it reads nothing
+	// more from the client, so the client's writes stall once the kernel's
+	// buffers are full.
+	gate sync.Mutex
 }
+
+// gatedReader waits at the relay's gate before each read.
+type gatedReader struct {
+	r    io.Reader
+	gate *sync.Mutex
+}
+
+func (g gatedReader) Read(p []byte) (int, error) {
+	g.gate.Lock()
+	g.gate.Unlock() //nolint:staticcheck // an empty critical section: waiting for the gate is the point
+	return g.r.Read(p)
+}
+
+func (r *relay) pause()  { r.gate.Lock() }
+func (r *relay) resume() { r.gate.Unlock() }
 
 func startRelay(t *testing.T, target string, slow bool) *relay {
 	t.Helper()
@@ -71,7 +91,7 @@ func startRelay(t *testing.T, target string, slow bool) *relay {
 			r.conns = append(r.conns, c, up)
 			r.mu.Unlock()
 			go func() {
-				_, _ = io.CopyBuffer(struct{ io.Writer }{up}, struct{ io.Reader }{c}, make([]byte, chunk))
+				_, _ = io.CopyBuffer(struct{ io.Writer }{up}, gatedReader{c, &r.gate}, make([]byte, chunk))
 				_ = up.Close()
 			}()
 			go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
@@ -248,6 +268,61 @@ func TestAPublisherThatFillsTheQueueWritesIt(t *testing.T) {
 	}
 	up.WriteQueued() // the tail that did not fill the queue
 	got.wait(t, "after the queue filled")
+	if got.received != n {
+		t.Fatalf("%d of %d messages arrived", got.received, n)
+	}
+}
+
+// TestWriteSoonBoundsWhatWaits: a publisher that leaves its writes to the
+// writer goroutine (WriteSoon) while the broker's link is stalled goes on
+// only while less than the handoff backlog waits (without the bound it
+// queued up to MaxPendingBytes, here 4 MiB, in buffers too large to
+// reuse); once the link moves again every message arrives, in order.
+func TestWriteSoonBoundsWhatWaits(t *testing.T) {
+	broker := natstest.StartBroker(t, nil)
+	const (
+		n    = 4000
+		size = 4 << 10 // 16 MiB in all: more than the kernel holds for a stalled link
+	)
+	got := newSequenced(n - 1)
+	subscribeUnbounded(t, broker, "soon", func(m *nats.Msg) { got.take(m.Data) })
+	rl := startRelay(t, broker.Addr().String(), false)
+	up := natstest.DialUpstream(t, rl.url(), func(o *upstream.Options) { o.MaxPendingBytes = 4 << 20 })
+	rl.pause()
+	paused := true
+	defer func() {
+		if paused {
+			rl.resume()
+		}
+	}()
+	mostAfterWriteSoon := make(chan int, 1)
+	go func() {
+		most := 0
+		for i := range int64(n) {
+			if err := up.Publish([]byte("soon"), nil, nil, nil, message(i, size)); err != nil {
+				t.Errorf("publish %d: %v", i, err)
+				break
+			}
+			up.WriteSoon()
+			most = max(most, up.Buffered())
+		}
+		mostAfterWriteSoon <- most
+	}()
+	// The link stalls the writes; the publisher queues behind them until
+	// the backlog is reached, and is then held in WriteSoon (or, without
+	// the bound, goes on to MaxPendingBytes).
+	natstest.WaitFor(t, "the backlog to build behind the stalled link", func() bool {
+		return up.HandoffsHeld() > 0 || up.Buffered() >= upstream.HandoffBacklog
+	})
+	rl.resume()
+	paused = false
+	most := <-mostAfterWriteSoon
+	got.wait(t, "after the link moved again")
+	// What waits after WriteSoon returns is under the backlog, but for
+	// control lines (a PONG, a PING) queued beside it.
+	if limit := upstream.HandoffBacklog + 64; most >= limit {
+		t.Fatalf("after WriteSoon returned, up to %d bytes waited; want under %d (the handoff backlog)", most, limit)
+	}
 	if got.received != n {
 		t.Fatalf("%d of %d messages arrived", got.received, n)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/weighstation/weighstation/sidecar/rawsock"
@@ -22,6 +23,10 @@ var (
 // write: a burst of large messages grows the buffers, and they are let go
 // when the burst is written rather than held for ever.
 const maxSpareBuffer = 1 << 20
+
+// handoffBacklog is what WriteSoon lets wait behind a write in progress:
+// a few of a streaming reader's reads, well under maxSpareBuffer.
+const handoffBacklog = 256 << 10
 
 // Publish queues one message for the broker; WriteQueued (or the writer)
 // sends it. header is a complete header block ("NATS/1.0\r\n...\r\n") or
@@ -78,7 +83,7 @@ func (c *Client) publish(subject, reply, header, extra, payload []byte, wait boo
 			// Nobody is writing what fills the queue (its publishers
 			// write when they would read, the writer goroutine when
 			// woken): write it here rather than wait for a wake-up.
-			c.writeLocked()
+			c.writeLocked(&c.callerWrites)
 			continue
 		}
 		c.room.Wait()
@@ -160,7 +165,32 @@ func appendUnsub(dst []byte, sid uint64) []byte {
 // that a burst of publishes goes up in one write, and a lone one at once.
 func (c *Client) WriteQueued() {
 	c.mu.Lock()
-	c.writeLocked()
+	c.writeLocked(&c.callerWrites)
+	c.mu.Unlock()
+}
+
+// WriteSoon has the writer goroutine write what is queued, so that the
+// caller can go on at once (a reader that is behind its application reads
+// again while the writer writes). When the writer is already writing, it
+// writes this too before it sleeps.
+//
+// A caller that has queued handoffBacklog bytes or more does not go on,
+// though: it waits for a write in progress, or writes itself when none
+// is. Otherwise a reader that outran the writer (which takes a wake-up to
+// start) would queue up to MaxPendingBytes, in buffers too large to reuse.
+func (c *Client) WriteSoon() {
+	c.kick()
+	c.mu.Lock()
+	if len(c.out) >= handoffBacklog {
+		c.handoffsHeld.Add(1)
+	}
+	for len(c.out) >= handoffBacklog && c.conn != nil && !c.closed {
+		if !c.writing {
+			c.writeLocked(&c.callerWrites)
+			continue
+		}
+		c.room.Wait()
+	}
 	c.mu.Unlock()
 }
 
@@ -208,12 +238,25 @@ func (c *Client) kick() {
 	}
 }
 
-// writeLocked writes what is queued until nothing is, unless another
-// goroutine is writing. Called with mu held; it releases mu while the
+// writeLocked writes what is queued, unless another goroutine is writing
+// (which then writes it too). Called with mu held; it releases mu while the
 // socket is written. One writev carries the control lines, the publishes
-// and, when one is due, a PING that asks the broker to confirm them.
-func (c *Client) writeLocked() {
-	for c.conn != nil && !c.writing && (len(c.ctl) > 0 || len(c.out) > 0 || c.pingWanted) {
+// and, when one is due, a PING that asks the broker to confirm them; each
+// is counted in writes (callerWrites or writerWrites).
+//
+// After its first write it writes again only if another goroutine asked
+// for a write meanwhile (and left it to this one), not merely because more
+// was queued: whoever queues asks for a write afterwards (WriteQueued,
+// WriteSoon, kick), so nothing is left behind, and a writer that took
+// whatever a running reader had just queued would write a message or two
+// per system call while that reader kept queuing (4.5 times the sidecar's
+// CPU per message in BenchmarkPublishBurst, writes=overlapped).
+func (c *Client) writeLocked(writes *atomic.Uint64) {
+	if c.writing {
+		c.deferred = true // the goroutine writing now writes again for us
+	}
+	for first := true; c.conn != nil && !c.writing && (first || c.deferred) && (len(c.ctl) > 0 || len(c.out) > 0 || c.pingWanted); first = false {
+		c.deferred = false
 		conn, raw := c.conn, c.connWriter
 		ctl, out, msgs := c.ctl, c.out, c.outMsgs
 		c.ctl, c.out, c.outMsgs = c.spareCtl[:0], c.spareOut[:0], 0
@@ -228,6 +271,7 @@ func (c *Client) writeLocked() {
 		}
 		c.writing = true
 		c.mu.Unlock()
+		writes.Add(1)
 
 		// The writer's own iovec: only the goroutine that set writing
 		// uses it, and a field does not escape per write as a local would.
@@ -307,7 +351,7 @@ func (c *Client) writeLoop() {
 			c.mu.Unlock()
 		}
 		c.mu.Lock()
-		c.writeLocked()
+		c.writeLocked(&c.writerWrites)
 		if c.confirmArmed && !armed {
 			armed = true
 			confirm.Reset(c.opts.ConfirmInterval)
