@@ -148,6 +148,14 @@ func (c *conn) serve() {
 	// writer first would leave a departed client's subscriptions in place
 	// until a message for them failed to write.
 	defer func() {
+		// Publishes accepted before the connection ended (a protocol
+		// error after them in the same read, a CONNECT that does not
+		// parse) still go up, as they would from nats-server; the reader
+		// does not reach its next read, where it would write them.
+		if c.upstreamQueued {
+			c.upstreamQueued = false
+			c.srv.up.WriteQueued()
+		}
 		c.close()
 		<-writerDone
 	}()

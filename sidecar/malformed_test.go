@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/sidecar"
 	"github.com/weighstation/weighstation/sidecar/pending"
+	"github.com/weighstation/weighstation/sidecar/upstream"
 )
 
 // rawClient is a TCP client that speaks the protocol by hand, badly if told.
@@ -117,6 +119,35 @@ func TestMalformedInputGetsAClearErrorAndAClose(t *testing.T) {
 			c.closedAfter(tc.err)
 			r.stillWorks(t, app)
 		})
+	}
+}
+
+// TestPublishesBeforeAProtocolErrorGoUp: a PUB parsed before a protocol
+// error in the same read is forwarded, as nats-server would process it,
+// and at once: not left queued until some later write to the broker.
+func TestPublishesBeforeAProtocolErrorGoUp(t *testing.T) {
+	// Nothing else to wake the upstream writer, which would write whatever
+	// is queued: no early PING from the broker (nats-server's first comes
+	// 2 s after a connect, and its answer is a write) and no confirmation
+	// timer.
+	broker := natstest.StartBroker(t, &server.Options{DisableShortFirstPing: true})
+	r := startRig(t, broker, natstest.DialUpstream(t, broker.ClientURL(), func(o *upstream.Options) { o.ConfirmInterval = time.Hour }))
+	got := make(chan string, 1)
+	outside := r.direct(t)
+	if _, err := outside.Subscribe("before.error", func(m *nats.Msg) { got <- string(m.Data) }); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, outside)
+	app := r.raw(t)
+	app.send("CONNECT {}\r\nPUB before.error 4\r\nsent\r\nFLY me.to.the.moon\r\n")
+	app.closedAfter("-ERR 'Unknown Protocol Operation'")
+	select {
+	case data := <-got:
+		if data != "sent" {
+			t.Fatalf("got %q, want %q", data, "sent")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the PUB before the protocol error did not reach the broker within 5s")
 	}
 }
 

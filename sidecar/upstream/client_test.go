@@ -83,6 +83,9 @@ func startRelay(t *testing.T, target string, slow bool) *relay {
 				_ = c.Close()
 				continue
 			}
+			// A small receive buffer, so that a paused relay stalls the
+			// client's writes after little more than its send buffer.
+			_ = c.(*net.TCPConn).SetReadBuffer(64 << 10)
 			chunk := 64 << 10
 			if slow {
 				chunk = 1 << 10
@@ -295,18 +298,22 @@ func TestWriteSoonBoundsWhatWaits(t *testing.T) {
 			rl.resume()
 		}
 	}()
-	mostAfterWriteSoon := make(chan int, 1)
+	type outcome struct {
+		most int // the most bytes queued right after a WriteSoon
+		err  error
+	}
+	published := make(chan outcome, 1) // buffered: the publisher may end after a failed test
 	go func() {
 		most := 0
 		for i := range int64(n) {
 			if err := up.Publish([]byte("soon"), nil, nil, nil, message(i, size)); err != nil {
-				t.Errorf("publish %d: %v", i, err)
-				break
+				published <- outcome{most, fmt.Errorf("publish %d: %w", i, err)}
+				return
 			}
 			up.WriteSoon()
 			most = max(most, up.Buffered())
 		}
-		mostAfterWriteSoon <- most
+		published <- outcome{most, nil}
 	}()
 	// The link stalls the writes; the publisher queues behind them until
 	// the backlog is reached, and is then held in WriteSoon (or, without
@@ -316,7 +323,11 @@ func TestWriteSoonBoundsWhatWaits(t *testing.T) {
 	})
 	rl.resume()
 	paused = false
-	most := <-mostAfterWriteSoon
+	res := <-published
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	most := res.most
 	got.wait(t, "after the link moved again")
 	// What waits after WriteSoon returns is under the backlog, but for
 	// control lines (a PONG, a PING) queued beside it.
@@ -325,6 +336,32 @@ func TestWriteSoonBoundsWhatWaits(t *testing.T) {
 	}
 	if got.received != n {
 		t.Fatalf("%d of %d messages arrived", got.received, n)
+	}
+}
+
+// TestWriteSoonHasTheWriterWrite: what a caller queued and left to the
+// writer goroutine with WriteSoon reaches the broker, though nothing else
+// would write it (no confirmation timer, no early PING from the broker).
+func TestWriteSoonHasTheWriterWrite(t *testing.T) {
+	broker := natstest.StartBroker(t, &server.Options{DisableShortFirstPing: true})
+	const n = 50
+	got := newSequenced(n - 1)
+	subscribeUnbounded(t, broker, "handed", func(m *nats.Msg) { got.take(m.Data) })
+	up := natstest.DialUpstream(t, broker.ClientURL(), func(o *upstream.Options) { o.ConfirmInterval = time.Hour })
+	// A flush has the writer take the wake-up the connect left it.
+	if err := up.Flush(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	_, writerBefore := up.Writes()
+	for i := range int64(n) {
+		if err := up.Publish([]byte("handed"), nil, nil, nil, message(i, 100)); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		up.WriteSoon()
+	}
+	got.wait(t, "left to the writer")
+	if byCaller, byWriter := up.Writes(); byWriter == writerBefore {
+		t.Fatalf("the writer goroutine wrote nothing (%d writes by callers)", byCaller)
 	}
 }
 
