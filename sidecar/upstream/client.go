@@ -28,6 +28,12 @@ const OutageBufferBytes = 8 << 20
 // the application, instead of the sidecar buffering without bound.
 const MaxPendingBytes = 8 << 20
 
+// HandoffBacklogBytes bounds what a caller of WriteSoon leaves waiting
+// behind a write in progress before it is held (it waits for the write, or
+// writes itself): a few of a streaming reader's reads, and well under
+// maxSpareBuffer, so that the buffers it fills are kept for reuse.
+const HandoffBacklogBytes = 256 << 10
+
 // Reconnection: every ReconnectWait plus up to ReconnectJitter, for ever,
 // as nats.go does with MaxReconnects(-1). A restarted broker is reached
 // within about 100 ms of its return.
@@ -60,6 +66,9 @@ type Options struct {
 	OutageBufferBytes int
 	// MaxPendingBytes bounds what waits for the socket while connected.
 	MaxPendingBytes int
+	// HandoffBacklogBytes bounds what WriteSoon leaves waiting behind a
+	// write in progress; at most MaxPendingBytes.
+	HandoffBacklogBytes int
 	// PingInterval is how often an idle connection is checked; after
 	// MaxPingsOut unanswered PINGs it is taken for dead and replaced.
 	PingInterval time.Duration
@@ -77,16 +86,17 @@ type Options struct {
 // outstanding), its 8 MiB reconnect buffer, 2 s per connection attempt, and
 // a confirmation at most every 20 ms while messages flow.
 var DefaultOptions = Options{
-	Name:              "weighstation-sidecar",
-	DialTimeout:       2 * time.Second,
-	ReconnectWait:     ReconnectWait,
-	ReconnectJitter:   ReconnectJitter,
-	OutageBufferBytes: OutageBufferBytes,
-	MaxPendingBytes:   MaxPendingBytes,
-	PingInterval:      2 * time.Minute,
-	MaxPingsOut:       2,
-	ConfirmInterval:   20 * time.Millisecond,
-	Log:               logr.Discard(),
+	Name:                "weighstation-sidecar",
+	DialTimeout:         2 * time.Second,
+	ReconnectWait:       ReconnectWait,
+	ReconnectJitter:     ReconnectJitter,
+	OutageBufferBytes:   OutageBufferBytes,
+	MaxPendingBytes:     MaxPendingBytes,
+	HandoffBacklogBytes: HandoffBacklogBytes,
+	PingInterval:        2 * time.Minute,
+	MaxPingsOut:         2,
+	ConfirmInterval:     20 * time.Millisecond,
+	Log:                 logr.Discard(),
 }
 
 // Errors a publish or flush can return.
@@ -128,8 +138,8 @@ type Client struct {
 	inDoubt    atomic.Uint64
 	// Writes to the broker's socket, by who wrote (Writes).
 	callerWrites, writerWrites atomic.Uint64
-	// handoffsHeld counts WriteSoon calls that found the backlog full.
-	handoffsHeld atomic.Uint64
+	// WriteSoon calls, and those of them held by the backlog (Handoffs).
+	handoffs, handoffsHeld atomic.Uint64
 	// beforeRead runs on the reader before each read from the broker
 	// (SetBeforeRead).
 	beforeRead atomic.Pointer[func()]
@@ -207,6 +217,9 @@ func Dial(opts Options) (*Client, error) {
 	if opts.DialTimeout <= 0 || opts.ReconnectWait <= 0 || opts.ReconnectJitter < 0 || opts.OutageBufferBytes < 1 ||
 		opts.MaxPendingBytes < 1 || opts.PingInterval <= 0 || opts.MaxPingsOut < 1 || opts.ConfirmInterval <= 0 {
 		return nil, fmt.Errorf("broker connection options: every limit must be positive, got %+v", opts)
+	}
+	if opts.HandoffBacklogBytes < 1 || opts.HandoffBacklogBytes > opts.MaxPendingBytes {
+		return nil, fmt.Errorf("broker connection options: HandoffBacklogBytes must be between 1 and MaxPendingBytes (%d), got %d", opts.MaxPendingBytes, opts.HandoffBacklogBytes)
 	}
 	server, err := parseURL(opts.URL)
 	if err != nil {
@@ -306,9 +319,10 @@ func (c *Client) Writes() (byCaller, byWriter uint64) {
 	return c.callerWrites.Load(), c.writerWrites.Load()
 }
 
-// HandoffsHeld is the number of WriteSoon calls that found handoffBacklog
-// bytes queued, and so waited for the writer or wrote themselves.
-func (c *Client) HandoffsHeld() uint64 { return c.handoffsHeld.Load() }
+// Handoffs is the number of WriteSoon calls, and of those that found
+// HandoffBacklogBytes queued and so waited for the writer or wrote
+// themselves.
+func (c *Client) Handoffs() (all, held uint64) { return c.handoffs.Load(), c.handoffsHeld.Load() }
 
 // MaxPayload is the broker's max_payload, 0 before it was first reached.
 func (c *Client) MaxPayload() int64 {

@@ -248,7 +248,7 @@ func TestAPublisherThatFillsTheQueueWritesIt(t *testing.T) {
 	got := newSequenced(n - 1)
 	subscribeUnbounded(t, broker, "full", func(m *nats.Msg) { got.take(m.Data) })
 	up := natstest.DialUpstream(t, broker.ClientURL(), func(o *upstream.Options) {
-		o.MaxPendingBytes = 2 << 10
+		o.MaxPendingBytes, o.HandoffBacklogBytes = 2<<10, 2<<10
 		o.ConfirmInterval = time.Hour // no confirmation timer to wake the writer either
 	})
 	published := make(chan error, 1)
@@ -278,7 +278,7 @@ func TestAPublisherThatFillsTheQueueWritesIt(t *testing.T) {
 
 // TestWriteSoonBoundsWhatWaits: a publisher that leaves its writes to the
 // writer goroutine (WriteSoon) while the broker's link is stalled goes on
-// only while less than the handoff backlog waits (without the bound it
+// only while less than HandoffBacklogBytes waits (without the bound it
 // queued up to MaxPendingBytes, here 4 MiB, in buffers too large to
 // reuse); once the link moves again every message arrives, in order.
 func TestWriteSoonBoundsWhatWaits(t *testing.T) {
@@ -290,7 +290,10 @@ func TestWriteSoonBoundsWhatWaits(t *testing.T) {
 	got := newSequenced(n - 1)
 	subscribeUnbounded(t, broker, "soon", func(m *nats.Msg) { got.take(m.Data) })
 	rl := startRelay(t, broker.Addr().String(), false)
-	up := natstest.DialUpstream(t, rl.url(), func(o *upstream.Options) { o.MaxPendingBytes = 4 << 20 })
+	const backlog = 100 << 10 // not the default, so that the option is what holds
+	up := natstest.DialUpstream(t, rl.url(), func(o *upstream.Options) {
+		o.MaxPendingBytes, o.HandoffBacklogBytes = 4<<20, backlog
+	})
 	rl.pause()
 	paused := true
 	defer func() {
@@ -319,7 +322,8 @@ func TestWriteSoonBoundsWhatWaits(t *testing.T) {
 	// the backlog is reached, and is then held in WriteSoon (or, without
 	// the bound, goes on to MaxPendingBytes).
 	natstest.WaitFor(t, "the backlog to build behind the stalled link", func() bool {
-		return up.HandoffsHeld() > 0 || up.Buffered() >= upstream.HandoffBacklog
+		_, held := up.Handoffs()
+		return held > 0 || up.Buffered() >= backlog
 	})
 	rl.resume()
 	paused = false
@@ -331,11 +335,41 @@ func TestWriteSoonBoundsWhatWaits(t *testing.T) {
 	got.wait(t, "after the link moved again")
 	// What waits after WriteSoon returns is under the backlog, but for
 	// control lines (a PONG, a PING) queued beside it.
-	if limit := upstream.HandoffBacklog + 64; most >= limit {
+	if limit := backlog + 64; most >= limit {
 		t.Fatalf("after WriteSoon returned, up to %d bytes waited; want under %d (the handoff backlog)", most, limit)
 	}
 	if got.received != n {
 		t.Fatalf("%d of %d messages arrived", got.received, n)
+	}
+}
+
+// TestHandoffBacklogIsWithinMaxPendingBytes: Dial refuses a handoff
+// backlog of nothing or one past MaxPendingBytes, naming the option, and
+// takes one equal to it.
+func TestHandoffBacklogIsWithinMaxPendingBytes(t *testing.T) {
+	for _, tc := range []struct {
+		backlog int
+		ok      bool
+	}{
+		{0, false},
+		{1, true},
+		{upstream.MaxPendingBytes, true},
+		{upstream.MaxPendingBytes + 1, false},
+	} {
+		t.Run(fmt.Sprint(tc.backlog), func(t *testing.T) {
+			opts := upstream.DefaultOptions
+			opts.URL, opts.HandoffBacklogBytes = "nats://127.0.0.1:1", tc.backlog
+			up, err := upstream.Dial(opts)
+			if err == nil {
+				up.Close()
+			}
+			switch {
+			case tc.ok && err != nil:
+				t.Fatalf("HandoffBacklogBytes %d refused: %v", tc.backlog, err)
+			case !tc.ok && (err == nil || !strings.Contains(err.Error(), "HandoffBacklogBytes")):
+				t.Fatalf("HandoffBacklogBytes %d: got %v, want a refusal naming HandoffBacklogBytes", tc.backlog, err)
+			}
+		})
 	}
 }
 

@@ -24,10 +24,6 @@ var (
 // when the burst is written rather than held for ever.
 const maxSpareBuffer = 1 << 20
 
-// handoffBacklog is what WriteSoon lets wait behind a write in progress:
-// a few of a streaming reader's reads, well under maxSpareBuffer.
-const handoffBacklog = 256 << 10
-
 // Publish queues one message for the broker; WriteQueued (or the writer)
 // sends it. header is a complete header block ("NATS/1.0\r\n...\r\n") or
 // nil; extra are header lines ("Key: value\r\n") inserted after its version
@@ -174,24 +170,26 @@ func (c *Client) WriteQueued() {
 // again while the writer writes). When the writer is already writing, it
 // writes this too before it sleeps.
 //
-// A caller that has queued handoffBacklog bytes or more does not go on,
+// A caller that finds HandoffBacklogBytes or more queued does not go on,
 // though: it waits for a write in progress, or writes itself when none
 // is. Otherwise a reader that outran the writer (which takes a wake-up to
 // start) would queue up to MaxPendingBytes, in buffers too large to reuse.
 func (c *Client) WriteSoon() {
+	c.handoffs.Add(1)
 	c.kick()
 	c.mu.Lock()
-	if len(c.out) >= handoffBacklog {
-		c.handoffsHeld.Add(1)
+	defer c.mu.Unlock()
+	if len(c.out) < c.opts.HandoffBacklogBytes {
+		return
 	}
-	for len(c.out) >= handoffBacklog && c.conn != nil && !c.closed {
-		if !c.writing {
+	c.handoffsHeld.Add(1)
+	for len(c.out) >= c.opts.HandoffBacklogBytes && c.conn != nil && !c.closed {
+		if c.writing {
+			c.room.Wait()
+		} else {
 			c.writeLocked(&c.callerWrites)
-			continue
 		}
-		c.room.Wait()
 	}
-	c.mu.Unlock()
 }
 
 // FlushAsync calls done once the broker confirmed everything queued before
@@ -255,7 +253,7 @@ func (c *Client) writeLocked(writes *atomic.Uint64) {
 	if c.writing {
 		c.deferred = true // the goroutine writing now writes again for us
 	}
-	for first := true; c.conn != nil && !c.writing && (first || c.deferred) && (len(c.ctl) > 0 || len(c.out) > 0 || c.pingWanted); first = false {
+	for again := true; again && c.conn != nil && !c.writing && (len(c.ctl) > 0 || len(c.out) > 0 || c.pingWanted); {
 		c.deferred = false
 		conn, raw := c.conn, c.connWriter
 		ctl, out, msgs := c.ctl, c.out, c.outMsgs
@@ -293,6 +291,7 @@ func (c *Client) writeLocked(writes *atomic.Uint64) {
 
 		c.mu.Lock()
 		c.writing = false
+		again = c.deferred // asked for while this write was under way
 		c.spareCtl, c.spareOut = reusable(ctl), reusable(out)
 		c.room.Broadcast()
 		if err != nil {
