@@ -66,8 +66,9 @@ func benchPublishBurst(b *testing.B, overlap bool) {
 	b.ReportMetric(v, "sidecar-cpu-ns/msg")
 	b.ReportMetric(v-d, "added-cpu-ns/msg")
 	byReader, byWriter := r.side.BrokerWrites()
+	handoffs, _ := r.side.PublishHandoffs()
 	b.Logf("%d messages per path: CPU per message direct %.0f ns, through the sidecar %.0f ns (%.2fx), the sidecar's part %.0f ns; %d handoffs to the upstream writer, writes to the broker %d by readers and %d by the writer",
-		b.N, d, v, v/d, v-d, r.side.PublishHandoffs(), byReader, byWriter)
+		b.N, d, v, v/d, v-d, handoffs, byReader, byWriter)
 	if c := r.side.TopicCounters()["burst"]; c.Forwarded < uint64(b.N) {
 		b.Fatalf("the sidecar forwarded %d of %d", c.Forwarded, b.N)
 	}

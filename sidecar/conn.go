@@ -152,10 +152,7 @@ func (c *conn) serve() {
 		// error after them in the same read, a CONNECT that does not
 		// parse) still go up, as they would from nats-server; the reader
 		// does not reach its next read, where it would write them.
-		if c.upstreamQueued {
-			c.upstreamQueued = false
-			c.srv.up.WriteQueued()
-		}
+		c.writeUpstream(false)
 		c.close()
 		<-writerDone
 	}()
@@ -353,15 +350,7 @@ const deadlineSlack = 16
 // CONNECT arrived) or MaxIdle (after) away, so a command that dribbles in
 // (a slow-loris) or a silent client is closed.
 func (r *flushingReader) Read(p []byte) (int, error) {
-	if r.c.upstreamQueued {
-		r.c.upstreamQueued = false
-		if r.filled && r.c.srv.opts.OverlapUpstreamWrites {
-			r.c.srv.publishHandoffs.Add(1)
-			r.c.srv.up.WriteSoon()
-		} else {
-			r.c.srv.up.WriteQueued()
-		}
-	}
+	r.c.writeUpstream(r.filled && r.c.srv.opts.OverlapUpstreamWrites)
 	if r.c.reader.Buffered() == 0 { // a new command starts: its time starts
 		idle := r.c.srv.opts.MaxIdle
 		if !r.c.connected {
@@ -379,6 +368,21 @@ func (r *flushingReader) Read(p []byte) (int, error) {
 		r.c.arrived = time.Now()
 	}
 	return n, err
+}
+
+// writeUpstream writes the publishes this connection queued upstream
+// since it last did, if any: itself, or with handOff by leaving them to the
+// upstream writer goroutine (OverlapUpstreamWrites).
+func (c *conn) writeUpstream(handOff bool) {
+	if !c.upstreamQueued {
+		return
+	}
+	c.upstreamQueued = false
+	if handOff {
+		c.srv.up.WriteSoon()
+	} else {
+		c.srv.up.WriteQueued()
+	}
 }
 
 // owedPong is one client PING's answer.
@@ -400,10 +404,7 @@ func (c *conn) pong(sentUpstream bool) {
 		c.pongReady(owed)
 		return
 	}
-	if c.upstreamQueued {
-		c.upstreamQueued = false
-		c.srv.up.WriteQueued()
-	}
+	c.writeUpstream(false)
 	var once sync.Once
 	timeout := time.AfterFunc(c.srv.opts.UpstreamFlushTimeout, func() { once.Do(func() { c.pongReady(owed) }) })
 	c.srv.up.FlushAsync(func(error) {

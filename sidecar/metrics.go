@@ -39,6 +39,8 @@ var (
 		"Writes to the broker's socket, by who wrote: an application connection's reader (publishes written inline, before it reads again) or the upstream writer goroutine (control lines, confirmations, and publishes handed over by -overlap-upstream-writes).", []string{"by"}, nil)
 	descPublishHandoffs = prometheus.NewDesc("weighstation_sidecar_publish_handoffs_total",
 		"Times an application connection's reader, behind its application, handed its queued publishes to the upstream writer goroutine instead of writing them itself (-overlap-upstream-writes).", nil, nil)
+	descPublishHandoffsHeld = prometheus.NewDesc("weighstation_sidecar_publish_handoffs_held_total",
+		"Handoffs that found the handoff backlog (256 KiB by default) already waiting behind a write to the broker, so the reader waited for that write, or wrote itself, before it read on.", nil, nil)
 	descBrokerConnected = prometheus.NewDesc("weighstation_sidecar_broker_connected",
 		"1 while the connection to the broker is up. Without it the sidecar still serves its applications: publishes wait in the bounded outage buffer.", nil, nil)
 	descBrokerReconnects = prometheus.NewDesc("weighstation_sidecar_broker_reconnects_total",
@@ -86,7 +88,7 @@ type collector struct{ s *Server }
 func (s *Server) Collector() prometheus.Collector { return collector{s} }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descInFlight, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descBrokerInDoubt, descWrites, descBrokerWrites, descPublishHandoffs, descBrokerConnected, descBrokerReconnects, descBrokerUnsent, descEchoSuppressed, descKilled, descBreakerState, descBreakerTransitions, descNoResponders, descAccess, descRepliesAllowed, descUntracked} {
+	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descInFlight, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descBrokerInDoubt, descWrites, descBrokerWrites, descPublishHandoffs, descPublishHandoffsHeld, descBrokerConnected, descBrokerReconnects, descBrokerUnsent, descEchoSuppressed, descKilled, descBreakerState, descBreakerTransitions, descNoResponders, descAccess, descRepliesAllowed, descUntracked} {
 		ch <- d
 	}
 }
@@ -110,7 +112,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	byReader, byUpstreamWriter := c.s.BrokerWrites()
 	ch <- prometheus.MustNewConstMetric(descBrokerWrites, prometheus.CounterValue, float64(byReader), "reader")
 	ch <- prometheus.MustNewConstMetric(descBrokerWrites, prometheus.CounterValue, float64(byUpstreamWriter), "writer")
-	ch <- prometheus.MustNewConstMetric(descPublishHandoffs, prometheus.CounterValue, float64(c.s.PublishHandoffs()))
+	handoffs, held := c.s.PublishHandoffs()
+	ch <- prometheus.MustNewConstMetric(descPublishHandoffs, prometheus.CounterValue, float64(handoffs))
+	ch <- prometheus.MustNewConstMetric(descPublishHandoffsHeld, prometheus.CounterValue, float64(held))
 	ch <- prometheus.MustNewConstMetric(descBrokerConnected, prometheus.GaugeValue, boolGauge(c.s.BrokerConnected()))
 	ch <- prometheus.MustNewConstMetric(descBrokerReconnects, prometheus.CounterValue, float64(c.s.BrokerReconnects()))
 	ch <- prometheus.MustNewConstMetric(descBrokerUnsent, prometheus.CounterValue, float64(c.s.up.Unsent()))

@@ -66,7 +66,7 @@ func TestOverlappedUpstreamWritesKeepEveryPublishInOrder(t *testing.T) {
 				}
 			}
 
-			handoffs := r.side.PublishHandoffs()
+			handoffs, _ := r.side.PublishHandoffs()
 			byReader, byWriter := r.side.BrokerWrites()
 			switch {
 			case !tc.overlap && handoffs != 0:

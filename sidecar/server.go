@@ -304,6 +304,12 @@ func (s *Server) BrokerReconnects() uint64 { return s.up.Reconnects() }
 // goroutine made (OverlapUpstreamWrites hands publishes to it).
 func (s *Server) BrokerWrites() (byReader, byWriter uint64) { return s.up.Writes() }
 
+// PublishHandoffs counts the times an application connection's reader,
+// behind its application, left its queued publishes to the upstream writer
+// goroutine instead of writing them itself (OverlapUpstreamWrites), and
+// those of them held because upstream.HandoffBacklogBytes already waited.
+func (s *Server) PublishHandoffs() (all, held uint64) { return s.up.Handoffs() }
+
 // brokerConnected runs after each connection to the broker: the broker's
 // version and max_payload may be new (or known for the first time, when
 // the sidecar started before the broker), so clients get a new INFO.

@@ -32,9 +32,6 @@ type telemetry struct {
 	// inlineWrites and writerWrites count the writes to applications by
 	// who made them (AppWrites).
 	inlineWrites, writerWrites atomic.Uint64
-	// publishHandoffs counts the times a connection's reader handed its
-	// queued publishes to the upstream writer (OverlapUpstreamWrites).
-	publishHandoffs atomic.Uint64
 
 	// requestLatency times the application's requests, arrival to reply.
 	requestLatency *latency.Recorder
@@ -86,12 +83,6 @@ func (t *telemetry) RequestLatency() latency.Snapshot { return t.requestLatency.
 func (t *telemetry) AppWrites() (inline, byWriter uint64) {
 	return t.inlineWrites.Load(), t.writerWrites.Load()
 }
-
-// PublishHandoffs is the number of times an application connection's
-// reader, behind its application, left its queued publishes to the
-// upstream writer goroutine instead of writing them itself
-// (OverlapUpstreamWrites).
-func (t *telemetry) PublishHandoffs() uint64 { return t.publishHandoffs.Load() }
 
 // Invalid is the number of PUBs and SUBs refused for an invalid subject,
 // pattern or header block.
