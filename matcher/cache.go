@@ -65,6 +65,11 @@ const (
 	// otherwise: nats-server's Sublist caches 1,024.
 	DefaultCacheSize = 1024
 
+	// MaxCacheSize is the most results a cache holds: WithCacheSize
+	// takes a larger bound as this one (its slots alone, allocated up
+	// front, are 16 MiB).
+	MaxCacheSize = 1 << 20
+
 	// cacheWays is the number of slots per bucket.
 	cacheWays = 2
 
@@ -138,7 +143,7 @@ func (c *resultCache[T]) count(k cacheCounter) {
 
 func newResultCache[T comparable](o *options) *resultCache[T] {
 	size := cacheWays
-	for size < o.cacheSize {
+	for size < min(o.cacheSize, MaxCacheSize) {
 		size <<= 1
 	}
 	c := &resultCache[T]{

@@ -2,6 +2,7 @@ package matcher_test
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 
@@ -200,6 +201,29 @@ func TestCacheIsBounded(t *testing.T) {
 				t.Fatalf("%d entries after %d distinct subjects, want between %d and %d", n, 8*matcher.DefaultCacheSize, tc.max/2, tc.max)
 			}
 		})
+	}
+}
+
+// TestCacheSizeIsBoundedByMaxCacheSize: a bound past MaxCacheSize is taken
+// as MaxCacheSize (the largest int looped forever in the rounding to a
+// power of two), and one at it is kept.
+func TestCacheSizeIsBoundedByMaxCacheSize(t *testing.T) {
+	for _, tc := range []struct {
+		size, slots int
+	}{
+		{matcher.MaxCacheSize - 1, matcher.MaxCacheSize},
+		{matcher.MaxCacheSize, matcher.MaxCacheSize},
+		{matcher.MaxCacheSize + 1, matcher.MaxCacheSize},
+		{math.MaxInt, matcher.MaxCacheSize},
+		{3, 4},
+		{1, 2},
+		{0, 0},
+		{-1, 0},
+	} {
+		tr := matcher.New[int](matcher.WithCacheSize(tc.size))
+		if got := matcher.CacheSlots(tr); got != tc.slots {
+			t.Errorf("WithCacheSize(%d): %d slots, want %d", tc.size, got, tc.slots)
+		}
 	}
 }
 

@@ -58,6 +58,14 @@ func CacheStatsOf[T comparable](t *Trie[T]) (s CacheStats, ok bool) {
 }
 
 // CacheEntries counts the slots holding an entry of the current version.
+// CacheSlots is the number of results t's cache can hold.
+func CacheSlots[T comparable](t *Trie[T]) int {
+	if t.cache == nil {
+		return 0
+	}
+	return len(t.cache.buckets) * cacheWays
+}
+
 func CacheEntries[T comparable](t *Trie[T]) int {
 	if t.cache == nil {
 		return 0

@@ -147,7 +147,10 @@ const linearScanMax = 8
 
 // tokenKey packs a token's length and its first 7 bytes into one word, so
 // that lookups compare words and confirm an equal key with one string
-// compare.
+// compare. The length saturates at 255 (a token may be up to
+// MaxSubjectLength bytes): a length kept modulo 256 would give a token of 7
+// bytes or fewer, whose key is trusted without the compare, the key of a
+// longer one that begins with it.
 func tokenKey(token string) uint64 { return keyAt(token, 0, len(token)) }
 
 // keyAt is tokenKey of s[start:end], read with one 8-byte load where s is
@@ -169,7 +172,7 @@ func keyFrom(p *byte, len, start, end int) uint64 {
 	w := binary.LittleEndian.Uint64(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(p), off)), 8))
 	w >>= (8 * (start - off)) & 63 // start-off < 8; the mask spares a check for shifts past 63
 	n := end - start
-	return w&(1<<(8*min(n, 7))-1) | uint64(n)<<56
+	return w&(1<<(8*min(n, 7))-1) | uint64(min(n, 255))<<56
 }
 
 func keyAtShort(s string, start, end int) uint64 {
@@ -178,7 +181,7 @@ func keyAtShort(s string, start, end int) uint64 {
 	for i := n - 1; i >= 0; i-- {
 		w = w<<8 | uint64(s[start+i])
 	}
-	return w&(1<<(8*min(n, 7))-1) | uint64(n)<<56
+	return w&(1<<(8*min(n, 7))-1) | uint64(min(n, 255))<<56
 }
 
 // slotOf is the table slot a key hashes to (Fibonacci hashing).

@@ -16,7 +16,8 @@ type options struct {
 }
 
 // WithCacheSize bounds the result cache to entries results (rounded up to a
-// power of two, at least 2); 0 or less turns the cache off. The default is
+// power of two, at least 2, at most MaxCacheSize); 0 or less turns the
+// cache off. The default is
 // DefaultCacheSize, the bound of nats-server's Sublist cache.
 //
 // The cache's memory is bounded by the number of entries: each holds a copy

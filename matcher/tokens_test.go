@@ -10,13 +10,17 @@ import (
 // separators 8 bytes at a time and computes every key in one loop, against
 // the writers' path (tokenize, then tokenKey of each token) on subjects of
 // every length from 1 byte to past a word, tokens of 1 to 12 bytes placed
-// at every offset.
+// at every offset, and now and then one of 250 to 269.
 func TestTokenizeAgreesWithTokenKey(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 20_000 {
 		tokens := make([]string, 1+rng.IntN(6))
 		for i := range tokens {
-			b := make([]byte, 1+rng.IntN(12))
+			n := 1 + rng.IntN(12)
+			if rng.IntN(50) == 0 {
+				n = 250 + rng.IntN(20) // around the key's length field's bound
+			}
+			b := make([]byte, n)
 			for j := range b {
 				b[j] = "abcxyz0189-_é"[rng.IntN(13)]
 			}
@@ -41,6 +45,22 @@ func TestTokenizeAgreesWithTokenKey(t *testing.T) {
 			}
 			if ms.keys[i] != tokenKey(tok) {
 				t.Fatalf("tokenize(%q): key of token %d (%q) = %#x, want %#x", subject, i, tok, ms.keys[i], tokenKey(tok))
+			}
+		}
+	}
+}
+
+// TestTokenKeyProvesShortTokensEqual: a key is trusted without a string
+// compare for a token of up to 7 bytes, so no other token may share it,
+// however long: the length field saturates instead of wrapping (a 263-byte
+// token that began with a 7-byte one had its key when the length was kept
+// modulo 256).
+func TestTokenKeyProvesShortTokensEqual(t *testing.T) {
+	for _, short := range []string{"a", "abcdefg", "\x00", "ab\x00"} {
+		for _, n := range []int{8, 255, 256, 256 + len(short), 263, 511, 512 + len(short), 1024} {
+			long := short + strings.Repeat("\x00", n-len(short))
+			if tokenKey(short) == tokenKey(long) {
+				t.Errorf("tokenKey(%q) == tokenKey of a %d-byte token beginning with it: %#x", short, n, tokenKey(short))
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -203,6 +204,59 @@ func TestMatchDoesNotAllocate(t *testing.T) {
 				t.Fatalf("cache counters %+v: the runs were not hits", s)
 			}
 		})
+	}
+}
+
+// TestTokensOfLengthsThatDifferBy256: a 7-byte token and a 263-byte one
+// that begins with it are two patterns, in either order of subscription,
+// in a C-node scanned by key and in one with a probing table (9 or more
+// literal siblings). They were one when the key's length field wrapped.
+func TestTokensOfLengthsThatDifferBy256(t *testing.T) {
+	short := "abcdefg"
+	long := short + strings.Repeat("\x00", 256)
+	for _, siblings := range []int{0, 9} {
+		for _, longFirst := range []bool{false, true} {
+			t.Run(fmt.Sprintf("siblings=%d/longFirst=%v", siblings, longFirst), func(t *testing.T) {
+				tr := matcher.New[int](matcher.WithoutCache())
+				for i := range siblings {
+					mustSubscribe(t, tr, fmt.Sprintf("p.s%d", i), 100+i)
+				}
+				if got := tr.Match("p."+short, nil); len(got) != 0 {
+					t.Fatalf("before any, Match(p.%s) = %v", short, got)
+				}
+				order := []struct {
+					token string
+					value int
+				}{{short, 1}, {long, 2}}
+				if longFirst {
+					order[0], order[1] = order[1], order[0]
+				}
+				mustSubscribe(t, tr, "p."+order[0].token, order[0].value)
+				if got := tr.Match("p."+order[1].token, nil); len(got) != 0 {
+					t.Fatalf("with only the %d-byte token subscribed, the %d-byte one matched %v", len(order[0].token), len(order[1].token), got)
+				}
+				mustSubscribe(t, tr, "p."+order[1].token, order[1].value)
+				if got := tr.Match("p."+short, nil); !slices.Equal(got, []int{1}) {
+					t.Fatalf("Match(p.<7 bytes>) = %v, want [1]", got)
+				}
+				if got := tr.Match("p."+long, nil); !slices.Equal(got, []int{2}) {
+					t.Fatalf("Match(p.<263 bytes>) = %v, want [2]", got)
+				}
+				pairs := map[int]int{}
+				for p, v := range tr.Snapshot().All() {
+					pairs[v] = len(p)
+				}
+				if pairs[1] != len("p."+short) || pairs[2] != len("p."+long) {
+					t.Fatalf("Snapshot has value 1 under a %d-byte pattern and 2 under a %d-byte one, want %d and %d", pairs[1], pairs[2], len("p."+short), len("p."+long))
+				}
+				if removed, err := tr.Unsubscribe("p."+short, 1); err != nil || !removed {
+					t.Fatalf("Unsubscribe(p.<7 bytes>, 1) = %v, %v", removed, err)
+				}
+				if got := tr.Match("p."+long, nil); !slices.Equal(got, []int{2}) {
+					t.Fatalf("after the short one left, Match(p.<263 bytes>) = %v, want [2]", got)
+				}
+			})
+		}
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 // audit mode logs each subject once (up to maxAuditLogged subjects).
 
 // maxAuditLogged bounds the subjects audit mode remembers having logged;
-// past it, it stops logging new ones (the counters go on).
+// past it, it says so once and logs no new ones (the counters go on).
 const maxAuditLogged = 10_000
 
 // Operation is what an ACL judged.
@@ -40,6 +40,7 @@ type accessCounters [numOperations][policy.NumRules][2]atomic.Uint64
 type auditLog struct {
 	mu     sync.Mutex
 	logged map[string]struct{}
+	full   bool // logged holds maxAuditLogged subjects, and that was said once
 }
 
 // denied judges an operation a rule refuses and reports whether it must be
@@ -60,12 +61,22 @@ func (s *Server) denied(op Operation, rule policy.Rule, subject string, audit bo
 	key := op.String() + " " + subject
 	s.audit.mu.Lock()
 	_, seen := s.audit.logged[key]
-	if !seen && len(s.audit.logged) < maxAuditLogged {
-		s.audit.logged[key] = struct{}{}
+	logIt, nowFull := false, false
+	if !seen && !s.audit.full {
+		if len(s.audit.logged) < maxAuditLogged {
+			s.audit.logged[key] = struct{}{}
+			logIt = true
+		} else {
+			s.audit.full, nowFull = true, true
+		}
 	}
 	s.audit.mu.Unlock()
-	if !seen {
+	switch {
+	case logIt:
 		s.opts.Log.Info("access audit: would refuse", "operation", op.String(), "subject", subject, "rule", rule.String(), "why", rule.Explain())
+	case nowFull:
+		s.opts.Log.Info("access audit: logged the most subjects it remembers; further ones are only counted (weighstation_sidecar_access_denied_total)",
+			"maxSubjects", maxAuditLogged)
 	}
 	return false
 }

@@ -249,10 +249,24 @@ func New(up *upstream.Client, opts Options) (*Server, error) {
 	if opts.KillSwitchInterval <= 0 {
 		return nil, fmt.Errorf("sidecar options: KillSwitchInterval must be positive, got %s", opts.KillSwitchInterval)
 	}
-	if opts.MaxConnections < 1 || opts.MaxControlBytes < 1 || opts.WriteBatchBytes < 1 ||
-		opts.UpstreamFlushTimeout <= 0 || opts.ConnectTimeout <= 0 || opts.MaxIdle <= 0 || opts.MemoryBudget < 1 || opts.MaxSubscriptions < 1 ||
-		opts.MaxPendingBytesPerConnection < 1 {
-		return nil, fmt.Errorf("sidecar options: every limit must be positive, got %+v", opts)
+	for _, limit := range []struct {
+		name     string
+		positive bool
+		value    any
+	}{
+		{"MaxConnections (-max-connections)", opts.MaxConnections >= 1, opts.MaxConnections},
+		{"MaxControlBytes", opts.MaxControlBytes >= 1, opts.MaxControlBytes},
+		{"WriteBatchBytes", opts.WriteBatchBytes >= 1, opts.WriteBatchBytes},
+		{"UpstreamFlushTimeout", opts.UpstreamFlushTimeout > 0, opts.UpstreamFlushTimeout},
+		{"ConnectTimeout", opts.ConnectTimeout > 0, opts.ConnectTimeout},
+		{"MaxIdle", opts.MaxIdle > 0, opts.MaxIdle},
+		{"MemoryBudget (-memory-budget)", opts.MemoryBudget >= 1, opts.MemoryBudget},
+		{"MaxSubscriptions", opts.MaxSubscriptions >= 1, opts.MaxSubscriptions},
+		{"MaxPendingBytesPerConnection", opts.MaxPendingBytesPerConnection >= 1, opts.MaxPendingBytesPerConnection},
+	} {
+		if !limit.positive {
+			return nil, fmt.Errorf("sidecar options: %s must be positive, got %v", limit.name, limit.value)
+		}
 	}
 	if opts.AppSendBuffer < 0 {
 		return nil, fmt.Errorf("sidecar options: -app-send-buffer must be 0 (the kernel's autotuning) or a number of bytes, got %d", opts.AppSendBuffer)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -410,5 +411,41 @@ func TestDepartedClientIsForgotten(t *testing.T) {
 	})
 	if totals := r.side.PolicyTotals()[""]; totals.Arrived != 0 || !totals.Balanced() {
 		t.Fatalf("totals %+v", totals)
+	}
+}
+
+// TestNewNamesAnInvalidOption: New refuses a limit of nothing with an
+// error that names the option (and its flag, where it has one), not a dump
+// of all of them.
+func TestNewNamesAnInvalidOption(t *testing.T) {
+	broker := natstest.StartBroker(t, nil)
+	up := natstest.DialUpstream(t, broker.ClientURL())
+	for _, tc := range []struct {
+		want  string
+		spoil func(*sidecar.Options)
+	}{
+		{"MaxConnections (-max-connections) must be positive, got 0", func(o *sidecar.Options) { o.MaxConnections = 0 }},
+		{"MaxControlBytes must be positive", func(o *sidecar.Options) { o.MaxControlBytes = 0 }},
+		{"WriteBatchBytes must be positive", func(o *sidecar.Options) { o.WriteBatchBytes = -1 }},
+		{"UpstreamFlushTimeout must be positive", func(o *sidecar.Options) { o.UpstreamFlushTimeout = 0 }},
+		{"ConnectTimeout must be positive", func(o *sidecar.Options) { o.ConnectTimeout = 0 }},
+		{"MaxIdle must be positive", func(o *sidecar.Options) { o.MaxIdle = 0 }},
+		{"MemoryBudget (-memory-budget) must be positive, got 0", func(o *sidecar.Options) { o.MemoryBudget = 0 }},
+		{"MaxSubscriptions must be positive", func(o *sidecar.Options) { o.MaxSubscriptions = 0 }},
+		{"MaxPendingBytesPerConnection must be positive", func(o *sidecar.Options) { o.MaxPendingBytesPerConnection = 0 }},
+		{"KillSwitchInterval must be positive", func(o *sidecar.Options) { o.KillSwitchInterval = 0 }},
+		{"-app-send-buffer must be 0", func(o *sidecar.Options) { o.AppSendBuffer = -1 }},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			opts := sidecar.DefaultOptions
+			tc.spoil(&opts)
+			s, err := sidecar.New(up, opts)
+			if err == nil {
+				s.Close()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error saying %q", err, tc.want)
+			}
+		})
 	}
 }

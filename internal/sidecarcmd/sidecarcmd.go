@@ -100,6 +100,15 @@ func Run(args []string) error {
 	if *drainGrace < 0 {
 		return fmt.Errorf("-drain-grace must not be negative (0 drops at once what the sidecar holds), got %s", *drainGrace)
 	}
+	if *reload <= 0 {
+		return fmt.Errorf("-reload-interval must be positive (how often -config is checked), got %s", *reload)
+	}
+	if opts.MaxConnections < 1 {
+		return fmt.Errorf("-max-connections must be at least 1, got %d", opts.MaxConnections)
+	}
+	if opts.MemoryBudget < 1 {
+		return fmt.Errorf("-memory-budget must be at least 1 byte, got %d", opts.MemoryBudget)
+	}
 	if *finalReport < 0 {
 		return fmt.Errorf("-final-report-timeout must not be negative (0 sends no last report), got %s", *finalReport)
 	}

@@ -214,9 +214,25 @@ func Dial(opts Options) (*Client, error) {
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	if opts.DialTimeout <= 0 || opts.ReconnectWait <= 0 || opts.ReconnectJitter < 0 || opts.OutageBufferBytes < 1 ||
-		opts.MaxPendingBytes < 1 || opts.PingInterval <= 0 || opts.MaxPingsOut < 1 || opts.ConfirmInterval <= 0 {
-		return nil, fmt.Errorf("broker connection options: every limit must be positive, got %+v", opts)
+	if opts.ReconnectJitter < 0 {
+		return nil, fmt.Errorf("broker connection options: ReconnectJitter must not be negative, got %s", opts.ReconnectJitter)
+	}
+	for _, limit := range []struct {
+		name     string
+		positive bool
+		value    any
+	}{
+		{"DialTimeout", opts.DialTimeout > 0, opts.DialTimeout},
+		{"ReconnectWait", opts.ReconnectWait > 0, opts.ReconnectWait},
+		{"OutageBufferBytes", opts.OutageBufferBytes >= 1, opts.OutageBufferBytes},
+		{"MaxPendingBytes", opts.MaxPendingBytes >= 1, opts.MaxPendingBytes},
+		{"PingInterval", opts.PingInterval > 0, opts.PingInterval},
+		{"MaxPingsOut", opts.MaxPingsOut >= 1, opts.MaxPingsOut},
+		{"ConfirmInterval", opts.ConfirmInterval > 0, opts.ConfirmInterval},
+	} {
+		if !limit.positive {
+			return nil, fmt.Errorf("broker connection options: %s must be positive, got %v", limit.name, limit.value)
+		}
 	}
 	if opts.HandoffBacklogBytes < 1 || opts.HandoffBacklogBytes > opts.MaxPendingBytes {
 		return nil, fmt.Errorf("broker connection options: HandoffBacklogBytes must be between 1 and MaxPendingBytes (%d), got %d", opts.MaxPendingBytes, opts.HandoffBacklogBytes)

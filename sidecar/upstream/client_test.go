@@ -343,6 +343,38 @@ func TestWriteSoonBoundsWhatWaits(t *testing.T) {
 	}
 }
 
+// TestDialNamesAnInvalidOption: Dial refuses a limit of nothing (or a
+// negative jitter) with an error that names the option, not a dump of all
+// of them.
+func TestDialNamesAnInvalidOption(t *testing.T) {
+	for _, tc := range []struct {
+		option string
+		spoil  func(*upstream.Options)
+	}{
+		{"DialTimeout", func(o *upstream.Options) { o.DialTimeout = 0 }},
+		{"ReconnectWait", func(o *upstream.Options) { o.ReconnectWait = -time.Second }},
+		{"ReconnectJitter", func(o *upstream.Options) { o.ReconnectJitter = -1 }},
+		{"OutageBufferBytes", func(o *upstream.Options) { o.OutageBufferBytes = 0 }},
+		{"MaxPendingBytes", func(o *upstream.Options) { o.MaxPendingBytes = 0 }},
+		{"PingInterval", func(o *upstream.Options) { o.PingInterval = 0 }},
+		{"MaxPingsOut", func(o *upstream.Options) { o.MaxPingsOut = 0 }},
+		{"ConfirmInterval", func(o *upstream.Options) { o.ConfirmInterval = 0 }},
+	} {
+		t.Run(tc.option, func(t *testing.T) {
+			opts := upstream.DefaultOptions
+			opts.URL = "nats://127.0.0.1:1"
+			tc.spoil(&opts)
+			up, err := upstream.Dial(opts)
+			if err == nil {
+				up.Close()
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), "broker connection options: "+tc.option+" must") {
+				t.Fatalf("got %v, want a refusal naming %s", err, tc.option)
+			}
+		})
+	}
+}
+
 // TestHandoffBacklogIsWithinMaxPendingBytes: Dial refuses a handoff
 // backlog of nothing or one past MaxPendingBytes, naming the option, and
 // takes one equal to it.
