@@ -232,8 +232,14 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 	subject, reply := bytesView(cmd.Subject), bytesView(cmd.Reply)
 	now := c.arrived
 	if matcher.ValidateSubject(subject) != nil || (reply != "" && matcher.ValidateSubject(reply) != nil) {
+		// Dropped and counted. nats-server checks a publish's subjects for
+		// a pedantic client only, and tells it so; to any other client an
+		// error would cost the connection, since nats.go closes on an
+		// -ERR it does not know as transient.
 		c.srv.invalid.Add(1)
-		c.refuse(subject, now, func() string { return "Invalid Subject" }) // nats-server's text
+		if c.opts.Pedantic {
+			c.refuse(subject, now, func() string { return "Invalid Publish Subject" }) // nats-server's text
+		}
 		return false
 	}
 	// A reply to a request the application received: time its answer for

@@ -21,6 +21,7 @@ type rawClient struct {
 	t    testing.TB
 	conn net.Conn
 	r    *bufio.Reader
+	info string // the INFO line it got on connecting, without its CRLF
 }
 
 // raw connects a rawClient to the sidecar.
@@ -39,8 +40,8 @@ func dialRaw(t testing.TB, addr string) *rawClient {
 	}
 	t.Cleanup(func() { conn.Close() })
 	c := &rawClient{t: t, conn: conn, r: bufio.NewReader(conn)}
-	if line := c.line(); !strings.HasPrefix(line, "INFO ") {
-		t.Fatalf("first line %q, want INFO", line)
+	if c.info = c.line(); !strings.HasPrefix(c.info, "INFO ") {
+		t.Fatalf("first line %q, want INFO", c.info)
 	}
 	return c
 }
@@ -63,10 +64,13 @@ func (c *rawClient) line() string {
 	return strings.TrimRight(l, "\r\n")
 }
 
-// closedAfter expects the given -ERR line, then the connection to close.
+// closedAfter expects the given -ERR line, then the connection to close;
+// with "", the close alone.
 func (c *rawClient) closedAfter(wantErr string) {
 	c.t.Helper()
-	if got := c.line(); got != wantErr {
+	if wantErr == "" {
+		// nothing before the close
+	} else if got := c.line(); got != wantErr {
 		c.t.Fatalf("got %q, want %q", got, wantErr)
 	}
 	_ = c.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -151,18 +155,52 @@ func TestPublishesBeforeAProtocolErrorGoUp(t *testing.T) {
 	}
 }
 
+// TestInvalidSubjectsAreRefusedWithoutClosing: an invalid SUB gets
+// nats-server's error; an invalid PUB is dropped and counted, with an
+// error only to a pedantic client, as from nats-server (nats.go closes its
+// connection on that error, so a stock client that is not pedantic must not
+// get it). Every one is counted, and the connection stays.
 func TestInvalidSubjectsAreRefusedWithoutClosing(t *testing.T) {
+	for _, tc := range []struct {
+		connect string
+		want    []string
+	}{
+		{`CONNECT {}`, []string{"-ERR 'Invalid Subject'", "PONG"}},
+		{`CONNECT {"pedantic":true}`, []string{"-ERR 'Invalid Subject'", "-ERR 'Invalid Publish Subject'", "-ERR 'Invalid Publish Subject'", "PONG"}},
+	} {
+		t.Run(tc.connect, func(t *testing.T) {
+			r := newRig(t)
+			c := r.raw(t)
+			c.send(tc.connect + "\r\nSUB a..b 1\r\nPUB a.> 1\r\nx\r\nPUB b reply.* 1\r\nx\r\nPING\r\n")
+			for _, want := range tc.want {
+				if got := c.line(); got != want {
+					t.Fatalf("got %q, want %q", got, want)
+				}
+			}
+			if n := r.side.Invalid(); n != 3 {
+				t.Fatalf("%d invalid refusals counted, want 3", n)
+			}
+		})
+	}
+}
+
+// TestAStockClientPublishingToAWildcardKeepsItsConnection: nats.go sends a
+// PUB to a wildcard subject as it is; through the sidecar, as against
+// nats-server, the connection survives it and goes on working.
+func TestAStockClientPublishingToAWildcardKeepsItsConnection(t *testing.T) {
 	r := newRig(t)
-	c := r.raw(t)
-	c.send("CONNECT {}\r\nSUB a..b 1\r\nPUB a.> 1\r\nx\r\nPING\r\n")
-	for _, want := range []string{"-ERR 'Invalid Subject'", "-ERR 'Invalid Subject'", "PONG"} {
-		if got := c.line(); got != want {
-			t.Fatalf("got %q, want %q", got, want)
-		}
+	app := r.app(t)
+	if err := app.Publish("orders.>", []byte("x")); err != nil {
+		t.Fatal(err)
 	}
-	if n := r.side.Invalid(); n != 2 {
-		t.Fatalf("%d invalid refusals counted, want 2", n)
+	flush(t, app) // the sentinel: the PUB was read before the PING
+	if app.IsClosed() || app.LastError() != nil {
+		t.Fatalf("the client's connection closed (%v) or saw an error (%v)", app.IsClosed(), app.LastError())
 	}
+	if n := r.side.Invalid(); n != 1 {
+		t.Fatalf("%d invalid publishes counted, want 1", n)
+	}
+	r.stillWorks(t, app)
 }
 
 func TestSlowAndSilentClientsAreClosed(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/meshconfig"
+	"github.com/weighstation/weighstation/sidecar"
 )
 
 // asyncErrors records what a stock client's async error handler sees.
@@ -163,6 +164,48 @@ func TestMaxPayloadFollowsTheConfiguration(t *testing.T) {
 	if got := app.MaxPayload(); got != 262144 {
 		t.Fatalf("max_payload %d after a refused configuration, want 262144", got)
 	}
+}
+
+// TestAClientClosedByANewINFODoesNotStallTheSidecar: a configuration
+// change sends every client a new INFO; one whose control replies cannot
+// take it is closed, and the change, the other clients and the next
+// changes go on (closing it took the connection table's lock that the INFO
+// loop held: SetConfig never returned, nor did anything after it).
+func TestAClientClosedByANewINFODoesNotStallTheSidecar(t *testing.T) {
+	small := configWith(meshconfig.TopicPolicy{Name: "t", Subject: "t.>", MaxMessageBytes: 4096, MayPublish: true})
+	small.Default.MaxMessageBytes = 4096
+	small.Default.PublishRate = nil
+	bigger := small
+	bigger.Topics = []meshconfig.TopicPolicy{{Name: "t", Subject: "t.>", MaxMessageBytes: 65536, MayPublish: true}}
+
+	// The length of the INFO a client gets under small, from a first rig.
+	measure := newRig(t)
+	if err := measure.side.SetConfig(small); err != nil {
+		t.Fatal(err)
+	}
+	infoLen := len(measure.raw(t).info) + len("\r\n")
+
+	// A sidecar whose clients' control replies hold exactly that INFO.
+	r := newRig(t, func(o *sidecar.Options) { o.MaxControlBytes = infoLen })
+	if err := r.side.SetConfig(small); err != nil {
+		t.Fatal(err)
+	}
+	stuck := r.raw(t) // its INFO written and read: nothing queued
+	done := make(chan error, 1)
+	go func() { done <- r.side.SetConfig(bigger) }() // a longer INFO: over MaxControlBytes
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("SetConfig did not return")
+	}
+	stuck.closedAfter("") // closed without a word: it could not take one
+	if err := r.side.SetConfig(small); err != nil {
+		t.Fatal(err)
+	}
+	r.stillWorks(t, r.app(t))
 }
 
 // TestQuotaHoldsAcrossConnections: connections that publish to one Topic

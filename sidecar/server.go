@@ -399,11 +399,11 @@ func (s *Server) infoFor(compiled *policy.Publish) ([]byte, error) {
 func (s *Server) installInfo(info []byte) {
 	old := s.info.Swap(&info)
 	if old != nil && string(*old) != string(info) {
-		s.connsMu.Lock()
-		for c := range s.conns {
+		// Not under connsMu: a client whose control replies are full is
+		// closed by queueControl, which takes connsMu to forget it.
+		for _, c := range s.connections() {
 			c.queueControl(protocol.AppendInfo(nil, info))
 		}
-		s.connsMu.Unlock()
 	}
 }
 
@@ -501,18 +501,26 @@ func (s *Server) Close() {
 		close(s.stop)
 	}
 	s.closed = true
-	conns := make([]*conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
 	s.connsMu.Unlock()
 	if s.ln != nil {
 		_ = s.ln.Close()
 	}
-	for _, c := range conns {
+	for _, c := range s.connections() {
 		c.close()
 	}
 	s.wg.Wait()
+}
+
+// connections is a snapshot of the connections, to act on without
+// connsMu: closing one takes it (forget).
+func (s *Server) connections() []*conn {
+	s.connsMu.Lock()
+	defer s.connsMu.Unlock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	return conns
 }
 
 func (s *Server) forget(c *conn) {

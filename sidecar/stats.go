@@ -65,14 +65,8 @@ func (s *Server) Stats() []SubscriptionStats {
 // liveSubs lists every connection's SUBs that are not removed, from a
 // snapshot of the connections and of each one's copy-on-write list.
 func (s *Server) liveSubs() []*localSub {
-	s.connsMu.Lock()
-	conns := make([]*conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.connsMu.Unlock()
 	var out []*localSub
-	for _, c := range conns {
+	for _, c := range s.connections() {
 		c.mu.Lock()
 		order := c.order
 		c.mu.Unlock()
