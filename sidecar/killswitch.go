@@ -247,7 +247,10 @@ func (k *killSwitches) evaluate(now time.Time) {
 	var pendingByPolicy map[string]int64
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for _, ks := range kills {
+	// The switches as of now: a Sync between the sweep and k.mu may have
+	// removed one, which must not be judged, or tripped with nothing left
+	// to release it.
+	for _, ks := range *k.byPolicy.Load() {
 		ks.mu.Lock()
 		if ks.breaker == nil {
 			ks.mu.Unlock()

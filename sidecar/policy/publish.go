@@ -54,13 +54,52 @@ type Topic struct {
 	// computed once so that choosing the governing Topic per message is an
 	// integer compare rather than a re-tokenization of both patterns.
 	specificity int
-	messages    *rate.Limiter // nil: no message quota
-	bytes       *rate.Limiter // nil: no byte quota
-	// quotaMu orders the charges of the buckets, and latest is the newest
-	// time charged (see take).
-	quotaMu  sync.Mutex
-	latest   time.Time
+	// rates are the Topic's quota under this configuration (zero: none),
+	// and quota its buckets, which outlive the configuration.
+	rates    quotaRates
+	quota    *quota
 	Counters *TopicCounters
+}
+
+// quotaRates are a Topic's quota settings; a zero rate is no quota of
+// that kind.
+type quotaRates struct {
+	messagesPerSecond, bytesPerSecond float64
+	messagesBurst, bytesBurst         int
+}
+
+// quota is a Topic's token buckets. Like its counters it outlives
+// recompilations, by the Topic's name: a configuration change (to any
+// Topic, or a kill switch) refills nothing, and a new rate or burst
+// applies to the tokens already there.
+type quota struct {
+	// mu orders the charges of the buckets, and latest is the newest time
+	// charged (see take).
+	mu       sync.Mutex
+	latest   time.Time
+	applied  quotaRates
+	messages *rate.Limiter // nil until a message quota is first applied
+	bytes    *rate.Limiter // nil until a byte quota is first applied
+}
+
+// apply makes the buckets follow rates, from now; q.mu is held.
+func (q *quota) apply(rates quotaRates, now time.Time) {
+	if q.applied == rates {
+		return
+	}
+	q.applied = rates
+	set := func(l **rate.Limiter, perSecond float64, burst int) {
+		switch {
+		case perSecond == 0:
+		case *l == nil:
+			*l = rate.NewLimiter(rate.Limit(perSecond), burst)
+		default:
+			(*l).SetLimitAt(now, rate.Limit(perSecond))
+			(*l).SetBurstAt(now, burst)
+		}
+	}
+	set(&q.messages, rates.messagesPerSecond, rates.messagesBurst)
+	set(&q.bytes, rates.bytesPerSecond, rates.bytesBurst)
 }
 
 // Publish is a compiled configuration.
@@ -76,16 +115,20 @@ type Publish struct {
 	access access
 }
 
-// Counters keeps every Topic's counters across recompilations.
+// Counters keeps every Topic's counters and quota buckets across
+// recompilations.
 type Counters struct {
 	mu     sync.Mutex
 	topics map[string]*TopicCounters
+	quotas map[string]*quota
 }
 
 // NewCounters returns an empty set.
-func NewCounters() *Counters { return &Counters{topics: map[string]*TopicCounters{}} }
+func NewCounters() *Counters {
+	return &Counters{topics: map[string]*TopicCounters{}, quotas: map[string]*quota{}}
+}
 
-func (c *Counters) forTopic(name string) *TopicCounters {
+func (c *Counters) forTopic(name string) (*TopicCounters, *quota) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	tc := c.topics[name]
@@ -93,7 +136,12 @@ func (c *Counters) forTopic(name string) *TopicCounters {
 		tc = &TopicCounters{}
 		c.topics[name] = tc
 	}
-	return tc
+	q := c.quotas[name]
+	if q == nil {
+		q = &quota{}
+		c.quotas[name] = q
+	}
+	return tc, q
 }
 
 // CountsSnapshot is a copy of one Topic's counters.
@@ -125,16 +173,17 @@ func Compile(cfg meshconfig.PodConfig, counters *Counters) (*Publish, error) {
 		if tp.MaxMessageBytes < 1 {
 			return nil, fmt.Errorf("topic %q: maxMessageBytes must be at least 1, got %d", tp.Name, tp.MaxMessageBytes)
 		}
-		t := &Topic{Policy: tp, Counters: counters.forTopic(tp.Name)}
+		t := &Topic{Policy: tp}
+		t.Counters, t.quota = counters.forTopic(tp.Name)
 		if r := tp.PublishRate; r != nil {
 			if r.MessagesPerSecond > 0 {
-				t.messages = rate.NewLimiter(rate.Limit(r.MessagesPerSecond), int(r.MessagesBurst))
+				t.rates.messagesPerSecond, t.rates.messagesBurst = float64(r.MessagesPerSecond), int(r.MessagesBurst)
 			}
 			if r.BytesPerSecond > 0 {
 				if r.BytesBurst < tp.MaxMessageBytes {
 					return nil, fmt.Errorf("topic %q: bytesBurst %d is below maxMessageBytes %d, which would refuse the largest messages forever", tp.Name, r.BytesBurst, tp.MaxMessageBytes)
 				}
-				t.bytes = rate.NewLimiter(rate.Limit(r.BytesPerSecond), int(r.BytesBurst))
+				t.rates.bytesPerSecond, t.rates.bytesBurst = float64(r.BytesPerSecond), int(r.BytesBurst)
 			}
 		}
 		p.MaxMessageBytes = max(p.MaxMessageBytes, tp.MaxMessageBytes)
@@ -226,6 +275,8 @@ func (t *Topic) Check(size int, now time.Time) Verdict {
 }
 
 // take spends one message and size bytes from the buckets, or nothing.
+// The buckets take this configuration's rates first, if the last charge
+// was under another's.
 //
 // Connections charge a Topic with the times their reads returned, which
 // reach it out of order (a reader works through a read's commands while
@@ -233,29 +284,38 @@ func (t *Topic) Check(size int, now time.Time) Verdict {
 // new last, and credits the interval between them again on the next
 // charge, so two connections a few milliseconds apart taking turns would
 // refill the buckets on every turn: a time earlier than the latest charged
-// is charged as the latest. quotaMu also makes the two buckets one
+// is charged as the latest. quota.mu also makes the two buckets one
 // decision for concurrent publishes.
 func (t *Topic) take(size int, now time.Time) bool {
-	if t.messages == nil && t.bytes == nil {
+	if t.rates == (quotaRates{}) {
 		return true
 	}
-	t.quotaMu.Lock()
-	defer t.quotaMu.Unlock()
-	if now.Before(t.latest) {
-		now = t.latest
+	q := t.quota
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if now.Before(q.latest) {
+		now = q.latest
 	} else {
-		t.latest = now
+		q.latest = now
 	}
-	// Holding quotaMu, nobody else spends these buckets: look at both, then
-	// spend from both, so a refusal spends nothing.
-	if t.messages != nil && t.messages.TokensAt(now) < 1 || t.bytes != nil && t.bytes.TokensAt(now) < float64(size) {
+	q.apply(t.rates, now)
+	messages, bytes := q.messages, q.bytes
+	if t.rates.messagesPerSecond == 0 {
+		messages = nil
+	}
+	if t.rates.bytesPerSecond == 0 {
+		bytes = nil
+	}
+	// Holding quota.mu, nobody else spends these buckets: look at both,
+	// then spend from both, so a refusal spends nothing.
+	if messages != nil && messages.TokensAt(now) < 1 || bytes != nil && bytes.TokensAt(now) < float64(size) {
 		return false
 	}
-	if t.messages != nil {
-		t.messages.AllowN(now, 1)
+	if messages != nil {
+		messages.AllowN(now, 1)
 	}
-	if t.bytes != nil {
-		t.bytes.AllowN(now, size)
+	if bytes != nil {
+		bytes.AllowN(now, size)
 	}
 	return true
 }

@@ -155,3 +155,50 @@ func quotaTopic(t *testing.T, quota meshconfig.Rate) *policy.Topic {
 	topic, _ := p.Governing("q", nil)
 	return topic
 }
+
+// TestQuotaOutlivesRecompilation: a Topic's buckets are its name's, not
+// one compiled configuration's. Compiling again (any change to the pod's
+// configuration, even to nothing) refills nothing; a new rate applies to
+// the tokens left, from the first charge under it. Before, every
+// compilation made new, full buckets.
+func TestQuotaOutlivesRecompilation(t *testing.T) {
+	counters := policy.NewCounters()
+	compile := func(r meshconfig.Rate) *policy.Topic {
+		t.Helper()
+		cfg := meshconfig.DefaultConfig(meshconfig.DefaultPolicy)
+		cfg.Topics = []meshconfig.TopicPolicy{{Name: "q", Subject: "q", MaxMessageBytes: 100, PublishRate: &r}}
+		p, err := policy.Compile(cfg, counters)
+		if err != nil {
+			t.Fatal(err)
+		}
+		topic, _ := p.Governing("q", nil)
+		return topic
+	}
+	allowed := func(topic *policy.Topic, n int, at time.Time) int {
+		ok := 0
+		for range n {
+			if topic.Check(10, at) == policy.Allow {
+				ok++
+			}
+		}
+		return ok
+	}
+	slow := meshconfig.Rate{MessagesPerSecond: 1, MessagesBurst: 5}
+	start := time.Now()
+	for _, tc := range []struct {
+		step  string
+		topic *policy.Topic
+		at    time.Duration
+		want  int
+	}{
+		{"the burst", compile(slow), 0, 5},
+		{"the same configuration again: nothing refilled", compile(slow), 0, 0},
+		{"a faster rate: one token accrued at the old rate until it applies", compile(meshconfig.Rate{MessagesPerSecond: 10, MessagesBurst: 5}), time.Second, 1},
+		{"then the new rate, up to the burst", compile(meshconfig.Rate{MessagesPerSecond: 10, MessagesBurst: 5}), 1500 * time.Millisecond, 5},
+		{"no quota", compile(meshconfig.Rate{}), 1500 * time.Millisecond, 20},
+	} {
+		if got := allowed(tc.topic, 20, start.Add(tc.at)); got != tc.want {
+			t.Fatalf("%s: %d of 20 allowed, want %d", tc.step, got, tc.want)
+		}
+	}
+}

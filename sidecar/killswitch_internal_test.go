@@ -1,0 +1,80 @@
+package sidecar
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/weighstation/weighstation/meshconfig"
+)
+
+// recordingHost is a killSwitchHost that records what it was asked to
+// apply, and says a pending count for every policy.
+type recordingHost struct {
+	mu      sync.Mutex
+	applied []string
+	pending int64
+}
+
+func (h *recordingHost) applyKill(policy string, killed bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	verb := "release "
+	if killed {
+		verb = "kill "
+	}
+	h.applied = append(h.applied, verb+policy)
+}
+
+func (h *recordingHost) pendingByPolicy() map[string]int64 {
+	return map[string]int64{"x": h.pending}
+}
+
+// TestATickDoesNotJudgeARemovedSubscription: a breakers' tick that began
+// before a configuration removed Subscription x (it loaded the switches,
+// then swept the request table) judges the switches in force when it takes
+// the board's lock, not x: tripped then, x's SUBs would stay killed, with
+// no switch left to release them.
+func TestATickDoesNotJudgeARemovedSubscription(t *testing.T) {
+	host := &recordingHost{pending: 100} // over x's bound: a judged x trips
+	requests := newAnswerable()
+	k := newKillSwitches(host, requests, time.Hour, logr.Discard())
+	x := meshconfig.SubscriptionPolicy{Name: "x", Subject: "x.>",
+		Limits: meshconfig.Limits{MaxPendingMessages: 10_000, MaxPendingBytes: 32 << 20, Overflow: "DropNewest"}}
+	x.KillSwitch.Auto = &meshconfig.AutoKillSwitch{MaxPendingMessages: 10, MaxLatencyMillis: 1000, WindowMillis: 1000, CooldownMillis: 1000}
+	k.Sync([]meshconfig.SubscriptionPolicy{x})
+	ks := (*k.byPolicy.Load())["x"]
+	// A request waits for x's reply, so the tick's sweep asks x's bound,
+	// under x's lock: holding it stops the tick there, after it loaded the
+	// switches and before it takes the board's lock.
+	requests.delivered("_INBOX.a.b", "x", nanotime())
+	ks.mu.Lock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		k.evaluate(time.Now())
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for requests.mu.TryLock() { // until the tick holds the request table
+		requests.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("the tick never swept the request table")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	k.Sync(nil) // x leaves the configuration
+	ks.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tick did not end")
+	}
+	host.mu.Lock()
+	defer host.mu.Unlock()
+	if slices.Contains(host.applied, "kill x") {
+		t.Fatalf("the tick killed Subscription x after the configuration removed it (applied: %v)", host.applied)
+	}
+}
