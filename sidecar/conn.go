@@ -109,15 +109,35 @@ type localSub struct {
 	maxMsgs   atomic.Int64 // UNSUB's count; 0 means none
 	delivered atomic.Int64
 	removed   atomic.Bool
-	latency   *latencies // shared by the SUBs of one Subscription policy
-	policy    string     // the covering Subscription's name ("" for none)
-	retired   atomic.Bool
+	// binding is the Subscription policy that covers the SUB now; a new
+	// configuration may change it (Server.rebind).
+	binding atomic.Pointer[subBinding]
+	// base is what the queue had counted when binding last changed: the
+	// counts before it are its earlier policy's (under Server.retiredMu).
+	base    pending.Counts
+	retired atomic.Bool
 	// killed is set while the Subscription's kill switch is engaged.
 	killed atomic.Bool
-	// hasInterest says whether ls holds a reference on its upstream
-	// interest (not while killed); it changes under Server.interestMu.
-	hasInterest bool
+	// registered is set once Server.subscribe routed the SUB: kill switches
+	// leave it alone before (its subscribe applies theirs), so that it never
+	// takes its upstream interest twice. hasInterest says whether ls holds a
+	// reference on its upstream interest (not while killed). Both change
+	// under Server.interestMu.
+	registered, hasInterest bool
 }
+
+// subBinding is a SUB's Subscription policy: its name ("" for none) and
+// the latency recorders its SUBs share.
+type subBinding struct {
+	policy  string
+	latency *latencies
+}
+
+// policy is the name of the Subscription that covers ls now ("" for none).
+func (ls *localSub) policy() string { return ls.binding.Load().policy }
+
+// latency is the recorders of the Subscription that covers ls now.
+func (ls *localSub) latency() *latencies { return ls.binding.Load().latency }
 
 // retireWhenSettled folds a removed subscription's counts into its policy's
 // totals once nothing of it is in flight any more (its writer settles the
@@ -472,8 +492,8 @@ func (c *conn) subscribe(cmd *protocol.Command) bool {
 		return false
 	}
 	limits, essential, policyName := c.srv.subscriptionPolicy(subject)
-	ls := &localSub{conn: c, sid: sid, key: upstream.Key{Subject: subject, Queue: string(cmd.Queue)}, queue: pending.New(limits).WithConnectionLimit(c.pendingLimit).WithBudget(c.srv.budget, essential),
-		latency: c.srv.latenciesFor(policyName), policy: policyName}
+	ls := &localSub{conn: c, sid: sid, key: upstream.Key{Subject: subject, Queue: string(cmd.Queue)}, queue: pending.New(limits).WithConnectionLimit(c.pendingLimit).WithBudget(c.srv.budget, essential)}
+	ls.binding.Store(&subBinding{policy: policyName, latency: c.srv.latenciesFor(policyName)})
 	c.mu.Lock()
 	c.subs[sid] = ls
 	c.order = append(append([]*localSub(nil), c.order...), ls)
@@ -498,10 +518,15 @@ func (c *conn) unsubscribe(cmd *protocol.Command) {
 	if ls == nil {
 		return // nats-server ignores an unknown sid too
 	}
-	if cmd.MaxMsgs > 0 && ls.delivered.Load() < int64(cmd.MaxMsgs) {
-		ls.maxMsgs.Store(int64(cmd.MaxMsgs))
-		c.wakeWriter() // the writer removes it when the count is reached
-		return
+	if max := int64(cmd.MaxMsgs); max > 0 && ls.delivered.Load() < max {
+		ls.maxMsgs.Store(max)
+		// A write that settled meanwhile read no count: whichever of it
+		// and this sees the other's store removes the SUB (settle adds to
+		// delivered before it loads maxMsgs).
+		if ls.delivered.Load() < max {
+			c.wakeWriter() // the writer removes it when the count is reached
+			return
+		}
 	}
 	c.removeSub(ls, pending.ReasonUnsubscribed)
 }
@@ -509,7 +534,7 @@ func (c *conn) unsubscribe(cmd *protocol.Command) {
 // removeSub forgets a subscription once, drops what it still had pending,
 // and releases its upstream interest.
 func (c *conn) removeSub(ls *localSub, reason pending.Reason) {
-	if ls.removed.Swap(true) {
+	if !c.srv.startSettling(ls) {
 		return
 	}
 	c.mu.Lock()

@@ -103,21 +103,16 @@ func (c *conn) writer() {
 		select {
 		case <-c.wake:
 		case <-c.done:
-			// An inline write may have left a batch unfinished: what it
-			// took was not delivered.
-			c.writeMu.Lock()
-			if len(c.out.toWrite) > 0 {
-				c.settle(net.ErrClosed, false)
-			}
-			// SUBs that reached their count are unsubscribed, not closed.
-			c.removeUnsubscribeDue()
-			c.writeMu.Unlock()
+			c.settleLeftovers()
 			return
 		}
 		for {
 			more, err := c.writeBatch()
 			if err != nil {
 				c.close()
+				// An inline write may have taken messages between this
+				// write's failure and the close.
+				c.settleLeftovers()
 				return
 			}
 			if !more {
@@ -125,6 +120,20 @@ func (c *conn) writer() {
 			}
 		}
 	}
+}
+
+// settleLeftovers settles what the connection's writes leave once it is
+// closed (done): an inline write may have left a batch unfinished, and
+// what it took was not delivered. Once done is closed no inline write
+// begins (flushInline checks it under writeMu).
+func (c *conn) settleLeftovers() {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	if len(c.out.toWrite) > 0 {
+		c.settle(net.ErrClosed, false)
+	}
+	// SUBs that reached their count are unsubscribed, not closed.
+	c.removeUnsubscribeDue()
 }
 
 // removeUnsubscribeDue removes the SUBs an inline write found at their
@@ -271,7 +280,7 @@ func (c *conn) fill() (ok, full bool) {
 	beforeWrite := nanotime()
 	for _, tm := range b.timings {
 		if tm.reply != "" {
-			c.srv.answerable.delivered(tm.reply, tm.ls.policy, beforeWrite)
+			c.srv.answerable.delivered(tm.reply, tm.ls.policy(), beforeWrite)
 		}
 	}
 	return true, full
@@ -312,9 +321,10 @@ func (c *conn) settle(err error, inline bool) {
 					c.srv.requestLatency.Record(time.Duration(writtenMono - started))
 				}
 			}
-			tm.ls.latency.Dwell.Record(time.Duration(writtenMono - tm.arrived))
+			l := tm.ls.latency()
+			l.Dwell.Record(time.Duration(writtenMono - tm.arrived))
 			if tm.sentUnixNs != 0 {
-				tm.ls.latency.EndToEnd.Record(time.Duration(writtenWall - tm.sentUnixNs))
+				l.EndToEnd.Record(time.Duration(writtenWall - tm.sentUnixNs))
 			}
 		}
 	}

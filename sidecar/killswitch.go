@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -345,7 +346,15 @@ func (k *killSwitches) Evaluations() uint64 { return k.evaluations.Load() }
 func (s *Server) applyKill(policy string, killed bool) {
 	s.interestMu.Lock()
 	defer s.interestMu.Unlock()
-	subs := s.subsOfPolicy(policy)
+	s.killSubs(s.subsOfPolicy(policy), killed)
+}
+
+// killSubs withdraws or restores the upstream interest of subs, and drops
+// what waits in a killed one's queue, answering its queue group's requests
+// with no responders. interestMu is held. A SUB its subscribe has not
+// routed yet is left to it (it applies its policy's switch).
+func (s *Server) killSubs(subs []*localSub, killed bool) {
+	subs = slices.DeleteFunc(slices.Clone(subs), func(ls *localSub) bool { return !ls.registered })
 	for _, ls := range subs {
 		ls.killed.Store(killed)
 		switch {
@@ -355,7 +364,7 @@ func (s *Server) applyKill(policy string, killed bool) {
 		case !killed && !ls.hasInterest && !ls.removed.Load():
 			if _, err := s.interest.Add(ls.key); err != nil {
 				if !errors.Is(err, upstream.ErrDraining) { // shutting down, the interest stays withdrawn
-					s.opts.Log.Error(err, "restoring upstream interest", "subscription", policy, "subject", ls.key.String())
+					s.opts.Log.Error(err, "restoring upstream interest", "subscription", ls.policy(), "subject", ls.key.String())
 				}
 				continue
 			}
@@ -386,7 +395,7 @@ func (s *Server) applyKill(policy string, killed bool) {
 func (s *Server) subsOfPolicy(name string) []*localSub {
 	var out []*localSub
 	for _, ls := range s.liveSubs() {
-		if ls.policy == name {
+		if ls.policy() == name {
 			out = append(out, ls)
 		}
 	}
@@ -398,7 +407,7 @@ func (s *Server) subsOfPolicy(name string) []*localSub {
 func (s *Server) pendingByPolicy() map[string]int64 {
 	out := map[string]int64{}
 	for _, ls := range s.liveSubs() {
-		out[ls.policy] += int64(ls.queue.Counts().Pending)
+		out[ls.policy()] += int64(ls.queue.Counts().Pending)
 	}
 	return out
 }

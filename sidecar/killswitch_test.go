@@ -379,3 +379,84 @@ func TestFastResponderDoesNotTrip(t *testing.T) {
 		t.Fatalf("a responder answering at once: %+v, want closed", ks)
 	}
 }
+
+// TestSUBsFollowTheirSubscriptionAcrossConfigurations: a SUB made before
+// the Subscription that covers it (kubectl apply on a running pod) is under
+// that Subscription from the configuration on: its kill switch withdraws
+// and restores the SUB's interest, and a rename keeps it under the new
+// name. What it counted before stays with the policy it was counted under,
+// and each policy's totals balance. (A SUB kept the policy it was made
+// under, so a kill switch never reached SUBs older than its Subscription.)
+func TestSUBsFollowTheirSubscriptionAcrossConfigurations(t *testing.T) {
+	r := newRig(t)
+	base := r.broker.NumSubscriptions()
+	app := r.app(t)
+	var late, sentinel atomic.Int64
+	if _, err := app.Subscribe("late.x", func(*nats.Msg) { late.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	sentinelSub, err := app.Subscribe("sentinel", func(*nats.Msg) { sentinel.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	flush(t, app)
+	pub := r.direct(t)
+	// send publishes n messages to late.x and a sentinel, and waits for the
+	// sentinel: whatever late.x's SUB gets of them it has got by then.
+	send := func(n int) {
+		t.Helper()
+		want := sentinel.Load() + 1
+		for range n {
+			if err := pub.Publish("late.x", []byte("m")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := pub.Publish("sentinel", nil); err != nil {
+			t.Fatal(err)
+		}
+		natstest.WaitFor(t, "the sentinel", func() bool { return sentinel.Load() == want })
+	}
+	send(3) // under no Subscription
+	killed := subscription("late", "late.>", "", false)
+	killed.KillSwitch.Engaged, killed.KillSwitch.Reason = true, "incident"
+	for _, step := range []struct {
+		name        string
+		subs        []meshconfig.SubscriptionPolicy
+		delivered   int64 // late.x's messages received, all told
+		upstreamFor int   // upstream subscriptions for late.x
+	}{
+		{"a new Subscription, killed, covers the SUB", []meshconfig.SubscriptionPolicy{killed}, 3, 0},
+		{"released", []meshconfig.SubscriptionPolicy{subscription("late", "late.>", "", false)}, 8, 1},
+		{"renamed, and killed under its new name", []meshconfig.SubscriptionPolicy{func() meshconfig.SubscriptionPolicy {
+			s := killed
+			s.Name = "later"
+			return s
+		}()}, 8, 0},
+		{"gone: the SUB is under none, and alive", nil, 13, 1},
+	} {
+		r.setConfig(t, withSubscriptions(step.subs...))
+		r.waitBrokerSubs(t, base, uint32(step.upstreamFor)+1) // the sentinel's and late.x's, if it is alive
+		send(5)
+		if got := late.Load(); got != step.delivered {
+			t.Fatalf("%s: late.x got %d messages, want %d", step.name, got, step.delivered)
+		}
+		if n := r.side.Interest().Subscriptions() - 1; n != step.upstreamFor { // less sentinel's
+			t.Fatalf("%s: %d upstream subscriptions for late.x, want %d", step.name, n, step.upstreamFor)
+		}
+	}
+	if err := sentinelSub.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, app)
+	totals := r.side.PolicyTotals()
+	for policy, want := range map[string]struct{ arrived, delivered uint64 }{
+		"":      {3 + 5 + 5, 3 + 5 + 5}, // late.x's before and after, and the five sentinels
+		"late":  {5, 5},                 // the killed SUB gets nothing: its interest was withdrawn
+		"later": {0, 0},
+	} {
+		got := totals[policy]
+		if got.Arrived != want.arrived || got.Delivered != want.delivered || !got.Balanced() {
+			t.Errorf("policy %q totals %+v, want %d arrived and %d delivered, balanced", policy, got, want.arrived, want.delivered)
+		}
+	}
+}

@@ -26,7 +26,10 @@
 // Lock order: Server.configMu, then killSwitches.mu, then a killSwitch's
 // mu or Server.interestMu, then router.mu or Server.connsMu; a
 // connection's writeMu, then its mu, a queue's lock, the request tables'
-// locks. On the path of a message: the upstream reader takes router.mu's
+// locks. Server.retiredMu, which orders a SUB's moves between live,
+// settling and retired, comes after interestMu (rebind) and a
+// connection's writeMu (retire, as a write settles), and before
+// connsMu, a connection's mu and a queue's lock (PolicyTotals). On the path of a message: the upstream reader takes router.mu's
 // read lock to route (a queue's own lock inside it) and, to write, a
 // connection's writeMu with, inside it and one at a time, the
 // connection's mu, its queues' locks and the request tables' locks (fill,
@@ -218,8 +221,12 @@ type Server struct {
 	// budget bounds every queue's bytes together.
 	budget *pending.Budget
 
+	// retiredMu guards retired and settling, and each SUB's move between
+	// live (listed, not removed), settling and retired, so that
+	// PolicyTotals finds every SUB in exactly one of them.
 	retiredMu sync.Mutex
-	retired   map[string]pending.Counts // removed SUBs' final counts, by policy
+	retired   map[string]pending.Counts // retired SUBs' final counts, and rebound SUBs' counts before, by policy
+	settling  map[*localSub]struct{}    // removed SUBs with messages still in flight
 
 	// deliverScratch holds a header block without its reserved lines while
 	// deliver copies it (the upstream reader's alone).
@@ -275,7 +282,7 @@ func New(up *upstream.Client, opts Options) (*Server, error) {
 		opts.Protocol.MaxPayload = broker // leave the stamp room under the broker's limit
 	}
 	s := &Server{opts: opts, up: up, counters: policy.NewCounters(), router: newRouter(), conns: map[*conn]struct{}{},
-		telemetry: newTelemetry(), budget: pending.NewBudget(opts.MemoryBudget), retired: map[string]pending.Counts{},
+		telemetry: newTelemetry(), budget: pending.NewBudget(opts.MemoryBudget), retired: map[string]pending.Counts{}, settling: map[*localSub]struct{}{},
 		id: newSidecarID(), answerable: newAnswerable(), stop: make(chan struct{}),
 		audit: auditLog{logged: map[string]struct{}{}}}
 	s.kills = newKillSwitches(s, s.answerable, opts.KillSwitchInterval, opts.Log)
@@ -363,8 +370,8 @@ func (s *Server) setConfig(cfg meshconfig.PodConfig) error {
 	}
 	s.policy.Store(compiled)
 	s.installInfo(info)
-	s.reapplySubscriptionLimits()
 	s.kills.Sync(cfg.Subscriptions)
+	s.rebindSubscriptions()
 	return nil
 }
 
@@ -423,14 +430,43 @@ func (s *Server) subscriptionPolicy(pattern string) (limits pending.Limits, esse
 	return limits, sp.Essential, sp.Name
 }
 
-// reapplySubscriptionLimits gives every live SUB the limits of the new
-// configuration. (Its latency recorder stays with the policy it started
-// under.)
-func (s *Server) reapplySubscriptionLimits() {
+// rebindSubscriptions gives every live SUB the limits and the
+// Subscription policy of the new configuration: a SUB that a new or
+// renamed Subscription now covers is under its kill switch, its latencies
+// and its totals from here on (its messages in flight are timed under the
+// new one). Called under configMu, after the kill switches' Sync.
+func (s *Server) rebindSubscriptions() {
+	s.interestMu.Lock()
+	defer s.interestMu.Unlock()
+	var kill, release []*localSub
 	for _, ls := range s.liveSubs() {
-		limits, essential, _ := s.subscriptionPolicy(ls.key.Subject)
+		limits, essential, name := s.subscriptionPolicy(ls.key.Subject)
 		ls.queue.SetLimits(limits, essential)
+		if !ls.registered || name == ls.policy() {
+			continue // an unregistered SUB takes its policy as subscribe registers it
+		}
+		s.rebind(ls, name)
+		switch killed := s.kills.Killed(name); {
+		case killed && !ls.killed.Load():
+			kill = append(kill, ls)
+		case !killed && ls.killed.Load():
+			release = append(release, ls)
+		}
 	}
+	s.killSubs(release, false)
+	s.killSubs(kill, true)
+}
+
+// rebind puts ls under the Subscription policy name: what its queue
+// counted until now stays with its earlier policy's totals.
+func (s *Server) rebind(ls *localSub, name string) {
+	s.retiredMu.Lock()
+	defer s.retiredMu.Unlock()
+	now := settledCounts(ls.queue.Counts())
+	old := ls.policy()
+	s.retired[old] = addCounts(s.retired[old], countsSince(now, ls.base))
+	ls.base = now
+	ls.binding.Store(&subBinding{policy: name, latency: s.latenciesFor(name)})
 }
 
 // TopicCounters reports the publish counters by Topic name ("" is the
@@ -537,7 +573,19 @@ func (s *Server) subscribe(ls *localSub) error {
 	if s.final.Load() {
 		return upstream.ErrDraining // its queue would only be dropped
 	}
-	ls.killed.Store(s.kills.Killed(ls.policy))
+	if ls.removed.Load() {
+		// Its connection closed since the SUB was listed: removeSub has
+		// let it go, or will, after this.
+		return nil
+	}
+	// The configuration may have changed since the SUB was made; its
+	// policy is the current one's from here on (rebindSubscriptions,
+	// under this lock, skips a SUB not yet registered).
+	if _, _, name := s.subscriptionPolicy(ls.key.Subject); name != ls.policy() {
+		s.rebind(ls, name)
+	}
+	ls.registered = true
+	ls.killed.Store(s.kills.Killed(ls.policy()))
 	s.router.add(ls)
 	if ls.killed.Load() {
 		return nil // interest comes back when the kill switch is released

@@ -14,50 +14,88 @@ type SubscriptionStats struct {
 	Counts pending.Counts
 }
 
+// startSettling marks ls removed and lists it as settling, unless it was
+// removed before: it reports whether this call removed it.
+func (s *Server) startSettling(ls *localSub) bool {
+	s.retiredMu.Lock()
+	defer s.retiredMu.Unlock()
+	if ls.removed.Swap(true) {
+		return false
+	}
+	s.settling[ls] = struct{}{}
+	return true
+}
+
 // retire folds a removed subscription's final counts into its policy's
 // totals, so that totals never go backwards when SUBs come and go.
 func (s *Server) retire(ls *localSub) {
-	c := ls.queue.Counts()
 	s.retiredMu.Lock()
 	defer s.retiredMu.Unlock()
-	t := s.retired[ls.policy]
+	delete(s.settling, ls)
+	p := ls.policy()
+	s.retired[p] = addCounts(s.retired[p], countsSince(ls.queue.Counts(), ls.base))
+}
+
+// PolicyTotals sums every local subscription's accounting, live, settling
+// and retired, by Subscription policy name: monotonic, for metrics.
+func (s *Server) PolicyTotals() map[string]pending.Counts {
+	s.retiredMu.Lock()
+	defer s.retiredMu.Unlock()
+	out := make(map[string]pending.Counts, len(s.retired))
+	for k, v := range s.retired {
+		out[k] = v
+	}
+	add := func(ls *localSub) {
+		p := ls.policy()
+		out[p] = addCounts(out[p], countsSince(ls.queue.Counts(), ls.base))
+	}
+	for _, ls := range s.liveSubs() {
+		add(ls)
+	}
+	for ls := range s.settling {
+		add(ls)
+	}
+	return out
+}
+
+// countsSince is what a queue counted since base, which has nothing
+// pending or in flight (settledCounts): its arrivals, deliveries and drops
+// since, and what it holds now.
+func countsSince(now, base pending.Counts) pending.Counts {
+	out := now
+	out.Arrived -= base.Arrived
+	out.Delivered -= base.Delivered
+	for i := range out.Dropped {
+		out.Dropped[i] -= base.Dropped[i]
+	}
+	return out
+}
+
+// settledCounts is now as if the messages pending or in flight had not
+// arrived yet: a base from which each policy's share balances (arrived ==
+// delivered + dropped + in flight + pending), those messages counted by
+// the policy that delivers or drops them.
+func settledCounts(now pending.Counts) pending.Counts {
+	return pending.Counts{Arrived: now.Arrived - now.InFlight - now.Pending, Delivered: now.Delivered, Dropped: now.Dropped}
+}
+
+func addCounts(t, c pending.Counts) pending.Counts {
 	t.Arrived += c.Arrived
 	t.Delivered += c.Delivered
 	for i := range c.Dropped {
 		t.Dropped[i] += c.Dropped[i]
 	}
-	s.retired[ls.policy] = t
-}
-
-// PolicyTotals sums every local subscription's accounting, live and
-// removed, by Subscription policy name: monotonic, for metrics.
-func (s *Server) PolicyTotals() map[string]pending.Counts {
-	s.retiredMu.Lock()
-	out := make(map[string]pending.Counts, len(s.retired))
-	for k, v := range s.retired {
-		out[k] = v
-	}
-	s.retiredMu.Unlock()
-	for _, st := range s.Stats() {
-		t := out[st.Policy]
-		t.Arrived += st.Counts.Arrived
-		t.Delivered += st.Counts.Delivered
-		for i := range st.Counts.Dropped {
-			t.Dropped[i] += st.Counts.Dropped[i]
-		}
-		t.InFlight += st.Counts.InFlight
-		t.Pending += st.Counts.Pending
-		t.PendingBytes += st.Counts.PendingBytes
-		out[st.Policy] = t
-	}
-	return out
+	t.InFlight += c.InFlight
+	t.Pending += c.Pending
+	t.PendingBytes += c.PendingBytes
+	return t
 }
 
 // Stats reports every live local subscription, for metrics and tests.
 func (s *Server) Stats() []SubscriptionStats {
 	var out []SubscriptionStats
 	for _, ls := range s.liveSubs() {
-		out = append(out, SubscriptionStats{SID: ls.sid, Key: ls.key, Policy: ls.policy, Limits: ls.queue.Limits(), Counts: ls.queue.Counts()})
+		out = append(out, SubscriptionStats{SID: ls.sid, Key: ls.key, Policy: ls.policy(), Limits: ls.queue.Limits(), Counts: ls.queue.Counts()})
 	}
 	return out
 }
