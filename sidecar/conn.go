@@ -337,8 +337,8 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 		// message is larger than the broker takes.
 		topic.Counters.FailedUpstream.Add(1)
 		why := "the broker is unavailable"
-		if errors.Is(err, upstream.ErrMaxPayload) {
-			why = err.Error() // the size and the broker's max_payload
+		if errors.Is(err, upstream.ErrMaxPayload) || errors.Is(err, upstream.ErrOutageBufferFull) {
+			why = err.Error() // the size and the broker's max_payload, or the outage buffer's bound
 		}
 		c.refuse(subject, now, func() string { return policy.PublishViolation(subject, why) })
 		return false

@@ -261,20 +261,35 @@ func parseURL(raw string) (*url.URL, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("-broker %q: %w", raw, err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its text repeats the URL, password included
+		}
+		return nil, fmt.Errorf("-broker %q: %w", redactURL(raw), err)
 	}
 	switch u.Scheme {
 	case "nats", "tls":
 	default:
-		return nil, fmt.Errorf("-broker %q: the scheme must be nats:// or tls://", raw)
+		return nil, fmt.Errorf("-broker %q: the scheme must be nats:// or tls://", u.Redacted())
 	}
 	if u.Hostname() == "" {
-		return nil, fmt.Errorf("-broker %q names no host", raw)
+		return nil, fmt.Errorf("-broker %q names no host", u.Redacted())
 	}
 	if u.Port() == "" {
 		u.Host = net.JoinHostPort(u.Hostname(), "4222")
 	}
 	return u, nil
+}
+
+// redactURL hides what lies between a URL's scheme and its last '@' (a
+// user and password), for a URL that does not parse.
+func redactURL(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	at := strings.LastIndexByte(rest, '@')
+	if !ok || at < 0 {
+		return raw
+	}
+	return scheme + "://xxxxx" + rest[at:]
 }
 
 // OnConnect registers f to run after every connection to the broker, the
@@ -381,6 +396,16 @@ func (c *Client) Close() {
 		c.unsent.Add(uint64(c.outMsgs))
 	}
 	c.out, c.outMsgs = nil, 0
+	// What was written and not yet confirmed (a write in progress
+	// included: it moved its messages here before it let go of mu) may or
+	// may not have reached the broker: lost does not count them once the
+	// client is closed.
+	inDoubt := c.unconfirmed
+	for _, p := range c.sent {
+		inDoubt += p.confirms
+	}
+	c.unconfirmed = 0
+	c.inDoubt.Add(uint64(inDoubt))
 	waiters := c.failPingsLocked()
 	c.room.Broadcast()
 	c.mu.Unlock()

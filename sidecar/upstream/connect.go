@@ -238,7 +238,9 @@ func (c *Client) install(conn net.Conn, fr *protocol.Buffer, info *ServerInfo) e
 	c.subsMu.RLock()
 	ctl := make([]byte, 0, 64*len(c.subs))
 	for sid, s := range c.subs {
-		ctl = appendSub(ctl, s.Subject, s.Queue, sid)
+		if !s.draining { // withdrawn: its UNSUB went with the old connection
+			ctl = appendSub(ctl, s.Subject, s.Queue, sid)
+		}
 	}
 	c.subsMu.RUnlock()
 	c.info.Store(info)
@@ -293,6 +295,16 @@ func (c *Client) lost(conn net.Conn, err error) {
 	}
 	c.conn, c.connWriter = nil, nil
 	c.ctl = c.ctl[:0]
+	// What waited for the socket is held now, within the outage buffer's
+	// bound like what is published from here on: the newest beyond it
+	// are dropped, counted as unsent.
+	if len(c.out) > c.opts.OutageBufferBytes {
+		kept, dropped := keepHeld(c.out, c.opts.OutageBufferBytes)
+		c.out, c.outMsgs = kept, c.outMsgs-dropped
+		c.unsent.Add(uint64(dropped))
+		c.opts.Log.Info("publishes waiting for the broker when it was lost exceed the outage buffer; the newest were dropped",
+			"dropped", dropped, "outageBufferBytes", c.opts.OutageBufferBytes)
+	}
 	inDoubt := c.unconfirmed
 	for _, p := range c.sent {
 		inDoubt += p.confirms

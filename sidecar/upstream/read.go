@@ -31,6 +31,10 @@ type Subscription struct {
 	Subject, Queue string
 	sid            uint64
 	handler        Handler
+	// draining is set (under subsMu) once Drain withdrew it: a
+	// reconnection does not subscribe it again while it waits to be
+	// removed.
+	draining bool
 }
 
 // Subscribe adds an upstream subscription; the broker has it once the
@@ -72,6 +76,11 @@ func (c *Client) unsub(s *Subscription) {
 // UNSUBs (every message before its PONG was handed to the handlers), or the
 // connection was lost, and the subscriptions are then removed.
 func (c *Client) Drain(subs []*Subscription, done func(error)) {
+	c.subsMu.Lock()
+	for _, s := range subs {
+		s.draining = true
+	}
+	c.subsMu.Unlock()
 	for _, s := range subs {
 		c.unsub(s)
 	}
@@ -182,8 +191,11 @@ func (c *Client) message(fr *protocol.Buffer, n int, m *Msg) error {
 		headerLen, ok = atoiAnd(ok, arg(count-1))
 	}
 	sid, sidOK := atou(arg(2))
-	if !ok || !sidOK || headerLen > total || total > maxServerPayload {
+	if !ok || !sidOK || headerLen > total {
 		return fmt.Errorf("the broker sent a malformed %q", truncate(line))
+	}
+	if total > maxServerPayload {
+		return fmt.Errorf("the broker sent a %d-byte message, over the %d bytes the sidecar reads in one (nats-server's largest max_payload)", total, maxServerPayload)
 	}
 	if err := fr.Ensure(n + 1 + total + 2); err != nil {
 		return err

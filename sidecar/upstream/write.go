@@ -3,6 +3,7 @@ package upstream
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -64,7 +65,7 @@ func (c *Client) publish(subject, reply, header, extra, payload []byte, wait boo
 		}
 		if c.conn == nil {
 			if len(c.out)+size+len(subject)+len(reply)+32 > c.opts.OutageBufferBytes {
-				return ErrOutageBufferFull
+				return fmt.Errorf("%w (%d bytes held: the sidecar's OutageBufferBytes)", ErrOutageBufferFull, c.opts.OutageBufferBytes)
 			}
 			c.heldMax = max(c.heldMax, size)
 			break
@@ -73,7 +74,7 @@ func (c *Client) publish(subject, reply, header, extra, payload []byte, wait boo
 			break
 		}
 		if !wait {
-			return ErrPendingFull
+			return fmt.Errorf("%w (%d bytes wait for the socket: MaxPendingBytes)", ErrPendingFull, c.opts.MaxPendingBytes)
 		}
 		if !c.writing {
 			// Nobody is writing what fills the queue (its publishers
@@ -285,7 +286,7 @@ func (c *Client) writeLocked(writes *atomic.Uint64) {
 			rawsock.Consume(&c.iov, raw.WriteNow(c.iov))
 		}
 		if len(c.iov) > 0 {
-			_, err = c.iov.WriteTo(conn) // it consumes c.iov, not the array
+			err = c.writeBlocking(conn)
 		}
 		clear(c.iovArray[:]) // no reference to the buffers it wrote
 
@@ -304,6 +305,22 @@ func (c *Client) writeLocked(writes *atomic.Uint64) {
 		c.confirmArmed = true // the writer's timer confirms them if no later write does
 		c.kick()
 	}
+}
+
+// writeBlocking writes c.iov with net.Conn, which waits for room, within
+// the time a silent broker is given (PingInterval × MaxPingsOut): a
+// writer blocked in the write cannot count PINGs, and a broker whose
+// machine keeps TCP alive but reads nothing would hold it, and every
+// publisher behind it, for ever.
+func (c *Client) writeBlocking(conn net.Conn) error {
+	limit := c.opts.PingInterval * time.Duration(c.opts.MaxPingsOut)
+	_ = conn.SetWriteDeadline(time.Now().Add(limit))
+	_, err := c.iov.WriteTo(conn) // it consumes c.iov, not the array
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return fmt.Errorf("the broker took no more of a write for %s (PingInterval × MaxPingsOut): %w", limit, err)
+	}
+	_ = conn.SetWriteDeadline(time.Time{})
+	return err
 }
 
 func reusable(b []byte) []byte {
@@ -359,6 +376,31 @@ func (c *Client) writeLoop() {
 	}
 }
 
+// keepHeld keeps the oldest of held publishes (PUB and HPUB frames this
+// client wrote) that fit in limit bytes, and returns them and how many
+// were dropped.
+func keepHeld(held []byte, limit int) ([]byte, int) {
+	n, dropped := 0, 0
+	for rest := held; len(rest) > 0; {
+		frame := frameLen(rest)
+		if dropped == 0 && n+frame <= limit {
+			n += frame // in order: nothing after a dropped one is kept
+		} else {
+			dropped++
+		}
+		rest = rest[frame:]
+	}
+	return held[:n], dropped
+}
+
+// frameLen is the length of the publish frame held begins with.
+func frameLen(held []byte) int {
+	eol := bytes.IndexByte(held, '\n')
+	line := held[:eol-1]
+	size, _ := atoi(line[bytes.LastIndexByte(line, ' ')+1:])
+	return eol + 1 + size + 2
+}
+
 // dropOversize removes from held publishes (PUB and HPUB frames this
 // client wrote) those whose size exceeds maxPayload: a broker refuses them
 // by closing the connection. It returns what is kept and how many were
@@ -367,11 +409,10 @@ func dropOversize(held []byte, maxPayload int) ([]byte, int) {
 	kept := held[:0:0]
 	dropped := 0
 	for len(held) > 0 {
-		eol := bytes.IndexByte(held, '\n')
-		line := held[:eol-1]
-		size, _ := atoi(line[bytes.LastIndexByte(line, ' ')+1:])
-		frame := held[:eol+1+size+2]
+		frame := held[:frameLen(held)]
 		held = held[len(frame):]
+		line := frame[:bytes.IndexByte(frame, '\n')-1]
+		size, _ := atoi(line[bytes.LastIndexByte(line, ' ')+1:])
 		if size > maxPayload {
 			dropped++
 			continue
