@@ -92,7 +92,12 @@ type conn struct {
 	// sent once the broker confirmed what came before its PING (or the
 	// wait timed out), and never before an earlier one.
 	pongs []*owedPong
-	subs  map[string]*localSub // by sid
+	// heldPongs are answerable PONGs that wait, in order, for the messages
+	// queued for the client before they became answerable: nats-server
+	// writes a client's output in order, so a Flush returns after the
+	// messages the broker sent before its PONG (fill writes them).
+	heldPongs []heldPong
+	subs      map[string]*localSub // by sid
 	order []*localSub          // copy-on-write list that whoever writes walks (fill)
 
 	wake      chan struct{}
@@ -439,8 +444,31 @@ func (c *conn) pong(sentUpstream bool) {
 	})
 }
 
+// heldPong is a PONG that goes out once every SUB of its connection has
+// taken (or dropped) the messages that arrived before it: until each
+// queue's count of what left it, arrived - pending, reaches arrived as it
+// stood when the PONG became answerable.
+type heldPong struct{ barrier []queueMark }
+
+type queueMark struct {
+	ls      *localSub
+	arrived uint64
+}
+
+// passed reports whether every message queued before the PONG has left
+// its queue (taken into a write, or dropped); a removed SUB holds nothing.
+func (h heldPong) passed() bool {
+	for _, m := range h.barrier {
+		if n := m.ls.queue.Counts(); !m.ls.removed.Load() && n.Arrived-n.Pending < m.arrived {
+			return false
+		}
+	}
+	return true
+}
+
 // pongReady marks owed as answerable and sends every PONG from the oldest
-// that can go.
+// that can go: at once when nothing is queued for the client, else behind
+// what is (fill). Held PONGs count against MaxControlBytes.
 func (c *conn) pongReady(owed *owedPong) {
 	c.mu.Lock()
 	owed.ready = true
@@ -449,10 +477,31 @@ func (c *conn) pongReady(owed *owedPong) {
 		n++
 	}
 	c.pongs = c.pongs[n:]
-	c.mu.Unlock()
-	for range n {
-		c.queueControl(protocol.Pong)
+	var barrier []queueMark
+	if n > 0 {
+		for _, ls := range c.order {
+			if q := ls.queue.Counts(); q.Pending > 0 {
+				barrier = append(barrier, queueMark{ls, q.Arrived})
+			}
+		}
 	}
+	if n == 0 || (barrier == nil && len(c.heldPongs) == 0) {
+		c.mu.Unlock()
+		for range n {
+			c.queueControl(protocol.Pong)
+		}
+		return
+	}
+	if len(c.control)+len(protocol.Pong)*(len(c.heldPongs)+n) > c.srv.opts.MaxControlBytes {
+		c.mu.Unlock()
+		c.close() // a slow consumer of its own PONGs
+		return
+	}
+	for range n {
+		c.heldPongs = append(c.heldPongs, heldPong{barrier})
+	}
+	c.mu.Unlock()
+	c.wakeWriter()
 }
 
 // refuse tells the client a publish was refused. Repeats for one subject
@@ -550,6 +599,7 @@ func (c *conn) removeSub(ls *localSub, reason pending.Reason) {
 	_ = c.srv.unsubscribe(ls) // an error means the upstream connection is gone; its interest went with it
 	ls.queue.Close(reason)
 	ls.retireWhenSettled()
+	c.wakeWriter() // a PONG held for what it had queued may go now
 }
 
 func (c *conn) queueControl(b []byte) {

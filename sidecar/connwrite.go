@@ -265,6 +265,15 @@ func (c *conn) fill() (ok, full bool) {
 			break
 		}
 	}
+	// PONGs held for what was queued before them, once it all left its
+	// queues: in this write, after its messages.
+	c.mu.Lock()
+	for len(c.heldPongs) > 0 && c.heldPongs[0].passed() {
+		b.buf = append(b.buf, protocol.Pong...)
+		c.heldPongs[0] = heldPong{}
+		c.heldPongs = c.heldPongs[1:]
+	}
+	c.mu.Unlock()
 	if len(b.buf) == 0 {
 		return false, full
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -348,5 +349,131 @@ func (r *rig) stalledSubscriber(t *testing.T, subject string) net.Conn {
 		if line == "PONG\r\n" {
 			return conn
 		}
+	}
+}
+
+// TestAPongFollowsWhatWasQueuedBeforeIt: nats-server writes a client's
+// output in order, so a client that publishes to its own subscription and
+// flushes has the message when Flush returns, even behind a backlog. The
+// sidecar's PONG, answerable once the broker confirmed the PUB (its echo
+// queued by then), waits for every message queued before it. (It went
+// first, ahead of the backlog and of the echo.)
+func TestAPongFollowsWhatWasQueuedBeforeIt(t *testing.T) {
+	r := newRig(t, func(o *sidecar.Options) { o.AppSendBuffer = 4096 })
+	stalled := r.stalledSubscriber(t, "order")
+	defer stalled.Close()
+	arrived := r.backlog(t, "order")
+	if _, err := stalled.Write([]byte("PUB order 4\r\nmine\r\nPING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, "the echo in the sidecar's queue", func() bool { return r.stalledStats(t).Arrived == arrived+1 })
+	br := bufio.NewReader(stalled)
+	_ = stalled.SetReadDeadline(time.Now().Add(10 * time.Second))
+	before, mine := 0, false
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading: %v (after %d messages, the echo among them: %v)", err, before, mine)
+		}
+		switch {
+		case line == "PONG\r\n":
+			if !mine || uint64(before) != arrived+1 {
+				t.Fatalf("PONG after %d of the %d messages queued before it (the echo among them: %v)", before, arrived+1, mine)
+			}
+			return
+		case strings.HasPrefix(line, "MSG "):
+			body, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			before++
+			mine = mine || body == "mine\r\n"
+		}
+	}
+}
+
+// stalledStats is the accounting of stalledSubscriber's SUB.
+func (r *rig) stalledStats(t *testing.T) pending.Counts {
+	t.Helper()
+	for _, st := range r.side.Stats() {
+		if st.SID == "stalled" {
+			return st.Counts
+		}
+	}
+	t.Fatal("the stalled SUB is gone")
+	return pending.Counts{}
+}
+
+// backlog publishes 16 KiB messages to subject, from outside, until some
+// wait in the sidecar's queue of stalledSubscriber's SUB, and returns how
+// many arrived there (all of them, by its return).
+func (r *rig) backlog(t *testing.T, subject string) uint64 {
+	t.Helper()
+	pub := r.direct(t)
+	payload := bytes.Repeat([]byte("x"), 16<<10)
+	var published uint64
+	natstest.WaitFor(t, "a backlog in the sidecar's queue", func() bool {
+		if err := pub.Publish(subject, payload); err != nil {
+			t.Fatal(err)
+		}
+		published++
+		flush(t, pub)
+		return r.stalledStats(t).Pending > 0
+	})
+	natstest.WaitFor(t, "every message in the sidecar", func() bool { return r.stalledStats(t).Arrived == published })
+	return published
+}
+
+// TestHeldPongsCountAgainstMaxControlBytes: PONGs held behind a backlog
+// are control replies the client has not taken: up to MaxControlBytes of
+// them wait, and one more closes the connection as a slow consumer.
+func TestHeldPongsCountAgainstMaxControlBytes(t *testing.T) {
+	const maxControl = 600 // 100 PONGs
+	for _, tc := range []struct {
+		pings  int
+		closed bool
+	}{{100, false}, {101, true}} {
+		t.Run(fmt.Sprint(tc.pings), func(t *testing.T) {
+			r := newRig(t, func(o *sidecar.Options) { o.AppSendBuffer, o.MaxControlBytes = 4096, maxControl })
+			stalled := r.stalledSubscriber(t, "held")
+			defer stalled.Close()
+			arrived := r.backlog(t, "held")
+			if _, err := stalled.Write([]byte(strings.Repeat("PING\r\n", tc.pings))); err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(stalled)
+			_ = stalled.SetReadDeadline(time.Now().Add(10 * time.Second))
+			msgs, pongs := uint64(0), 0
+			for pongs < tc.pings {
+				line, err := br.ReadString('\n')
+				if ne, ok := err.(net.Error); ok && ne.Timeout() {
+					t.Fatalf("after %d messages and %d PONGs, the connection neither answered nor closed", msgs, pongs)
+				}
+				if err != nil {
+					if !tc.closed {
+						t.Fatalf("closed after %d messages and %d PONGs: %v", msgs, pongs, err)
+					}
+					return
+				}
+				switch {
+				case line == "PONG\r\n":
+					if msgs != arrived {
+						t.Fatalf("a PONG after %d of the %d messages queued before it", msgs, arrived)
+					}
+					pongs++
+				case strings.HasPrefix(line, "MSG "):
+					if _, err := br.Discard(16<<10 + 2); err != nil {
+						if !tc.closed {
+							t.Fatalf("closed after %d messages and %d PONGs: %v", msgs, pongs, err)
+						}
+						return
+					}
+					msgs++
+				}
+			}
+			if tc.closed {
+				t.Fatalf("%d PONGs held past MaxControlBytes %d were all answered", tc.pings, maxControl)
+			}
+		})
 	}
 }
