@@ -117,6 +117,9 @@ type killSwitch struct {
 	mu      sync.Mutex
 	breaker *breaker.Breaker // nil unless auto and non-essential
 	window  *breaker.Window  // reply latencies, when the breaker judges them
+	// pastTransitions are the transitions of breakers this switch had
+	// before (auto turned off, then on): the counts go on from them.
+	pastTransitions map[[2]breaker.State]uint64
 }
 
 // KillSwitchStatus is one Subscription's kill switch in this sidecar, for
@@ -167,6 +170,14 @@ func (k *killSwitches) Sync(subs []meshconfig.SubscriptionPolicy) {
 				ks.window = breaker.NewWindow(cfg.Window, now) // judged over the new length from now on
 			}
 		} else {
+			if ks.breaker != nil {
+				if ks.pastTransitions == nil {
+					ks.pastTransitions = map[[2]breaker.State]uint64{}
+				}
+				for pair, n := range ks.breaker.Transitions() {
+					ks.pastTransitions[pair] += n
+				}
+			}
 			ks.breaker, ks.window = nil, nil
 		}
 		ks.mu.Unlock()
@@ -326,6 +337,9 @@ func (k *killSwitches) Status() map[string]KillSwitchStatus {
 			st.Transitions = map[string]uint64{}
 			for pair, v := range ks.breaker.Transitions() {
 				st.Transitions[pair[0].String()+"->"+pair[1].String()] = v
+			}
+			for pair, v := range ks.pastTransitions {
+				st.Transitions[pair[0].String()+"->"+pair[1].String()] += v
 			}
 		}
 		ks.mu.Unlock()

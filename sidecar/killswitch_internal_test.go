@@ -78,3 +78,30 @@ func TestATickDoesNotJudgeARemovedSubscription(t *testing.T) {
 		t.Fatalf("the tick killed Subscription x after the configuration removed it (applied: %v)", host.applied)
 	}
 }
+
+// TestBreakerTransitionsOutliveAutoTurnedOffAndOn: the transition counts,
+// exported as Prometheus counters, go on from where they were when a
+// Subscription's automatic switch is turned off and on again (they started
+// over, and a counter went backwards).
+func TestBreakerTransitionsOutliveAutoTurnedOffAndOn(t *testing.T) {
+	host := &recordingHost{pending: 100}
+	k := newKillSwitches(host, newAnswerable(), time.Hour, logr.Discard())
+	manual := meshconfig.SubscriptionPolicy{Name: "x", Subject: "x.>",
+		Limits: meshconfig.Limits{MaxPendingMessages: 10_000, MaxPendingBytes: 32 << 20, Overflow: "DropNewest"}}
+	auto := manual
+	auto.KillSwitch.Auto = &meshconfig.AutoKillSwitch{MaxPendingMessages: 10, CooldownMillis: 1000}
+	k.Sync([]meshconfig.SubscriptionPolicy{auto})
+	k.evaluate(time.Now()) // 100 pending, over 10: it trips
+	if n := k.Status()["x"].Transitions["closed->open"]; n != 1 {
+		t.Fatalf("closed->open %d times, want 1", n)
+	}
+	k.Sync([]meshconfig.SubscriptionPolicy{manual})
+	k.Sync([]meshconfig.SubscriptionPolicy{auto})
+	if n := k.Status()["x"].Transitions["closed->open"]; n != 1 {
+		t.Fatalf("after auto was turned off and on, closed->open %d times, want still 1", n)
+	}
+	k.evaluate(time.Now()) // and trips again
+	if n := k.Status()["x"].Transitions["closed->open"]; n != 2 {
+		t.Fatalf("closed->open %d times, want 2", n)
+	}
+}
