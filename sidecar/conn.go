@@ -98,7 +98,7 @@ type conn struct {
 	// messages the broker sent before its PONG (fill writes them).
 	heldPongs []heldPong
 	subs      map[string]*localSub // by sid
-	order []*localSub          // copy-on-write list that whoever writes walks (fill)
+	order     []*localSub          // copy-on-write list that whoever writes walks (fill)
 
 	wake      chan struct{}
 	done      chan struct{}

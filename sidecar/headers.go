@@ -20,10 +20,16 @@ var headerVersion = []byte("NATS/1.0")
 var noRespondersStatus = []byte("NATS/1.0 503\r\n\r\n")
 
 // validHeader reports whether h is a header block: the version line, then
-// "Name: value" lines, then an empty line. nats.go refuses to decode any
-// other, so the sidecar refuses to forward it.
+// "Name: value" lines, then an empty line, each ended by CRLF. nats.go
+// refuses to decode any other, so the sidecar refuses to forward it. A CR
+// or LF anywhere but in a line's CRLF is refused too: nats.go ends a line
+// at a bare LF, where the sidecar's scan for its reserved headers would
+// not, and a reserved header could pass it.
 func validHeader(h []byte) bool {
 	if !bytes.HasPrefix(h, headerVersion) || !bytes.HasSuffix(h, []byte("\r\n\r\n")) {
+		return false
+	}
+	if crlf := bytes.Count(h, []byte("\r\n")); bytes.Count(h, []byte("\n")) != crlf || bytes.Count(h, []byte("\r")) != crlf {
 		return false
 	}
 	lines := h[versionLineEnd(h) : len(h)-2]

@@ -37,11 +37,11 @@ func NewRecorder() *Recorder {
 
 // Record adds one observation, clamping it into the range.
 func (r *Recorder) Record(d time.Duration) {
-	us := d.Microseconds()
+	us := d.Microseconds() // truncated toward zero: a negative d is tested itself
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
-	case us < 0:
+	case d < 0:
 		r.negative++
 		us = MinMicros
 	case us < MinMicros:

@@ -12,15 +12,17 @@ func TestRecorderClampsAndCountsOutOfRange(t *testing.T) {
 	for _, d := range []time.Duration{
 		500 * time.Nanosecond, // below a microsecond: the floor, not an error
 		time.Millisecond,
-		-time.Second,     // clock skew
-		2 * time.Minute,  // over 60 s
-		59 * time.Second, // at the edge, in range
+		time.Millisecond,
+		-time.Second,           // clock skew
+		-500 * time.Nanosecond, // skew too, however small (it truncated to 0, uncounted)
+		2 * time.Minute,        // over 60 s
+		59 * time.Second,       // at the edge, in range
 	} {
 		r.Record(d)
 	}
 	s := r.Snapshot()
-	if s.Histogram.TotalCount() != 5 || s.Negative != 1 || s.TooLarge != 1 {
-		t.Fatalf("count %d, negative %d, too large %d; want 5, 1, 1", s.Histogram.TotalCount(), s.Negative, s.TooLarge)
+	if s.Histogram.TotalCount() != 7 || s.Negative != 2 || s.TooLarge != 1 {
+		t.Fatalf("count %d, negative %d, too large %d; want 7, 2, 1", s.Histogram.TotalCount(), s.Negative, s.TooLarge)
 	}
 	if max := s.Histogram.Max(); max < 59_900_000 || max > latency.MaxMicros+latency.MaxMicros/1000 {
 		t.Fatalf("max %d µs, want the clamped 60 s", max)

@@ -65,6 +65,9 @@ func (b *Budget) unregister(q *Queue) {
 // shedFor drops the oldest messages of non-essential queues until n bytes
 // can be reserved, and reserves them; it reports whether it could.
 func (b *Budget) shedFor(n int64) bool {
+	if n > b.max {
+		return false // no shedding makes room for it
+	}
 	b.mu.Lock()
 	victims := make([]*Queue, 0, len(b.sheddable))
 	for q := range b.sheddable {

@@ -69,3 +69,67 @@ func TestConnectionLimitIsSharedByItsQueues(t *testing.T) {
 		t.Fatalf("after a's message left, used %d; want 40 and room for 60 more", conn.Used())
 	}
 }
+
+// TestARefusedPushShedsNothing: an essential message that its own queue
+// refuses anyway (full under DropNewest, over MaxBytes, closed, or larger
+// than the whole budget) is refused before the budget sheds anything for
+// it: other subscriptions lost their messages for nothing.
+func TestARefusedPushShedsNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		limits pending.Limits
+		held   int // already in the essential queue
+		size   int
+		closed bool
+		reason pending.Reason
+	}{
+		{"full under DropNewest", pending.Limits{MaxMessages: 1, MaxBytes: 1000, Overflow: pending.DropNewest}, 30, 20, false, pending.ReasonOverflow},
+		{"over MaxBytes", pending.Limits{MaxMessages: 10, MaxBytes: 40}, 0, 50, false, pending.ReasonOverflow},
+		{"closed", pending.Limits{MaxMessages: 10, MaxBytes: 1000}, 0, 50, true, pending.ReasonClosed},
+		{"larger than the budget", pending.Limits{MaxMessages: 10, MaxBytes: 1000}, 0, 150, false, pending.ReasonBudget},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			budget := pending.NewBudget(100)
+			optional := pending.New(pending.Limits{MaxMessages: 10, MaxBytes: 1000}).WithBudget(budget, false)
+			essential := pending.New(tc.limits).WithBudget(budget, true)
+			if !optional.Push(msg(0, 60)) || (tc.held > 0 && !essential.Push(msg(1, tc.held))) {
+				t.Fatal("setup")
+			}
+			if tc.closed {
+				essential.Close(pending.ReasonClosed)
+			}
+			if essential.Push(msg(2, tc.size)) {
+				t.Fatal("the push was taken")
+			}
+			if c := optional.Counts(); c.Pending != 1 || c.Dropped[pending.ReasonShed] != 0 {
+				t.Fatalf("the optional queue lost its message for a push that was refused anyway: %+v", c)
+			}
+			if c := essential.Counts(); c.Dropped[tc.reason] != 1 || !c.Balanced() {
+				t.Fatalf("the refusal counted %+v, want one drop for reason %d", c, tc.reason)
+			}
+			if used := budget.Used(); used != 60+int64(tc.held)*boolInt(!tc.closed) {
+				t.Fatalf("budget used %d, want what the queues hold", used)
+			}
+		})
+	}
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestSetLimitsAfterCloseLeavesTheBudget: a closed queue stays out of the
+// budget when a configuration change makes it non-essential (it was
+// registered again, and held for ever).
+func TestSetLimitsAfterCloseLeavesTheBudget(t *testing.T) {
+	budget := pending.NewBudget(100)
+	closed := pending.New(pending.Limits{MaxMessages: 10, MaxBytes: 1000}).WithBudget(budget, true)
+	closed.Close(pending.ReasonClosed)
+	closed.SetLimits(pending.Limits{MaxMessages: 10, MaxBytes: 1000}, false)
+	if n := pending.Sheddable(budget); n != 0 {
+		t.Fatalf("the budget may shed %d queues, want none: the only one is closed", n)
+	}
+}

@@ -186,9 +186,11 @@ func (q *Queue) SetLimits(limits Limits, essential bool) {
 		return // refused by the configuration's validation first
 	}
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	q.limits = limits
-	q.mu.Unlock()
-	if q.budget != nil && essential != q.essential.Load() {
+	// Under q.mu (the budget's lock is a leaf), so that a Close, which
+	// leaves the budget for good, is not undone by a late change.
+	if q.budget != nil && !q.closed && essential != q.essential.Load() {
 		q.budget.unregister(q)
 		q.essential.Store(essential)
 		q.budget.register(q, essential)
@@ -201,10 +203,10 @@ func (q *Queue) SetLimits(limits Limits, essential bool) {
 // never held. A second Close keeps the first one's reason for what comes
 // late.
 func (q *Queue) Close(reason Reason) int {
+	q.mu.Lock()
 	if q.budget != nil {
 		q.budget.unregister(q)
 	}
-	q.mu.Lock()
 	if !q.closed {
 		q.closed = true
 		q.lateReason = ReasonClosed
@@ -223,6 +225,19 @@ func (q *Queue) Close(reason Reason) int {
 // With a budget, the bytes are reserved first (see Budget).
 func (q *Queue) Push(m Message) bool {
 	size := m.Size()
+	// What the queue would refuse whatever the budgets say is refused
+	// before they are asked: an essential message would otherwise shed
+	// other subscriptions' messages for nothing. (Checked again under the
+	// lock below; in between the queue only drains, or closes.)
+	q.mu.Lock()
+	if reason, refused := q.refusesLocked(size); refused {
+		q.counts.Arrived++
+		q.counts.Dropped[reason]++
+		q.mu.Unlock()
+		m.Body.Release()
+		return false
+	}
+	q.mu.Unlock()
 	// The budgets are reserved before the queue's own lock: shedding for
 	// the sidecar budget locks other queues, and a queue never holds its
 	// lock while it takes another's.
@@ -249,26 +264,14 @@ func (q *Queue) Push(m Message) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.counts.Arrived++
-	switch {
-	case q.closed:
-		q.counts.Dropped[q.lateReason]++
-		q.releaseBudget(size)
-		m.Body.Release()
-		return false
-	case size > q.limits.MaxBytes:
-		q.counts.Dropped[ReasonOverflow]++
+	if reason, refused := q.refusesLocked(size); refused {
+		q.counts.Dropped[reason]++
 		q.releaseBudget(size)
 		m.Body.Release()
 		return false
 	}
 	for q.full(size) {
-		if q.limits.Overflow == DropNewest {
-			q.counts.Dropped[ReasonOverflow]++
-			q.releaseBudget(size)
-			m.Body.Release()
-			return false
-		}
-		old := q.popLocked()
+		old := q.popLocked() // DropOldest: refusesLocked took DropNewest's refusal
 		old.Body.Release()
 		q.counts.Dropped[ReasonOverflow]++
 	}
@@ -309,6 +312,19 @@ func (q *Queue) shedOldest() bool {
 	m.Body.Release()
 	q.counts.Dropped[ReasonShed]++
 	return true
+}
+
+// refusesLocked reports whether the queue refuses a message of size bytes
+// whatever room the budgets have, and why: it is closed, the message is
+// larger than MaxBytes on its own, or it is full under DropNewest.
+func (q *Queue) refusesLocked(size int64) (Reason, bool) {
+	switch {
+	case q.closed:
+		return q.lateReason, true
+	case size > q.limits.MaxBytes, q.limits.Overflow == DropNewest && q.full(size):
+		return ReasonOverflow, true
+	}
+	return 0, false
 }
 
 func (q *Queue) full(size int64) bool {

@@ -2,9 +2,9 @@ package protocol
 
 // Limits bound what one client connection may send.
 type Limits struct {
-	// MaxControlLine is the longest control line (a command and its
-	// arguments, without the payload), in bytes. A longer one closes the
-	// connection.
+	// MaxControlLine is the most bytes of a control line's arguments (the
+	// text after the command's verb, without the payload), as nats-server
+	// measures its max_control_line. A longer one closes the connection.
 	MaxControlLine int
 	// MaxPayload is the largest PUB or HPUB body (headers and payload), in
 	// bytes: what INFO advertises as max_payload. A larger one closes the
@@ -13,9 +13,19 @@ type Limits struct {
 	MaxPayload int
 }
 
-// DefaultLimits are nats-server's defaults: a 4 KiB control line and a
-// 1 MiB payload.
-var DefaultLimits = Limits{MaxControlLine: 4096, MaxPayload: 1 << 20}
+// DefaultLimits are nats-server's defaults, a 4 KiB control line and a 1
+// MiB payload, less UpstreamLineRoom of the control line.
+var DefaultLimits = Limits{MaxControlLine: 4096 - UpstreamLineRoom, MaxPayload: 1 << 20}
+
+// UpstreamLineRoom is what the sidecar may add to a command's arguments on
+// their way to the broker, whose max_control_line (4,096 by default) they
+// must fit: a PUB becomes an HPUB with a header size, and its total size
+// may gain a digit; a SUB's sid becomes the sidecar's, up to 20 digits.
+const UpstreamLineRoom = 32
+
+// verbRoom bounds what comes before a control line's arguments: the verb
+// (CONNECT is the longest) and the spaces after it.
+const verbRoom = 16
 
 // maxArgs is the most arguments any client command takes (HPUB: subject,
 // reply, header size, total size); one more detects surplus arguments.

@@ -89,7 +89,7 @@ const (
 func NewReader(r io.Reader, limits Limits) *Reader {
 	return &Reader{
 		buf: NewBuffer(r, BufferSizes{Initial: InitialReadBuffer, Streaming: StreamingReadBuffer,
-			Limit: limits.MaxControlLine + 2 + limits.MaxPayload + 2}),
+			Limit: verbRoom + limits.MaxControlLine + 2 + limits.MaxPayload + 2}),
 		limits: limits,
 	}
 }
@@ -105,7 +105,7 @@ func (r *Reader) BufferSize() int { return r.buf.Size() }
 // left).
 func (r *Reader) Next(cmd *Command) error {
 	*cmd = Command{}
-	n, err := r.buf.LineLen(r.limits.MaxControlLine + 1) // +1: the line's CR
+	n, err := r.buf.LineLen(verbRoom + r.limits.MaxControlLine + 1) // +1: the line's CR
 	switch {
 	case errors.Is(err, ErrLineTooLong):
 		return controlLineTooLong(r.limits.MaxControlLine)
@@ -115,7 +115,7 @@ func (r *Reader) Next(cmd *Command) error {
 		return err
 	}
 	line := controlLine(r.buf.Bytes(), n)
-	if len(line) > r.limits.MaxControlLine {
+	if len(arguments(line)) > r.limits.MaxControlLine {
 		return controlLineTooLong(r.limits.MaxControlLine)
 	}
 	if err := r.parse(line, cmd); err != nil {
@@ -150,6 +150,13 @@ func (r *Reader) Next(cmd *Command) error {
 
 // controlLine is the line of the n bytes before the '\n' at the start of
 // buffered, without its CR.
+// arguments is what follows a control line's verb and the spaces after
+// it: what max_control_line bounds.
+func arguments(line []byte) []byte {
+	_, rest := cutToken(line)
+	return bytes.TrimLeft(rest, " \t")
+}
+
 func controlLine(buffered []byte, n int) []byte {
 	return bytes.TrimSuffix(buffered[:n], []byte{'\r'})
 }

@@ -68,6 +68,20 @@ func TestReaderParsesEveryCommand(t *testing.T) {
 	}
 }
 
+// TestControlLineLimitIsOnTheArguments: a command whose arguments are
+// max_control_line bytes long is taken, whatever its verb and the spaces
+// after it, as nats-server takes it.
+func TestControlLineLimitIsOnTheArguments(t *testing.T) {
+	args := strings.Repeat("a", testLimits.MaxControlLine-2) + " 1" // max_control_line bytes
+	for _, input := range []string{"PUB " + args + "\r\nx\r\n", "SUB " + args + "\r\n", "pub \t " + args + "\r\nx\r\n"} {
+		r := protocol.NewReader(strings.NewReader(input), testLimits)
+		var cmd protocol.Command
+		if err := r.Next(&cmd); err != nil {
+			t.Fatalf("%.12q… with %d bytes of arguments (max_control_line %d): %v", input, len(args), testLimits.MaxControlLine, err)
+		}
+	}
+}
+
 func TestReaderRefusesWithTheRule(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -85,8 +99,11 @@ func TestReaderRefusesWithTheRule(t *testing.T) {
 		{"hpub total over max_payload", "HPUB a 12 17\r\n", protocol.ErrPayloadTooLarge, "Maximum Payload Violation"},
 		{"hpub header larger than total", "HPUB a 5 3\r\nabc\r\n", protocol.ErrMalformed, "header size 5 exceeds its total size 3"},
 		{"payload without CRLF", "PUB a 1\r\nxy\r\n", protocol.ErrMalformed, "not followed by CRLF"},
-		{"control line over the limit", "SUB " + strings.Repeat("a", 59) + " 1\r\n", protocol.ErrControlLineTooLong, "Maximum Control Line Exceeded (max_control_line 64)"},
-		{"control line over the limit, LF only", "SUB " + strings.Repeat("a", 60) + " 1\n", protocol.ErrControlLineTooLong, "Maximum Control Line Exceeded"},
+		// max_control_line bounds the arguments, as nats-server's does: 65
+		// bytes of them here.
+		{"control line over the limit", "SUB " + strings.Repeat("a", 63) + " 1\r\n", protocol.ErrControlLineTooLong, "Maximum Control Line Exceeded (max_control_line 64)"},
+		{"control line over the limit, LF only", "SUB " + strings.Repeat("a", 63) + " 1\n", protocol.ErrControlLineTooLong, "Maximum Control Line Exceeded"},
+		{"control line over the limit after tabs", "PUB\t\t" + strings.Repeat("a", 63) + " 1\r\n", protocol.ErrControlLineTooLong, "Maximum Control Line Exceeded"},
 		{"endless line", strings.Repeat("x", 1000), protocol.ErrControlLineTooLong, "Maximum Control Line Exceeded"},
 		{"unsub with a bad count", "UNSUB 1 many\r\n", protocol.ErrMalformed, "UNSUB message count"},
 	}
@@ -207,7 +224,7 @@ func TestReaderBufferFollowsTheLoad(t *testing.T) {
 	if err := r.Next(&cmd); err != nil || !bytes.Equal(cmd.Body, big) || string(cmd.Subject) != "big" {
 		t.Fatalf("the 1 MiB message: %v, subject %q, %d bytes", err, cmd.Subject, len(cmd.Body))
 	}
-	if size, limit := r.BufferSize(), limits.MaxControlLine+2+limits.MaxPayload+2; size < 1<<20 || size > limit {
+	if size, limit := r.BufferSize(), 16+limits.MaxControlLine+2+limits.MaxPayload+2; size < 1<<20 || size > limit { // 16: the verb and its spaces
 		t.Fatalf("buffer %d bytes after the 1 MiB message, want at least 1 MiB and at most one frame (%d)", size, limit)
 	}
 	for i := range 10_000 {
