@@ -119,8 +119,11 @@ type localSub struct {
 	binding atomic.Pointer[subBinding]
 	// base is what the queue had counted when binding last changed: the
 	// counts before it are its earlier policy's (under Server.retiredMu).
-	base    pending.Counts
-	retired atomic.Bool
+	base pending.Counts
+	// queueClosed is set once removeSub closed the queue (after removed):
+	// only then may the SUB retire, its counts final but for what is in
+	// flight.
+	queueClosed, retired atomic.Bool
 	// killed is set while the Subscription's kill switch is engaged.
 	killed atomic.Bool
 	// registered is set once Server.subscribe routed the SUB: kill switches
@@ -148,7 +151,7 @@ func (ls *localSub) latency() *latencies { return ls.binding.Load().latency }
 // totals once nothing of it is in flight any more (its writer settles the
 // rest and calls this again).
 func (ls *localSub) retireWhenSettled() {
-	if ls.removed.Load() && ls.queue.Counts().InFlight == 0 && ls.retired.CompareAndSwap(false, true) {
+	if ls.queueClosed.Load() && ls.queue.Counts().InFlight == 0 && ls.retired.CompareAndSwap(false, true) {
 		ls.conn.srv.retire(ls)
 	}
 }
@@ -445,21 +448,21 @@ func (c *conn) pong(sentUpstream bool) {
 }
 
 // heldPong is a PONG that goes out once every SUB of its connection has
-// taken (or dropped) the messages that arrived before it: until each
-// queue's count of what left it, arrived - pending, reaches arrived as it
-// stood when the PONG became answerable.
+// taken (or dropped) the messages queued before it: until each queue's
+// count of what left it reaches the mark it had when the PONG became
+// answerable (pending.Queue.Position).
 type heldPong struct{ barrier []queueMark }
 
 type queueMark struct {
-	ls      *localSub
-	arrived uint64
+	ls    *localSub
+	until uint64
 }
 
 // passed reports whether every message queued before the PONG has left
 // its queue (taken into a write, or dropped); a removed SUB holds nothing.
 func (h heldPong) passed() bool {
 	for _, m := range h.barrier {
-		if n := m.ls.queue.Counts(); !m.ls.removed.Load() && n.Arrived-n.Pending < m.arrived {
+		if left, _ := m.ls.queue.Position(); !m.ls.removed.Load() && left < m.until {
 			return false
 		}
 	}
@@ -480,8 +483,8 @@ func (c *conn) pongReady(owed *owedPong) {
 	var barrier []queueMark
 	if n > 0 {
 		for _, ls := range c.order {
-			if q := ls.queue.Counts(); q.Pending > 0 {
-				barrier = append(barrier, queueMark{ls, q.Arrived})
+			if left, until := ls.queue.Position(); until > left {
+				barrier = append(barrier, queueMark{ls, until})
 			}
 		}
 	}
@@ -598,6 +601,7 @@ func (c *conn) removeSub(ls *localSub, reason pending.Reason) {
 	c.mu.Unlock()
 	_ = c.srv.unsubscribe(ls) // an error means the upstream connection is gone; its interest went with it
 	ls.queue.Close(reason)
+	ls.queueClosed.Store(true)
 	ls.retireWhenSettled()
 	c.wakeWriter() // a PONG held for what it had queued may go now
 }

@@ -385,7 +385,7 @@ func TestFastResponderDoesNotTrip(t *testing.T) {
 // that Subscription from the configuration on: its kill switch withdraws
 // and restores the SUB's interest, and a rename keeps it under the new
 // name. What it counted before stays with the policy it was counted under,
-// and each policy's totals balance. (A SUB kept the policy it was made
+// and each policy's totals balance (nothing was pending at the changes). (A SUB kept the policy it was made
 // under, so a kill switch never reached SUBs older than its Subscription.)
 func TestSUBsFollowTheirSubscriptionAcrossConfigurations(t *testing.T) {
 	r := newRig(t)

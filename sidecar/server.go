@@ -458,13 +458,19 @@ func (s *Server) rebindSubscriptions() {
 }
 
 // rebind puts ls under the Subscription policy name: what its queue
-// counted until now stays with its earlier policy's totals.
+// counted until now stays with its earlier policy's totals, which are
+// counters and never go back. A message pending at the change is counted
+// arrived under the old policy and delivered or dropped under the new.
+// A removed SUB keeps its policy: its counts are settling, or retired.
 func (s *Server) rebind(ls *localSub, name string) {
 	s.retiredMu.Lock()
 	defer s.retiredMu.Unlock()
-	now := settledCounts(ls.queue.Counts())
+	if ls.removed.Load() {
+		return
+	}
+	now := ls.queue.Counts()
 	old := ls.policy()
-	s.retired[old] = addCounts(s.retired[old], countsSince(now, ls.base))
+	s.retired[old] = addCounts(s.retired[old], flows(countsSince(now, ls.base)))
 	ls.base = now
 	ls.binding.Store(&subBinding{policy: name, latency: s.latenciesFor(name)})
 }
@@ -581,7 +587,8 @@ func (s *Server) subscribe(ls *localSub) error {
 	// The configuration may have changed since the SUB was made; its
 	// policy is the current one's from here on (rebindSubscriptions,
 	// under this lock, skips a SUB not yet registered).
-	if _, _, name := s.subscriptionPolicy(ls.key.Subject); name != ls.policy() {
+	if limits, essential, name := s.subscriptionPolicy(ls.key.Subject); name != ls.policy() {
+		ls.queue.SetLimits(limits, essential)
 		s.rebind(ls, name)
 	}
 	ls.registered = true

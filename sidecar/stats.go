@@ -33,7 +33,7 @@ func (s *Server) retire(ls *localSub) {
 	defer s.retiredMu.Unlock()
 	delete(s.settling, ls)
 	p := ls.policy()
-	s.retired[p] = addCounts(s.retired[p], countsSince(ls.queue.Counts(), ls.base))
+	s.retired[p] = addCounts(s.retired[p], flows(countsSince(ls.queue.Counts(), ls.base)))
 }
 
 // PolicyTotals sums every local subscription's accounting, live, settling
@@ -58,9 +58,9 @@ func (s *Server) PolicyTotals() map[string]pending.Counts {
 	return out
 }
 
-// countsSince is what a queue counted since base, which has nothing
-// pending or in flight (settledCounts): its arrivals, deliveries and drops
-// since, and what it holds now.
+// countsSince is what a queue counted since base (its counts when the SUB
+// last changed policy): its arrivals, deliveries and drops since, and what
+// it holds now.
 func countsSince(now, base pending.Counts) pending.Counts {
 	out := now
 	out.Arrived -= base.Arrived
@@ -71,12 +71,12 @@ func countsSince(now, base pending.Counts) pending.Counts {
 	return out
 }
 
-// settledCounts is now as if the messages pending or in flight had not
-// arrived yet: a base from which each policy's share balances (arrived ==
-// delivered + dropped + in flight + pending), those messages counted by
-// the policy that delivers or drops them.
-func settledCounts(now pending.Counts) pending.Counts {
-	return pending.Counts{Arrived: now.Arrived - now.InFlight - now.Pending, Delivered: now.Delivered, Dropped: now.Dropped}
+// flows is c's counters without what is held now (in flight, pending):
+// what a SUB leaves to its policy's totals when it retires or moves to
+// another policy.
+func flows(c pending.Counts) pending.Counts {
+	c.InFlight, c.Pending, c.PendingBytes = 0, 0, 0
+	return c
 }
 
 func addCounts(t, c pending.Counts) pending.Counts {

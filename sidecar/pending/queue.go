@@ -144,6 +144,10 @@ type Queue struct {
 	ring   []Message // grows by doubling up to MaxMessages, never beyond
 	head   int
 	counts Counts
+	// left counts the messages that left the ring, by any way (taken,
+	// evicted, shed, dropped): the position of its head in the FIFO of
+	// every message it ever held (Position).
+	left uint64
 
 	// lateReason (under mu) counts what arrives after Close, and what was
 	// in flight then and is not written: closed, or shutdown when the
@@ -358,8 +362,19 @@ func (q *Queue) popLocked() Message {
 	q.head = (q.head + 1) % len(q.ring)
 	q.counts.Pending--
 	q.counts.PendingBytes -= m.Size()
+	q.left++
 	q.releaseBudget(m.Size())
 	return m
+}
+
+// Position is how many messages ever left the queue (taken, evicted, shed
+// or dropped), and the position the newest one now pending will have left
+// at: a message held now is gone once left reaches until. Messages refused
+// on arrival never enter, and move neither.
+func (q *Queue) Position() (left, until uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.left, q.left + q.counts.Pending
 }
 
 // Take removes the oldest message for writing; it is in flight until Done.
