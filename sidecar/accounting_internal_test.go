@@ -132,10 +132,12 @@ func TestASUBRetiresOnlyOnceItsQueueIsClosed(t *testing.T) {
 }
 
 // TestARetiredSUBIsNotRebound: a configuration change that listed a SUB
-// before it was removed and retired (by an UNSUB and a write that settled
-// meanwhile, while the change waited on another SUB's queue) leaves it
-// under its policy: its counts are added to the totals once. (They were
-// added again, and its later counts lost.)
+// before it was removed (an UNSUB, and a write that settled meanwhile,
+// while the change waited on another SUB's queue) counts its messages
+// once across the policies. (The write's settle retired it before its
+// queue was closed, and the change then rebound it: its counts were added
+// twice. A SUB now retires only after its queue is closed, which waits
+// for the change's interestMu, and rebind leaves a removed SUB alone.)
 func TestARetiredSUBIsNotRebound(t *testing.T) {
 	s, c := connectedServer(t)
 	first := listSub(c, "0", "a.x") // rebound first: where the test holds the change
@@ -226,26 +228,36 @@ func TestRebindingNeverTakesCountsBack(t *testing.T) {
 // TestASUBRegisteredAfterAChangeTakesItsLimitsToo: a configuration change
 // between conn.subscribe's reading of the SUB's policy and its listing
 // (which the change then does not see) gives the SUB, as it registers,
-// the new policy's limits along with its name and kill switch. (It kept
-// the old limits until some later change.)
+// the current limits, whether the change named a new Subscription or kept
+// the name. (It kept the old limits until some later change.)
 func TestASUBRegisteredAfterAChangeTakesItsLimitsToo(t *testing.T) {
-	s, c := connectedServer(t)
-	limits, essential, name := s.subscriptionPolicy("late.x") // conn.subscribe's first step
-	if err := s.SetConfig(auditConfig(accountingPolicy("late", "late.>", 7))); err != nil {
-		t.Fatal(err)
-	}
-	ls := &localSub{conn: c, sid: "1", key: upstream.Key{Subject: "late.x"},
-		queue: pending.New(limits).WithConnectionLimit(c.pendingLimit).WithBudget(c.srv.budget, essential)}
-	ls.binding.Store(&subBinding{policy: name, latency: c.srv.latenciesFor(name)})
-	c.mu.Lock()
-	c.subs[ls.sid] = ls
-	c.order = append(append([]*localSub(nil), c.order...), ls)
-	c.mu.Unlock()
-	if err := s.subscribe(ls); err != nil {
-		t.Fatal(err)
-	}
-	if got := ls.queue.Limits().MaxMessages; ls.policy() == "late" && got != 7 {
-		t.Fatalf("the SUB is under %q but its queue holds %d messages, not late's 7", ls.policy(), got)
+	for _, tc := range []struct {
+		name   string
+		before []meshconfig.SubscriptionPolicy
+	}{
+		{"a new Subscription", nil},
+		{"the same Subscription, new limits", []meshconfig.SubscriptionPolicy{accountingPolicy("late", "late.>", 100)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, c := connectedServer(t, tc.before...)
+			limits, essential, name := s.subscriptionPolicy("late.x") // conn.subscribe's first step
+			if err := s.SetConfig(auditConfig(accountingPolicy("late", "late.>", 7))); err != nil {
+				t.Fatal(err)
+			}
+			ls := &localSub{conn: c, sid: "1", key: upstream.Key{Subject: "late.x"},
+				queue: pending.New(limits).WithConnectionLimit(c.pendingLimit).WithBudget(c.srv.budget, essential)}
+			ls.binding.Store(&subBinding{policy: name, latency: c.srv.latenciesFor(name)})
+			c.mu.Lock()
+			c.subs[ls.sid] = ls
+			c.order = append(append([]*localSub(nil), c.order...), ls)
+			c.mu.Unlock()
+			if err := s.subscribe(ls); err != nil {
+				t.Fatal(err)
+			}
+			if got := ls.queue.Limits().MaxMessages; ls.policy() != "late" || got != 7 {
+				t.Fatalf("the SUB is under %q with a queue of %d messages, want late's 7", ls.policy(), got)
+			}
+		})
 	}
 }
 

@@ -547,6 +547,16 @@ func (c *conn) subscribe(cmd *protocol.Command) bool {
 	ls := &localSub{conn: c, sid: sid, key: upstream.Key{Subject: subject, Queue: string(cmd.Queue)}, queue: pending.New(limits).WithConnectionLimit(c.pendingLimit).WithBudget(c.srv.budget, essential)}
 	ls.binding.Store(&subBinding{policy: policyName, latency: c.srv.latenciesFor(policyName)})
 	c.mu.Lock()
+	select {
+	case <-c.done:
+		// Closed by its writer or a slow consumer's control replies while
+		// this reader went on with what it had read: close took its
+		// snapshot of the SUBs (under mu, after done), and this one would
+		// never be removed.
+		c.mu.Unlock()
+		return false
+	default:
+	}
 	c.subs[sid] = ls
 	c.order = append(append([]*localSub(nil), c.order...), ls)
 	c.mu.Unlock()

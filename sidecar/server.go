@@ -585,10 +585,12 @@ func (s *Server) subscribe(ls *localSub) error {
 		return nil
 	}
 	// The configuration may have changed since the SUB was made; its
-	// policy is the current one's from here on (rebindSubscriptions,
-	// under this lock, skips a SUB not yet registered).
-	if limits, essential, name := s.subscriptionPolicy(ls.key.Subject); name != ls.policy() {
-		ls.queue.SetLimits(limits, essential)
+	// policy and limits are the current one's from here on
+	// (rebindSubscriptions, under this lock, skips a SUB not yet
+	// registered).
+	limits, essential, name := s.subscriptionPolicy(ls.key.Subject)
+	ls.queue.SetLimits(limits, essential)
+	if name != ls.policy() {
 		s.rebind(ls, name)
 	}
 	ls.registered = true

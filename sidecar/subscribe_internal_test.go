@@ -10,6 +10,7 @@ import (
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar/pending"
+	"github.com/weighstation/weighstation/sidecar/protocol"
 	"github.com/weighstation/weighstation/sidecar/upstream"
 )
 
@@ -127,5 +128,25 @@ func TestASUBWhoseConnectionClosedMeanwhileIsNotRouted(t *testing.T) {
 	}
 	if totals := s.PolicyTotals()[""]; !totals.Balanced() {
 		t.Fatalf("totals %+v do not balance", totals)
+	}
+}
+
+// TestASUBReadAfterItsConnectionClosedIsRefused: the reader goes on with
+// the commands it had read after its writer (a failed write) or a slow
+// consumer's control replies closed the connection; a SUB among them is
+// refused, since the close's removal of the SUBs has run. (It was routed
+// and kept its upstream interest for ever.)
+func TestASUBReadAfterItsConnectionClosedIsRefused(t *testing.T) {
+	s, c := connectedServer(t)
+	c.close()
+	cmd := protocol.Command{Op: protocol.OpSub, Subject: []byte("leak.x"), SID: []byte("1")}
+	if c.subscribe(&cmd) {
+		t.Fatal("the SUB was taken")
+	}
+	s.router.mu.RLock()
+	routes := len(s.router.routes)
+	s.router.mu.RUnlock()
+	if n := s.interest.Subscriptions(); n != 0 || routes != 0 {
+		t.Fatalf("%d upstream subscriptions and %d routes, want none", n, routes)
 	}
 }

@@ -133,3 +133,40 @@ func TestSetLimitsAfterCloseLeavesTheBudget(t *testing.T) {
 		t.Fatalf("the budget may shed %d queues, want none: the only one is closed", n)
 	}
 }
+
+// TestAnEssentialDropOldestQueueEvictsItsOwnFirst: a full essential
+// DropOldest queue makes room from its own oldest message before the
+// budget sheds anyone else's; only what its eviction does not free is
+// shed. (The budget was asked first, and shed another subscription's
+// message for room the eviction then freed anyway.)
+func TestAnEssentialDropOldestQueueEvictsItsOwnFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		newSize    int
+		shedOthers uint64
+	}{
+		{"its eviction frees enough", 30, 0},
+		{"its eviction frees too little", 50, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			budget := pending.NewBudget(100)
+			optional := pending.New(pending.Limits{MaxMessages: 10, MaxBytes: 1000}).WithBudget(budget, false)
+			essential := pending.New(pending.Limits{MaxMessages: 1, MaxBytes: 1000, Overflow: pending.DropOldest}).WithBudget(budget, true)
+			if !optional.Push(msg(0, 60)) || !essential.Push(msg(1, 30)) {
+				t.Fatal("setup")
+			}
+			if !essential.Push(msg(2, tc.newSize)) {
+				t.Fatal("the push was refused")
+			}
+			if c := optional.Counts(); c.Dropped[pending.ReasonShed] != tc.shedOthers || !c.Balanced() {
+				t.Fatalf("the optional queue: %+v, want %d shed", c, tc.shedOthers)
+			}
+			if c := essential.Counts(); c.Pending != 1 || c.Dropped[pending.ReasonOverflow] != 1 || !c.Balanced() {
+				t.Fatalf("the essential queue: %+v, want its new message held and its oldest dropped as overflow", c)
+			}
+			if want := int64(tc.newSize) + 60*int64(1-tc.shedOthers); budget.Used() != want {
+				t.Fatalf("budget used %d, want %d", budget.Used(), want)
+			}
+		})
+	}
+}

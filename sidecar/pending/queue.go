@@ -241,6 +241,13 @@ func (q *Queue) Push(m Message) bool {
 		m.Body.Release()
 		return false
 	}
+	if q.budget != nil && q.essential.Load() {
+		// A full essential DropOldest queue makes room from its own oldest
+		// first, as it would below: the budget then sheds others only for
+		// what that does not free. (A queue that may be shed keeps its
+		// oldest until the budget took the new one.)
+		q.evictForLocked(size)
+	}
 	q.mu.Unlock()
 	// The budgets are reserved before the queue's own lock: shedding for
 	// the sidecar budget locks other queues, and a queue never holds its
@@ -274,13 +281,20 @@ func (q *Queue) Push(m Message) bool {
 		m.Body.Release()
 		return false
 	}
-	for q.full(size) {
-		old := q.popLocked() // DropOldest: refusesLocked took DropNewest's refusal
+	q.evictForLocked(size) // DropOldest: refusesLocked took DropNewest's refusal
+	q.pushLocked(m)
+	return true
+}
+
+// evictForLocked drops the oldest messages, counted as overflow, until one
+// of size bytes fits (DropOldest: refusesLocked refuses it under
+// DropNewest, and one larger than MaxBytes).
+func (q *Queue) evictForLocked(size int64) {
+	for q.counts.Pending > 0 && q.full(size) {
+		old := q.popLocked()
 		old.Body.Release()
 		q.counts.Dropped[ReasonOverflow]++
 	}
-	q.pushLocked(m)
-	return true
 }
 
 // Reject counts an arrival that is dropped without being offered, for

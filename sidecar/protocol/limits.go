@@ -6,6 +6,11 @@ type Limits struct {
 	// text after the command's verb, without the payload), as nats-server
 	// measures its max_control_line. A longer one closes the connection.
 	MaxControlLine int
+	// ForwardedLineRoom is taken off MaxControlLine for the commands whose
+	// arguments go on to the broker (PUB, HPUB, SUB): room for what the
+	// sidecar adds to them there, where they must fit the broker's own
+	// max_control_line.
+	ForwardedLineRoom int
 	// MaxPayload is the largest PUB or HPUB body (headers and payload), in
 	// bytes: what INFO advertises as max_payload. A larger one closes the
 	// connection, as nats-server does; stock clients check it themselves
@@ -14,8 +19,9 @@ type Limits struct {
 }
 
 // DefaultLimits are nats-server's defaults, a 4 KiB control line and a 1
-// MiB payload, less UpstreamLineRoom of the control line.
-var DefaultLimits = Limits{MaxControlLine: 4096 - UpstreamLineRoom, MaxPayload: 1 << 20}
+// MiB payload, with UpstreamLineRoom of the control line kept for what the
+// sidecar adds to what it forwards.
+var DefaultLimits = Limits{MaxControlLine: 4096, ForwardedLineRoom: UpstreamLineRoom, MaxPayload: 1 << 20}
 
 // UpstreamLineRoom is what the sidecar may add to a command's arguments on
 // their way to the broker, whose max_control_line (4,096 by default) they

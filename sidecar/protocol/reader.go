@@ -108,15 +108,16 @@ func (r *Reader) Next(cmd *Command) error {
 	n, err := r.buf.LineLen(verbRoom + r.limits.MaxControlLine + 1) // +1: the line's CR
 	switch {
 	case errors.Is(err, ErrLineTooLong):
-		return controlLineTooLong(r.limits.MaxControlLine)
+		_, limit := r.argumentsAndLimit(r.buf.Bytes()) // the verb is among what was read
+		return controlLineTooLong(limit)
 	case errors.Is(err, io.EOF) && len(r.buf.Bytes()) > 0:
 		return io.ErrUnexpectedEOF
 	case err != nil:
 		return err
 	}
 	line := controlLine(r.buf.Bytes(), n)
-	if len(arguments(line)) > r.limits.MaxControlLine {
-		return controlLineTooLong(r.limits.MaxControlLine)
+	if args, limit := r.argumentsAndLimit(line); len(args) > limit {
+		return controlLineTooLong(limit)
 	}
 	if err := r.parse(line, cmd); err != nil {
 		return err
@@ -148,15 +149,20 @@ func (r *Reader) Next(cmd *Command) error {
 	return nil
 }
 
-// controlLine is the line of the n bytes before the '\n' at the start of
-// buffered, without its CR.
-// arguments is what follows a control line's verb and the spaces after
-// it: what max_control_line bounds.
-func arguments(line []byte) []byte {
-	_, rest := cutToken(line)
-	return bytes.TrimLeft(rest, " \t")
+// argumentsAndLimit returns what follows a control line's verb and the
+// spaces after it, which max_control_line bounds, and the bound for its
+// verb: less ForwardedLineRoom for what goes on to the broker.
+func (r *Reader) argumentsAndLimit(line []byte) ([]byte, int) {
+	verb, rest := cutToken(line)
+	limit := r.limits.MaxControlLine
+	if bytes.EqualFold(verb, []byte("PUB")) || bytes.EqualFold(verb, []byte("HPUB")) || bytes.EqualFold(verb, []byte("SUB")) {
+		limit -= r.limits.ForwardedLineRoom
+	}
+	return bytes.TrimLeft(rest, " \t"), limit
 }
 
+// controlLine is the line of the n bytes before the '\n' at the start of
+// buffered, without its CR.
 func controlLine(buffered []byte, n int) []byte {
 	return bytes.TrimSuffix(buffered[:n], []byte{'\r'})
 }

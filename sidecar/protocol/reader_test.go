@@ -82,6 +82,44 @@ func TestControlLineLimitIsOnTheArguments(t *testing.T) {
 	}
 }
 
+// TestControlLineBoundsByCommand: under the defaults, what goes on to the
+// broker (PUB, HPUB, SUB) has UpstreamLineRoom less than nats-server's
+// 4,096 bytes of arguments, for what the sidecar adds there; CONNECT,
+// which stays in the sidecar, has all of them, as from nats-server.
+func TestControlLineBoundsByCommand(t *testing.T) {
+	forwarded := protocol.DefaultLimits.MaxControlLine - protocol.UpstreamLineRoom
+	connect := func(n int) string { // CONNECT with n bytes of options
+		return "CONNECT " + `{"jwt":"` + strings.Repeat("e", n-len(`{"jwt":""}`)) + `"}` + "\r\n"
+	}
+	pub := func(n int) string { return "PUB " + strings.Repeat("s", n-2) + " 1\r\nx\r\n" }
+	hpub := func(n int) string { return "HPUB " + strings.Repeat("s", n-4) + " 0 1\r\nx\r\n" }
+	sub := func(n int) string { return "SUB " + strings.Repeat("s", n-2) + " 1\r\n" }
+	for _, tc := range []struct {
+		name, input string
+		limit       int // 0: taken
+	}{
+		{"CONNECT at nats-server's bound", connect(4096), 0},
+		{"CONNECT past it", connect(4097), 4096},
+		{"PUB at its bound", pub(forwarded), 0},
+		{"PUB past it", pub(forwarded + 1), forwarded},
+		{"HPUB past it", hpub(forwarded + 1), forwarded},
+		{"SUB at its bound", sub(forwarded), 0},
+		{"SUB past it", sub(forwarded + 1), forwarded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := protocol.NewReader(strings.NewReader(tc.input), protocol.DefaultLimits)
+			var cmd protocol.Command
+			err := r.Next(&cmd)
+			switch want := fmt.Sprintf("Maximum Control Line Exceeded (max_control_line %d)", tc.limit); {
+			case tc.limit == 0 && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.limit != 0 && (!errors.Is(err, protocol.ErrControlLineTooLong) || !strings.Contains(err.Error(), want)):
+				t.Fatalf("got %v, want %q", err, want)
+			}
+		})
+	}
+}
+
 func TestReaderRefusesWithTheRule(t *testing.T) {
 	tests := []struct {
 		name  string
