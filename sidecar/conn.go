@@ -97,6 +97,9 @@ type conn struct {
 	// writes a client's output in order, so a Flush returns after the
 	// messages the broker sent before its PONG (fill writes them).
 	heldPongs []heldPong
+	// holding is len(heldPongs), read without mu by fill, which takes mu
+	// for them only when some wait.
+	holding atomic.Int32
 	subs      map[string]*localSub // by sid
 	order     []*localSub          // copy-on-write list that whoever writes walks (fill)
 
@@ -503,6 +506,7 @@ func (c *conn) pongReady(owed *owedPong) {
 	for range n {
 		c.heldPongs = append(c.heldPongs, heldPong{barrier})
 	}
+	c.holding.Store(int32(len(c.heldPongs)))
 	c.mu.Unlock()
 	c.wakeWriter()
 }

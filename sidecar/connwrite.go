@@ -267,13 +267,16 @@ func (c *conn) fill() (ok, full bool) {
 	}
 	// PONGs held for what was queued before them, once it all left its
 	// queues: in this write, after its messages.
-	c.mu.Lock()
-	for len(c.heldPongs) > 0 && c.heldPongs[0].passed() {
-		b.buf = append(b.buf, protocol.Pong...)
-		c.heldPongs[0] = heldPong{}
-		c.heldPongs = c.heldPongs[1:]
+	if c.holding.Load() > 0 {
+		c.mu.Lock()
+		for len(c.heldPongs) > 0 && c.heldPongs[0].passed() {
+			b.buf = append(b.buf, protocol.Pong...)
+			c.heldPongs[0] = heldPong{}
+			c.heldPongs = c.heldPongs[1:]
+		}
+		c.holding.Store(int32(len(c.heldPongs)))
+		c.mu.Unlock()
 	}
-	c.mu.Unlock()
 	if len(b.buf) == 0 {
 		return false, full
 	}

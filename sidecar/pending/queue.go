@@ -229,26 +229,6 @@ func (q *Queue) Close(reason Reason) int {
 // With a budget, the bytes are reserved first (see Budget).
 func (q *Queue) Push(m Message) bool {
 	size := m.Size()
-	// What the queue would refuse whatever the budgets say is refused
-	// before they are asked: an essential message would otherwise shed
-	// other subscriptions' messages for nothing. (Checked again under the
-	// lock below; in between the queue only drains, or closes.)
-	q.mu.Lock()
-	if reason, refused := q.refusesLocked(size); refused {
-		q.counts.Arrived++
-		q.counts.Dropped[reason]++
-		q.mu.Unlock()
-		m.Body.Release()
-		return false
-	}
-	if q.budget != nil && q.essential.Load() {
-		// A full essential DropOldest queue makes room from its own oldest
-		// first, as it would below: the budget then sheds others only for
-		// what that does not free. (A queue that may be shed keeps its
-		// oldest until the budget took the new one.)
-		q.evictForLocked(size)
-	}
-	q.mu.Unlock()
 	// The budgets are reserved before the queue's own lock: shedding for
 	// the sidecar budget locks other queues, and a queue never holds its
 	// lock while it takes another's.
@@ -257,20 +237,12 @@ func (q *Queue) Push(m Message) bool {
 		m.Body.Release()
 		return false
 	}
-	if q.budget != nil && !q.budget.reserve(size) {
-		essential := q.essential.Load()
-		if !essential || !q.budget.shedFor(size) {
-			if q.conn != nil {
-				q.conn.release(size)
-			}
-			reason := ReasonShed
-			if essential {
-				reason = ReasonBudget
-			}
-			q.countDrop(reason)
-			m.Body.Release()
-			return false
+	if q.budget != nil && !q.budget.reserve(size) && !q.makeRoom(size) {
+		if q.conn != nil {
+			q.conn.release(size)
 		}
+		m.Body.Release()
+		return false
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -284,6 +256,38 @@ func (q *Queue) Push(m Message) bool {
 	q.evictForLocked(size) // DropOldest: refusesLocked took DropNewest's refusal
 	q.pushLocked(m)
 	return true
+}
+
+// makeRoom is Push's answer to a budget without size bytes to spare: an
+// essential queue has non-essential queues' oldest messages shed, and a
+// queue that may be shed is refused. Before it sheds anyone's, an
+// essential queue refuses what it would refuse anyway (full under
+// DropNewest, over MaxBytes, closed) and, under DropOldest, evicts its own
+// oldest: the budget sheds others only for what that does not free (it
+// shed them for nothing). It reports whether the budget holds size bytes
+// for the message now; if not, it counted the message dropped.
+func (q *Queue) makeRoom(size int64) bool {
+	essential := q.essential.Load()
+	if essential {
+		q.mu.Lock()
+		if reason, refused := q.refusesLocked(size); refused {
+			q.counts.Arrived++
+			q.counts.Dropped[reason]++
+			q.mu.Unlock()
+			return false
+		}
+		q.evictForLocked(size)
+		q.mu.Unlock()
+		if q.budget.reserve(size) || q.budget.shedFor(size) {
+			return true
+		}
+	}
+	reason := ReasonShed
+	if essential {
+		reason = ReasonBudget
+	}
+	q.countDrop(reason)
+	return false
 }
 
 // evictForLocked drops the oldest messages, counted as overflow, until one
