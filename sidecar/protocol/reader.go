@@ -116,8 +116,12 @@ func (r *Reader) Next(cmd *Command) error {
 		return err
 	}
 	line := controlLine(r.buf.Bytes(), n)
-	if args, limit := r.argumentsAndLimit(line); len(args) > limit {
-		return controlLineTooLong(limit)
+	// A line no longer than the smallest bound is within it; only a long
+	// one is measured by its verb.
+	if len(line) > r.limits.MaxControlLine-r.limits.ForwardedLineRoom {
+		if args, limit := r.argumentsAndLimit(line); len(args) > limit {
+			return controlLineTooLong(limit)
+		}
 	}
 	if err := r.parse(line, cmd); err != nil {
 		return err

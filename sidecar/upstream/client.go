@@ -177,6 +177,10 @@ type Client struct {
 	deferred           bool // someone asked for a write while one was under way (writeLocked)
 	iov                net.Buffers
 	iovArray           [3][]byte
+	// deadlineOn and deadlineSet are the connection whose write deadline
+	// the writing goroutine last set, and when (writeBlocking).
+	deadlineOn  net.Conn
+	deadlineSet time.Time
 	// waiting are flushes to confirm with the next PING; sent are the
 	// PINGs on the wire, in order, each with what its PONG confirms.
 	waiting     []func(error)

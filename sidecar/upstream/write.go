@@ -286,7 +286,7 @@ func (c *Client) writeLocked(writes *atomic.Uint64) {
 			rawsock.Consume(&c.iov, raw.WriteNow(c.iov))
 		}
 		if len(c.iov) > 0 {
-			err = c.writeBlocking(conn)
+			err = c.writeBlocking(conn, now)
 		}
 		clear(c.iovArray[:]) // no reference to the buffers it wrote
 
@@ -312,14 +312,22 @@ func (c *Client) writeLocked(writes *atomic.Uint64) {
 // writer blocked in the write cannot count PINGs, and a broker whose
 // machine keeps TCP alive but reads nothing would hold it, and every
 // publisher behind it, for ever.
-func (c *Client) writeBlocking(conn net.Conn) error {
+//
+// The deadline is renewed only when half of it has passed (a write that
+// blocks is given between half and all of it): a deadline set and cleared
+// around every write that blocks cost a timer's update each, and a burst
+// blocks once every few dozen messages. Only the goroutine that set
+// writing calls it.
+func (c *Client) writeBlocking(conn net.Conn, now time.Time) error {
 	limit := c.opts.PingInterval * time.Duration(c.opts.MaxPingsOut)
-	_ = conn.SetWriteDeadline(time.Now().Add(limit))
+	if conn != c.deadlineOn || now.Sub(c.deadlineSet) > limit/2 {
+		_ = conn.SetWriteDeadline(now.Add(limit))
+		c.deadlineOn, c.deadlineSet = conn, now
+	}
 	_, err := c.iov.WriteTo(conn) // it consumes c.iov, not the array
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
-		return fmt.Errorf("the broker took no more of a write for %s (PingInterval × MaxPingsOut): %w", limit, err)
+		return fmt.Errorf("the broker took no more of a write for %s to %s (PingInterval × MaxPingsOut): %w", limit/2, limit, err)
 	}
-	_ = conn.SetWriteDeadline(time.Time{})
 	return err
 }
 
