@@ -100,8 +100,8 @@ type conn struct {
 	// holding is len(heldPongs), read without mu by fill, which takes mu
 	// for them only when some wait.
 	holding atomic.Int32
-	subs      map[string]*localSub // by sid
-	order     []*localSub          // copy-on-write list that whoever writes walks (fill)
+	subs    map[string]*localSub // by sid
+	order   []*localSub          // copy-on-write list that whoever writes walks (fill)
 
 	wake      chan struct{}
 	done      chan struct{}
