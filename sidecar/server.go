@@ -550,8 +550,27 @@ func (s *Server) Close() {
 	for _, c := range s.connections() {
 		c.close()
 	}
-	s.wg.Wait()
+	// A reader may be waiting on the broker, in a publish or in the write
+	// of what its connection queued: closing its socket does not wake it.
+	// A broker that takes nothing is given up after UpstreamFlushTimeout
+	// rather than the minutes its PINGs would take.
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	for {
+		select {
+		case <-done:
+			return
+		case <-time.After(s.opts.UpstreamFlushTimeout):
+			s.up.Interrupt(errClosingStalled) // and again, should a reconnection stall too
+		}
+	}
 }
+
+// errClosingStalled is why Close gives up the broker connection.
+var errClosingStalled = errors.New("the sidecar is closing and the broker took nothing for UpstreamFlushTimeout")
 
 // connections is a snapshot of the connections, to act on without
 // connsMu: closing one takes it (forget).

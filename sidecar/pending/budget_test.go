@@ -170,3 +170,47 @@ func TestAnEssentialDropOldestQueueEvictsItsOwnFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestABudgetRefusalCountsTheQueuesOwnReason: an arrival the queue would
+// refuse anyway is counted for the queue's reason when a budget refuses
+// it first: closed (or shutdown) after Close, overflow when full under
+// DropNewest; the budget's reason only otherwise. (A closed queue's late
+// arrivals counted as shed, and a full queue's as connection.)
+func TestABudgetRefusalCountsTheQueuesOwnReason(t *testing.T) {
+	roomy := pending.Limits{MaxMessages: 100, MaxBytes: 1000, Overflow: pending.DropNewest}
+	for _, tc := range []struct {
+		name  string
+		limit pending.Limits
+		close bool
+		want  pending.Reason
+	}{
+		{"closed, the sidecar budget full", roomy, true, pending.ReasonShutdown},
+		{"full under DropNewest, the connection's limit reached", pending.Limits{MaxMessages: 1, MaxBytes: 1000, Overflow: pending.DropNewest}, false, pending.ReasonOverflow},
+		{"room of its own, the budgets full", roomy, false, pending.ReasonConnection},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			budget, conn := pending.NewBudget(100), pending.NewBudget(100)
+			other := pending.New(roomy).WithBudget(budget, true).WithConnectionLimit(conn)
+			q := pending.New(tc.limit).WithBudget(budget, false).WithConnectionLimit(conn)
+			if !q.Push(msg(0, 10)) || !other.Push(msg(1, 90)) { // both budgets full
+				t.Fatal("setup")
+			}
+			if tc.close {
+				q.Close(pending.ReasonShutdown)
+				if !other.Push(msg(3, 10)) { // what Close gave back, taken: full again
+					t.Fatal("refilling")
+				}
+			}
+			if q.Push(msg(2, 10)) {
+				t.Fatal("the push was taken")
+			}
+			want := uint64(1)
+			if tc.close {
+				want++ // Close dropped the message it held, for the same reason
+			}
+			if c := q.Counts(); c.Dropped[tc.want] != want || !c.Balanced() {
+				t.Fatalf("counted %+v, want the arrival dropped for reason %d", c, tc.want)
+			}
+		})
+	}
+}

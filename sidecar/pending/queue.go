@@ -233,7 +233,7 @@ func (q *Queue) Push(m Message) bool {
 	// the sidecar budget locks other queues, and a queue never holds its
 	// lock while it takes another's.
 	if q.conn != nil && !q.conn.reserve(size) {
-		q.countDrop(ReasonConnection)
+		q.refuse(size, ReasonConnection)
 		m.Body.Release()
 		return false
 	}
@@ -286,8 +286,24 @@ func (q *Queue) makeRoom(size int64) bool {
 	if essential {
 		reason = ReasonBudget
 	}
-	q.countDrop(reason)
+	q.refuse(size, reason)
 	return false
+}
+
+// refuse counts an arrival a budget refused: for the queue's own reason
+// when it would have refused it anyway (closed, over MaxBytes, full under
+// DropNewest), so that a closed queue's late arrivals count as closed (or
+// shutdown) and a full queue's as overflow, whatever the budgets held;
+// else for the budget's reason.
+func (q *Queue) refuse(size int64, budgetReason Reason) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.counts.Arrived++
+	if reason, refused := q.refusesLocked(size); refused {
+		q.counts.Dropped[reason]++
+		return
+	}
+	q.counts.Dropped[budgetReason]++
 }
 
 // evictForLocked drops the oldest messages, counted as overflow, until one

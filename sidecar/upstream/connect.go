@@ -331,6 +331,22 @@ func (c *Client) lost(conn net.Conn, err error) {
 		"retryEvery", c.opts.ReconnectWait.String(), "outageBufferBytes", c.opts.OutageBufferBytes, "inDoubt", inDoubt)
 }
 
+// Interrupt gives up the connection to the broker now, as if it were lost
+// (reason is logged, and a reconnection follows unless the client is
+// closed): a write blocked on it fails, and publishers waiting for room
+// stop waiting (what they publish next is held, within OutageBufferBytes).
+// For a sidecar that must stop without waiting for a broker that takes
+// nothing, which PINGs would give up on only after PingInterval ×
+// MaxPingsOut.
+func (c *Client) Interrupt(reason error) {
+	c.mu.Lock()
+	conn := c.conn
+	c.mu.Unlock()
+	if conn != nil {
+		c.lost(conn, reason)
+	}
+}
+
 // failPingsLocked forgets every PING of the connection and returns the
 // flushes that waited on them, to be failed outside the lock.
 func (c *Client) failPingsLocked() []func(error) {
