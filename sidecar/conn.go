@@ -163,7 +163,8 @@ func newConn(s *Server, nc net.Conn) *conn {
 	return &conn{srv: s, id: s.nextConnID.Add(1), netConn: nc, subs: map[string]*localSub{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
 		errs:         protocol.NewErrorCoalescer(protocol.DefaultErrorInterval, protocol.DefaultErrorKeys),
 		pendingLimit: pending.NewBudget(s.opts.MaxPendingBytesPerConnection),
-		out:          newBatch(&s.opts, nc)}
+		out:          newBatch(&s.opts, nc),
+		requests:     outstanding{untimed: &s.requestsUntimed}}
 }
 
 func (c *conn) serve() {

@@ -63,6 +63,8 @@ var (
 		"Publishes the ACL allowed only as the one reply to a request the pod received.", nil, nil)
 	descUntracked = prometheus.NewDesc("weighstation_sidecar_requests_untracked_total",
 		"Requests delivered to the application while 100,000 already awaited replies: their replies are not timed and get no ACL reply allowance.", nil, nil)
+	descUntimed = prometheus.NewDesc("weighstation_sidecar_requests_untimed_total",
+		"The application's requests not timed for weighstation_sidecar_request_latency_seconds because their connection already timed 10,000 awaiting replies.", nil, nil)
 	descInvalid = prometheus.NewDesc("weighstation_sidecar_invalid_total",
 		"PUBs and SUBs refused for an invalid subject, pattern or header block.", nil, nil)
 	descBudget = prometheus.NewDesc("weighstation_sidecar_pending_bytes",
@@ -88,7 +90,7 @@ type collector struct{ s *Server }
 func (s *Server) Collector() prometheus.Collector { return collector{s} }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descInFlight, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descBrokerInDoubt, descWrites, descBrokerWrites, descPublishHandoffs, descPublishHandoffsHeld, descBrokerConnected, descBrokerReconnects, descBrokerUnsent, descEchoSuppressed, descKilled, descBreakerState, descBreakerTransitions, descNoResponders, descAccess, descRepliesAllowed, descUntracked} {
+	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descInFlight, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descBrokerInDoubt, descWrites, descBrokerWrites, descPublishHandoffs, descPublishHandoffsHeld, descBrokerConnected, descBrokerReconnects, descBrokerUnsent, descEchoSuppressed, descKilled, descBreakerState, descBreakerTransitions, descNoResponders, descAccess, descRepliesAllowed, descUntracked, descUntimed} {
 		ch <- d
 	}
 }
@@ -141,6 +143,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descRepliesAllowed, prometheus.CounterValue, float64(c.s.RepliesAllowed()))
 	ch <- prometheus.MustNewConstMetric(descUntracked, prometheus.CounterValue, float64(c.s.answerable.untracked.Load()))
+	ch <- prometheus.MustNewConstMetric(descUntimed, prometheus.CounterValue, float64(c.s.requestsUntimed.Load()))
 	ch <- prometheus.MustNewConstMetric(descNoResponders, prometheus.CounterValue, float64(c.s.NoRespondersReceived()), "received")
 	ch <- prometheus.MustNewConstMetric(descNoResponders, prometheus.CounterValue, float64(c.s.NoRespondersSent()), "sent")
 	ch <- prometheus.MustNewConstMetric(descNoResponders, prometheus.CounterValue, float64(c.s.noRespondersUnsent.Load()), "unsent")

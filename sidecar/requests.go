@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,7 +24,7 @@ const (
 type outstanding struct {
 	mu       sync.Mutex
 	byReply  subjectMap[int64] // reply subject -> arrival (nanotime)
-	untimed  uint64
+	untimed  *atomic.Uint64    // the sidecar's count, for its metrics
 	lastSwep int64
 }
 
@@ -33,7 +34,7 @@ func (o *outstanding) start(reply string, arrived int64) {
 	if o.byReply.len() >= maxOutstandingRequests {
 		o.sweep(arrived)
 		if o.byReply.len() >= maxOutstandingRequests {
-			o.untimed++
+			o.untimed.Add(1)
 			return
 		}
 	}

@@ -15,6 +15,9 @@ type telemetry struct {
 	// invalid counts PUBs and SUBs refused before any policy: an invalid
 	// subject or pattern, or a header block that does not parse.
 	invalid atomic.Uint64
+	// requestsUntimed counts the application's requests not timed because
+	// its connection already timed maxOutstandingRequests.
+	requestsUntimed atomic.Uint64
 	// strippedStamps counts reserved headers (StampHeader, OriginHeader)
 	// that applications supplied.
 	strippedStamps atomic.Uint64
