@@ -4,8 +4,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar/pending"
 	"github.com/weighstation/weighstation/sidecar/upstream"
@@ -25,28 +25,21 @@ func pushTo(t *testing.T, ls *localSub, data string) bool {
 	return ls.queue.Push(pending.Message{Subject: ls.key.Subject, Data: []byte(data)})
 }
 
-// waitForGoroutine waits until some goroutine's stack holds every
-// one of frames (a goroutine parked at a known point).
-func waitForGoroutine(t *testing.T, frames ...string) {
-	t.Helper()
+// goroutineAt reports whether some goroutine's stack holds every one of
+// frames (a goroutine parked at a known point).
+func goroutineAt(frames ...string) bool {
 	buf := make([]byte, 1<<20)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n := runtime.Stack(buf, true)
-	next:
-		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
-			for _, f := range frames {
-				if !strings.Contains(g, f) {
-					continue next
-				}
+	n := runtime.Stack(buf, true)
+next:
+	for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+		for _, f := range frames {
+			if !strings.Contains(g, f) {
+				continue next
 			}
-			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no goroutine reached %v", frames)
-		}
-		time.Sleep(time.Millisecond)
+		return true
 	}
+	return false
 }
 
 // TestAHeldPongWaitsForOlderMessagesWhateverIsDropped: a PONG held behind
@@ -119,7 +112,7 @@ func TestASUBRetiresOnlyOnceItsQueueIsClosed(t *testing.T) {
 		defer close(removed)
 		c.removeSub(ls, pending.ReasonUnsubscribed)
 	}()
-	waitUntil(t, "the SUB is marked removed", ls.removed.Load)
+	natstest.WaitFor(t, "the SUB is marked removed", ls.removed.Load)
 	_, err := c.out.toWrite.WriteTo(c.netConn)
 	c.settle(err, false) // the write of message 1 returns
 	c.writeMu.Unlock()
@@ -172,13 +165,13 @@ func TestARetiredSUBIsNotRebound(t *testing.T) {
 	<-locked
 	configured := make(chan error, 1)
 	go func() { configured <- s.SetConfig(auditConfig(accountingPolicy("late", "late.>", 100))) }()
-	waitForGoroutine(t, "rebindSubscriptions", "SetLimits")
+	natstest.WaitFor(t, "the change to stop at the first SUB's limits", func() bool { return goroutineAt("rebindSubscriptions", "SetLimits") })
 	removed := make(chan struct{})
 	go func() { // the reader's UNSUB 1, which waits for interestMu after startSettling
 		defer close(removed)
 		c.removeSub(ls, pending.ReasonUnsubscribed)
 	}()
-	waitUntil(t, "the SUB is marked removed", ls.removed.Load)
+	natstest.WaitFor(t, "the SUB is marked removed", ls.removed.Load)
 	_, err := c.out.toWrite.WriteTo(c.netConn)
 	c.settle(err, false) // the write of message 1 returns: ls retires
 	close(unlock)
@@ -258,17 +251,5 @@ func TestASUBRegisteredAfterAChangeTakesItsLimitsToo(t *testing.T) {
 				t.Fatalf("the SUB is under %q with a queue of %d messages, want late's 7", ls.policy(), got)
 			}
 		})
-	}
-}
-
-// waitUntil polls cond every millisecond, failing after 10 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10 s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

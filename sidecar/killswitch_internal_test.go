@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/meshconfig"
 )
 
@@ -57,14 +58,13 @@ func TestATickDoesNotJudgeARemovedSubscription(t *testing.T) {
 		defer close(done)
 		k.evaluate(time.Now())
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for requests.mu.TryLock() { // until the tick holds the request table
-		requests.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatal("the tick never swept the request table")
+	natstest.WaitFor(t, "the tick to hold the request table", func() bool {
+		if requests.mu.TryLock() {
+			requests.mu.Unlock()
+			return false
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return true
+	})
 	k.Sync(nil) // x leaves the configuration
 	ks.mu.Unlock()
 	select {
