@@ -400,16 +400,8 @@ func (c *Client) Close() {
 		c.unsent.Add(uint64(c.outMsgs))
 	}
 	c.out, c.outMsgs = nil, 0
-	// What was written and not yet confirmed (a write in progress
-	// included: it moved its messages here before it let go of mu) may or
-	// may not have reached the broker: lost does not count them once the
-	// client is closed.
-	inDoubt := c.unconfirmed
-	for _, p := range c.sent {
-		inDoubt += p.confirms
-	}
-	c.unconfirmed = 0
-	c.inDoubt.Add(uint64(inDoubt))
+	// lost does not count these once the client is closed.
+	c.inDoubt.Add(uint64(c.takeInDoubtLocked()))
 	waiters := c.failPingsLocked()
 	c.room.Broadcast()
 	c.mu.Unlock()

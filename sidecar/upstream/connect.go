@@ -305,11 +305,7 @@ func (c *Client) lost(conn net.Conn, err error) {
 		c.opts.Log.Info("publishes waiting for the broker when it was lost exceed the outage buffer; the newest were dropped",
 			"dropped", dropped, "outageBufferBytes", c.opts.OutageBufferBytes)
 	}
-	inDoubt := c.unconfirmed
-	for _, p := range c.sent {
-		inDoubt += p.confirms
-	}
-	c.unconfirmed = 0
+	inDoubt := c.takeInDoubtLocked()
 	waiters := c.failPingsLocked()
 	c.lostAt = time.Now()
 	c.room.Broadcast()
@@ -345,6 +341,20 @@ func (c *Client) Interrupt(reason error) {
 	if conn != nil {
 		c.lost(conn, reason)
 	}
+}
+
+// takeInDoubtLocked is how many publishes were written and not yet
+// confirmed (a write in progress included: writeLocked moves its messages
+// here before it lets go of mu), which a lost or closed connection leaves
+// in doubt; they are counted here once. c.mu is held; c.sent is left to
+// failPingsLocked.
+func (c *Client) takeInDoubtLocked() int {
+	n := c.unconfirmed
+	for _, p := range c.sent {
+		n += p.confirms
+	}
+	c.unconfirmed = 0
+	return n
 }
 
 // failPingsLocked forgets every PING of the connection and returns the

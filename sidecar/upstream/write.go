@@ -390,7 +390,7 @@ func (c *Client) writeLoop() {
 func keepHeld(held []byte, limit int) ([]byte, int) {
 	n, dropped := 0, 0
 	for rest := held; len(rest) > 0; {
-		frame := frameLen(rest)
+		frame, _ := heldFrame(rest)
 		if dropped == 0 && n+frame <= limit {
 			n += frame // in order: nothing after a dropped one is kept
 		} else {
@@ -401,12 +401,14 @@ func keepHeld(held []byte, limit int) ([]byte, int) {
 	return held[:n], dropped
 }
 
-// frameLen is the length of the publish frame held begins with.
-func frameLen(held []byte) int {
+// heldFrame measures the publish frame held begins with (one this client
+// wrote: its line's last argument is the size of what follows): its
+// length, and that size.
+func heldFrame(held []byte) (frame, size int) {
 	eol := bytes.IndexByte(held, '\n')
 	line := held[:eol-1]
-	size, _ := atoi(line[bytes.LastIndexByte(line, ' ')+1:])
-	return eol + 1 + size + 2
+	size, _ = atoi(line[bytes.LastIndexByte(line, ' ')+1:])
+	return eol + 1 + size + 2, size
 }
 
 // dropOversize removes from held publishes (PUB and HPUB frames this
@@ -417,10 +419,9 @@ func dropOversize(held []byte, maxPayload int) ([]byte, int) {
 	kept := held[:0:0]
 	dropped := 0
 	for len(held) > 0 {
-		frame := held[:frameLen(held)]
-		held = held[len(frame):]
-		line := frame[:bytes.IndexByte(frame, '\n')-1]
-		size, _ := atoi(line[bytes.LastIndexByte(line, ' ')+1:])
+		n, size := heldFrame(held)
+		frame := held[:n]
+		held = held[n:]
 		if size > maxPayload {
 			dropped++
 			continue
