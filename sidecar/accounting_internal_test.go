@@ -185,7 +185,7 @@ func TestARetiredSUBIsNotRebound(t *testing.T) {
 	var all pending.Counts
 	totals := s.PolicyTotals()
 	for _, p := range totals {
-		all = addCounts(all, p)
+		all = all.Plus(p)
 	}
 	if all.Arrived != 3 || all.Delivered != 1 || all.Pending != 0 {
 		t.Fatalf("3 messages arrived (2 for late.x, 1 for a.x) and 1 was delivered, but the totals of all policies together are %+v (by policy: %+v)", all, totals)

@@ -470,7 +470,7 @@ func (s *Server) rebind(ls *localSub, name string) {
 	}
 	now := ls.queue.Counts()
 	old := ls.policy()
-	s.retired[old] = addCounts(s.retired[old], flows(countsSince(now, ls.base)))
+	s.retired[old] = s.retired[old].Plus(now.Since(ls.base).Events())
 	ls.base = now
 	ls.binding.Store(&subBinding{policy: name, latency: s.latenciesFor(name)})
 }

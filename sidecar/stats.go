@@ -33,7 +33,7 @@ func (s *Server) retire(ls *localSub) {
 	defer s.retiredMu.Unlock()
 	delete(s.settling, ls)
 	p := ls.policy()
-	s.retired[p] = addCounts(s.retired[p], flows(countsSince(ls.queue.Counts(), ls.base)))
+	s.retired[p] = s.retired[p].Plus(ls.queue.Counts().Since(ls.base).Events())
 }
 
 // PolicyTotals sums every local subscription's accounting, live, settling
@@ -47,7 +47,7 @@ func (s *Server) PolicyTotals() map[string]pending.Counts {
 	}
 	add := func(ls *localSub) {
 		p := ls.policy()
-		out[p] = addCounts(out[p], countsSince(ls.queue.Counts(), ls.base))
+		out[p] = out[p].Plus(ls.queue.Counts().Since(ls.base))
 	}
 	for _, ls := range s.liveSubs() {
 		add(ls)
@@ -56,39 +56,6 @@ func (s *Server) PolicyTotals() map[string]pending.Counts {
 		add(ls)
 	}
 	return out
-}
-
-// countsSince is what a queue counted since base (its counts when the SUB
-// last changed policy): its arrivals, deliveries and drops since, and what
-// it holds now.
-func countsSince(now, base pending.Counts) pending.Counts {
-	out := now
-	out.Arrived -= base.Arrived
-	out.Delivered -= base.Delivered
-	for i := range out.Dropped {
-		out.Dropped[i] -= base.Dropped[i]
-	}
-	return out
-}
-
-// flows is c's counters without what is held now (in flight, pending):
-// what a SUB leaves to its policy's totals when it retires or moves to
-// another policy.
-func flows(c pending.Counts) pending.Counts {
-	c.InFlight, c.Pending, c.PendingBytes = 0, 0, 0
-	return c
-}
-
-func addCounts(t, c pending.Counts) pending.Counts {
-	t.Arrived += c.Arrived
-	t.Delivered += c.Delivered
-	for i := range c.Dropped {
-		t.Dropped[i] += c.Dropped[i]
-	}
-	t.InFlight += c.InFlight
-	t.Pending += c.Pending
-	t.PendingBytes += c.PendingBytes
-	return t
 }
 
 // Stats reports every live local subscription, for metrics and tests.

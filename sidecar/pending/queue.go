@@ -121,6 +121,39 @@ type Counts struct {
 	PendingBytes int64
 }
 
+// Plus is c with d's counts added, field by field: the totals of two
+// queues, or of one queue's spells.
+func (c Counts) Plus(d Counts) Counts {
+	c.Arrived += d.Arrived
+	c.Delivered += d.Delivered
+	for i := range c.Dropped {
+		c.Dropped[i] += d.Dropped[i]
+	}
+	c.InFlight += d.InFlight
+	c.Pending += d.Pending
+	c.PendingBytes += d.PendingBytes
+	return c
+}
+
+// Since is what a queue counted after base, an earlier snapshot of it:
+// the arrivals, deliveries and drops since, and what c holds now (in
+// flight and pending, which are not counts of events).
+func (c Counts) Since(base Counts) Counts {
+	c.Arrived -= base.Arrived
+	c.Delivered -= base.Delivered
+	for i := range c.Dropped {
+		c.Dropped[i] -= base.Dropped[i]
+	}
+	return c
+}
+
+// Events is c without what is held now (in flight, pending): only the
+// counts of arrivals, deliveries and drops, which only grow.
+func (c Counts) Events() Counts {
+	c.InFlight, c.Pending, c.PendingBytes = 0, 0, 0
+	return c
+}
+
 // Balanced reports whether the accounting identity holds.
 func (c Counts) Balanced() bool {
 	dropped := uint64(0)
@@ -270,19 +303,16 @@ func (q *Queue) makeRoom(size int64) bool {
 	essential := q.essential.Load()
 	if essential {
 		q.mu.Lock()
-		if reason, refused := q.refusesLocked(size); refused {
-			q.counts.Arrived++
-			q.counts.Dropped[reason]++
-			q.mu.Unlock()
-			return false
+		_, refused := q.refusesLocked(size)
+		if !refused {
+			q.evictForLocked(size)
 		}
-		q.evictForLocked(size)
 		q.mu.Unlock()
-		if q.budget.reserve(size) || q.budget.shedFor(size) {
+		if !refused && (q.budget.reserve(size) || q.budget.shedFor(size)) {
 			return true
 		}
 	}
-	reason := ReasonShed
+	reason := ReasonShed // refuse counts the queue's own reason, if it has one
 	if essential {
 		reason = ReasonBudget
 	}

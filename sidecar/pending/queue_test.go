@@ -171,3 +171,27 @@ func TestCloseReasons(t *testing.T) {
 		})
 	}
 }
+
+// TestCountsArithmetic: Since keeps only the events after a base snapshot
+// (and what is held now), Events leaves out what is held, and Plus adds
+// field by field; a queue's spells split at a base add up to its counts.
+func TestCountsArithmetic(t *testing.T) {
+	base := pending.Counts{Arrived: 5, Delivered: 3, InFlight: 1, Pending: 1, PendingBytes: 10}
+	base.Dropped[pending.ReasonOverflow] = 1
+	now := pending.Counts{Arrived: 9, Delivered: 6, InFlight: 0, Pending: 1, PendingBytes: 20}
+	now.Dropped[pending.ReasonOverflow] = 2
+	now.Dropped[pending.ReasonKilled] = 1
+	since := now.Since(base)
+	want := pending.Counts{Arrived: 4, Delivered: 3, Pending: 1, PendingBytes: 20}
+	want.Dropped[pending.ReasonOverflow] = 1
+	want.Dropped[pending.ReasonKilled] = 1
+	if since != want {
+		t.Fatalf("Since = %+v, want %+v", since, want)
+	}
+	if got := base.Events().Plus(since); got != now {
+		t.Fatalf("the spells add up to %+v, want %+v", got, now)
+	}
+	if e := since.Events(); e.InFlight != 0 || e.Pending != 0 || e.PendingBytes != 0 || e.Arrived != 4 {
+		t.Fatalf("Events = %+v", e)
+	}
+}
