@@ -97,11 +97,8 @@ type conn struct {
 	// writes a client's output in order, so a Flush returns after the
 	// messages the broker sent before its PONG (fill writes them).
 	heldPongs []heldPong
-	// holding is len(heldPongs), read without mu by fill, which takes mu
-	// for them only when some wait.
-	holding atomic.Int32
-	subs    map[string]*localSub // by sid
-	order   []*localSub          // copy-on-write list that whoever writes walks (fill)
+	subs      map[string]*localSub // by sid
+	order     []*localSub          // copy-on-write list that whoever writes walks (fill)
 
 	wake      chan struct{}
 	done      chan struct{}
@@ -499,7 +496,7 @@ func (c *conn) pongReady(owed *owedPong) {
 		}
 		return
 	}
-	if len(c.control)+len(protocol.Pong)*(len(c.heldPongs)+n) > c.srv.opts.MaxControlBytes {
+	if c.controlOwedLocked()+len(protocol.Pong)*n > c.srv.opts.MaxControlBytes {
 		c.mu.Unlock()
 		c.close() // a slow consumer of its own PONGs
 		return
@@ -507,9 +504,15 @@ func (c *conn) pongReady(owed *owedPong) {
 	for range n {
 		c.heldPongs = append(c.heldPongs, heldPong{barrier})
 	}
-	c.holding.Store(int32(len(c.heldPongs)))
 	c.mu.Unlock()
 	c.wakeWriter()
+}
+
+// controlOwedLocked is the bytes of control replies the client has not
+// taken yet, the PONGs held behind its messages included: what
+// MaxControlBytes bounds. c.mu is held.
+func (c *conn) controlOwedLocked() int {
+	return len(c.control) + len(protocol.Pong)*len(c.heldPongs)
 }
 
 // refuse tells the client a publish was refused. Repeats for one subject
@@ -623,7 +626,7 @@ func (c *conn) removeSub(ls *localSub, reason pending.Reason) {
 
 func (c *conn) queueControl(b []byte) {
 	c.mu.Lock()
-	if len(c.control)+len(b) > c.srv.opts.MaxControlBytes {
+	if c.controlOwedLocked()+len(b) > c.srv.opts.MaxControlBytes {
 		c.mu.Unlock()
 		c.close() // a slow consumer of its own PONGs and errors
 		return

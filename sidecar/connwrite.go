@@ -221,6 +221,7 @@ func (c *conn) fill() (ok, full bool) {
 	b.buf = append(b.buf, c.control...)
 	c.control = c.control[:0]
 	order := c.order
+	holding := len(c.heldPongs) > 0 // one held later wakes the writer again
 	c.mu.Unlock()
 	for _, ls := range order {
 		n := 0
@@ -267,14 +268,13 @@ func (c *conn) fill() (ok, full bool) {
 	}
 	// PONGs held for what was queued before them, once it all left its
 	// queues: in this write, after its messages.
-	if c.holding.Load() > 0 {
+	if holding {
 		c.mu.Lock()
 		for len(c.heldPongs) > 0 && c.heldPongs[0].passed() {
 			b.buf = append(b.buf, protocol.Pong...)
 			c.heldPongs[0] = heldPong{}
 			c.heldPongs = c.heldPongs[1:]
 		}
-		c.holding.Store(int32(len(c.heldPongs)))
 		c.mu.Unlock()
 	}
 	if len(b.buf) == 0 {
