@@ -29,21 +29,22 @@ func validHeader(h []byte) bool {
 	if !bytes.HasPrefix(h, headerVersion) || !bytes.HasSuffix(h, []byte("\r\n\r\n")) {
 		return false
 	}
-	if crlf := bytes.Count(h, []byte("\r\n")); bytes.Count(h, []byte("\n")) != crlf || bytes.Count(h, []byte("\r")) != crlf {
-		return false
-	}
-	lines := h[versionLineEnd(h) : len(h)-2]
-	for len(lines) > 0 {
-		eol := bytes.Index(lines, []byte("\r\n"))
-		if eol < 0 {
+	for rest, first := h[:len(h)-2], true; len(rest) > 0; first = false {
+		eol := bytes.IndexByte(rest, '\n')
+		if eol < 1 || rest[eol-1] != '\r' {
+			return false // the block ends with CRLF, so a '\n' is there
+		}
+		line := rest[:eol-1]
+		if bytes.IndexByte(line, '\r') >= 0 {
 			return false
 		}
-		line := lines[:eol]
-		colon := bytes.IndexByte(line, ':')
-		if colon < 1 || bytes.ContainsAny(line[:colon], " \t") {
-			return false
+		if !first { // the version line has no name
+			colon := bytes.IndexByte(line, ':')
+			if colon < 1 || bytes.ContainsAny(line[:colon], " \t") {
+				return false
+			}
 		}
-		lines = lines[eol+2:]
+		rest = rest[eol+1:]
 	}
 	return true
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weighstation/weighstation/sidecar/breaker"
 	"github.com/weighstation/weighstation/sidecar/pending"
+	"github.com/weighstation/weighstation/sidecar/upstream"
 )
 
 // Prometheus metrics, read from the sidecar's own accounting at scrape time
@@ -40,7 +41,7 @@ var (
 	descPublishHandoffs = prometheus.NewDesc("weighstation_sidecar_publish_handoffs_total",
 		"Times an application connection's reader, behind its application, handed its queued publishes to the upstream writer goroutine instead of writing them itself (-overlap-upstream-writes).", nil, nil)
 	descPublishHandoffsHeld = prometheus.NewDesc("weighstation_sidecar_publish_handoffs_held_total",
-		"Handoffs that found the handoff backlog (256 KiB by default) already waiting behind a write to the broker, so the reader waited for that write, or wrote itself, before it read on.", nil, nil)
+		fmt.Sprintf("Handoffs that found the handoff backlog (%d KiB by default) already waiting behind a write to the broker, so the reader waited for that write, or wrote itself, before it read on.", upstream.HandoffBacklogBytes>>10), nil, nil)
 	descBrokerConnected = prometheus.NewDesc("weighstation_sidecar_broker_connected",
 		"1 while the connection to the broker is up. Without it the sidecar still serves its applications: publishes wait in the bounded outage buffer.", nil, nil)
 	descBrokerReconnects = prometheus.NewDesc("weighstation_sidecar_broker_reconnects_total",
@@ -62,9 +63,9 @@ var (
 	descRepliesAllowed = prometheus.NewDesc("weighstation_sidecar_access_replies_allowed_total",
 		"Publishes the ACL allowed only as the one reply to a request the pod received.", nil, nil)
 	descUntracked = prometheus.NewDesc("weighstation_sidecar_requests_untracked_total",
-		"Requests delivered to the application while 100,000 already awaited replies: their replies are not timed and get no ACL reply allowance.", nil, nil)
+		fmt.Sprintf("Requests delivered to the application while %d already awaited replies: their replies are not timed and get no ACL reply allowance.", maxAnswerable), nil, nil)
 	descUntimed = prometheus.NewDesc("weighstation_sidecar_requests_untimed_total",
-		"The application's requests not timed for weighstation_sidecar_request_latency_seconds because their connection already timed 10,000 awaiting replies.", nil, nil)
+		fmt.Sprintf("The application's requests not timed for weighstation_sidecar_request_latency_seconds because their connection already timed %d awaiting replies.", maxOutstandingRequests), nil, nil)
 	descInvalid = prometheus.NewDesc("weighstation_sidecar_invalid_total",
 		"PUBs and SUBs refused for an invalid subject, pattern or header block.", nil, nil)
 	descBudget = prometheus.NewDesc("weighstation_sidecar_pending_bytes",
