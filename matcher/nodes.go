@@ -172,7 +172,7 @@ func keyFrom(p *byte, len, start, end int) uint64 {
 	w := binary.LittleEndian.Uint64(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(p), off)), 8))
 	w >>= (8 * (start - off)) & 63 // start-off < 8; the mask spares a check for shifts past 63
 	n := end - start
-	return w&(1<<(8*min(n, 7))-1) | uint64(min(n, 255))<<56
+	return packKey(w, n)
 }
 
 func keyAtShort(s string, start, end int) uint64 {
@@ -181,6 +181,13 @@ func keyAtShort(s string, start, end int) uint64 {
 	for i := n - 1; i >= 0; i-- {
 		w = w<<8 | uint64(s[start+i])
 	}
+	return packKey(w, n)
+}
+
+// packKey is the key of an n-byte token whose first bytes are w's low
+// ones: its first 7 bytes, and its length, saturated at 255, in the top
+// byte.
+func packKey(w uint64, n int) uint64 {
 	return w&(1<<(8*min(n, 7))-1) | uint64(min(n, 255))<<56
 }
 
