@@ -2,6 +2,7 @@
 package natstest
 
 import (
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -57,16 +58,36 @@ func FreeAddr(t testing.TB) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t)))
 }
 
-// FreePort returns a loopback port that was free a moment ago.
+// FreePort returns a loopback port that was free a moment ago. It is drawn
+// from below Linux's ephemeral range (32768 and up by default), from which
+// the kernel hands a port to every dialer and to every listener on port 0,
+// other test processes running at once among them: a port from that range
+// can be taken before the test binds it, and tests that start a broker
+// late, or restart one, on a port chosen earlier failed now and then
+// ("nats-server did not start").
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	for range 100 {
+		port := freePortsFrom + rand.IntN(freePortsCount)
+		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+			_ = l.Close()
+			return port
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0") // all taken: the kernel's choice
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// The ports FreePort draws from: below the ephemeral range, above those
+// services commonly use.
+const (
+	freePortsFrom  = 20_000
+	freePortsCount = 12_000
+)
 
 // StartTrustingBroker runs weighstation's broker as the chart runs it with
 // -trust-dir: files (the trust ConfigMap's data, by file name) are written
