@@ -100,26 +100,20 @@ func TestLatencyTicks(t *testing.T) {
 	}
 }
 
-// TestLatencyRange: the axis spans the data with a margin, and its top
-// part, one share per legend entry and one more, is clear of every line.
+// TestLatencyRange: the axis spans the data with a margin on either side.
 func TestLatencyRange(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		lo, hi  float64
-		entries int
+		name   string
+		lo, hi float64
 	}{
-		{"two series over three decades", 0.1, 100, 2},
-		{"four series", 0.1, 3, 4},
-		{"one value", 0.2, 0.2, 1},
+		{"three decades", 0.1, 100},
+		{"under two decades", 0.1, 3},
+		{"one value", 0.2, 0.2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			bottom, top := latencyRange(tc.lo, tc.hi, tc.entries)
+			bottom, top := latencyRange(tc.lo, tc.hi)
 			if bottom >= tc.lo || top <= tc.hi {
 				t.Fatalf("axis [%g, %g] does not hold the data [%g, %g] with a margin", bottom, top, tc.lo, tc.hi)
-			}
-			clear := math.Log(top/tc.hi) / math.Log(top/bottom)
-			if want := legendShare * float64(tc.entries+1); clear < want {
-				t.Fatalf("the top %.3f of the axis is clear of lines, want at least %.3f for %d legend entries", clear, want, tc.entries)
 			}
 		})
 	}

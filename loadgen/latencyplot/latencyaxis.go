@@ -52,18 +52,11 @@ func decimal(m, e int) float64 {
 	return v
 }
 
-// legendShare is the part of the plot's height one legend entry takes, a
-// little over its 10-point text in the 6-inch plot's data area.
-const legendShare = 0.04
-
 // latencyRange is the latency axis' extent: the data's, with a margin
-// below and above, and above that a band clear of lines for the legend's
-// entries, which would otherwise sit on the slowest series' tail. The
-// margins also keep the axis from spanning nothing (a single value),
-// which on a log axis would divide by zero.
-func latencyRange(lo, hi float64, entries int) (float64, float64) {
-	lo, hi = lo/1.25, hi*1.25
-	free := min(legendShare*float64(entries+1), 0.5)
-	span := math.Log(hi / lo)
-	return lo, hi * math.Exp(span*free/(1-free))
+// below and above. The margins also keep the axis from spanning nothing
+// (a single value), which on a log axis would divide by zero. The legend
+// has a band of its own above the axes (see layout), so the top of the
+// axis need not be kept clear of lines for it.
+func latencyRange(lo, hi float64) (float64, float64) {
+	return lo / 1.25, hi * 1.25
 }

@@ -13,6 +13,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // Series is one line of a plot: a name for the legend and a histogram of
@@ -77,15 +78,16 @@ func WriteFile(path, title string, series []Series) (err error) {
 
 // Write draws the series into one plot and writes it to w.
 func Write(w io.Writer, format Format, title string, series []Series) error {
-	p, err := build(title, series)
+	p, legend, err := build(series)
 	if err != nil {
 		return err
 	}
-	img, err := p.WriterTo(width, height, string(format))
+	c, err := draw.NewFormattedCanvas(width, height, string(format))
 	if err != nil {
 		return fmt.Errorf("rendering %s: %w", format, err)
 	}
-	if _, err := img.WriteTo(w); err != nil {
+	layout(draw.New(c), p, title, legend)
+	if _, err := c.WriteTo(w); err != nil {
 		return fmt.Errorf("writing %s: %w", format, err)
 	}
 	return nil
@@ -95,29 +97,26 @@ func Write(w io.Writer, format Format, title string, series []Series) error {
 // for the axis to span.
 var errNoSamples = errors.New("no series holds a sample")
 
-// build lays out the plot: the nines axis, the latency axis, a grid, and
-// one line per series, named in the legend. A series without samples is
-// named in the legend as such and draws no line.
-func build(title string, series []Series) (*plot.Plot, error) {
+// build makes the plot: the nines axis, the latency axis, a grid, and
+// one line per series, and the legend's entries, one per series, which
+// layout draws. A series without samples is named in the legend as such
+// and draws no line.
+func build(series []Series) (*plot.Plot, []legendEntry, error) {
 	p := plot.New()
-	p.Title.Text = title
 	p.X.Label.Text = "percentile (nines scale: 1/(1−p), log)"
 	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, ninesTicks{}
 	p.Y.Label.Text = "latency, ms (log scale)"
 	p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, latencyTicks{}
 	p.Add(plotter.NewGrid())
-	// In the band latencyRange leaves above the lines; on the left, where
-	// the lines are lowest.
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Legend.XOffs = vg.Millimeter * 4
 
 	lo, hi := 0.0, 0.0
+	legend := make([]legendEntry, 0, len(series))
 	for i, s := range series {
 		line := &plotter.Line{LineStyle: plotter.DefaultLineStyle}
 		line.LineStyle.Color = plotutil.Color(i)
 		line.LineStyle.Width = vg.Points(1.5)
 		if s.Histogram == nil || s.Histogram.TotalCount() == 0 {
-			p.Legend.Add(s.Name+" (no samples)", line)
+			legend = append(legend, legendEntry{s.Name + " (no samples)", line})
 			continue
 		}
 		line.XYs = points(s.Histogram)
@@ -128,13 +127,13 @@ func build(title string, series []Series) (*plot.Plot, error) {
 			hi = max(hi, xy.Y)
 		}
 		p.Add(line)
-		p.Legend.Add(s.Name, line)
+		legend = append(legend, legendEntry{s.Name, line})
 	}
 	if hi == 0 {
-		return nil, errNoSamples
+		return nil, nil, errNoSamples
 	}
 	// Fixed, so that plots of different runs line up.
 	p.X.Min, p.X.Max = 1, maxX
-	p.Y.Min, p.Y.Max = latencyRange(lo, hi, len(series))
-	return p, nil
+	p.Y.Min, p.Y.Max = latencyRange(lo, hi)
+	return p, legend, nil
 }

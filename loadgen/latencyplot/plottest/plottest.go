@@ -17,11 +17,25 @@ import (
 	"github.com/weighstation/weighstation/loadgen/latencyplot"
 )
 
-// Drawing is an SVG plot read back: the strings of its <text> elements in
-// order, and each stroked <path> as a line.
+// Drawing is an SVG plot read back: its size (the viewBox'), the strings
+// of its <text> elements in order, the same with where each is drawn, and
+// each stroked <path> as a line.
 type Drawing struct {
-	Texts []string
-	Lines []Line
+	Width, Height float64
+	Texts         []string
+	Labels        []Label
+	Lines         []Line
+}
+
+// Label is one <text> element: its string, where its baseline starts in
+// the canvas' coordinates (as Line's: y up), and its font size. Rotated
+// texts (the latency axis' label) are marked as such, and their position
+// is in the rotated frame.
+type Label struct {
+	Text    string
+	X, Y    float64
+	Size    float64
+	Rotated bool
 }
 
 // Line is one stroked path: its colour and points, in the canvas'
@@ -46,6 +60,8 @@ func ReadSVG(path string) (*Drawing, error) {
 	defer f.Close()
 	d := &Drawing{}
 	dec := xml.NewDecoder(f)
+	// rotated says, for each <g> open, whether it or one around it rotates.
+	var rotated []bool
 	for {
 		tok, err := dec.Token()
 		if errors.Is(err, io.EOF) {
@@ -54,17 +70,32 @@ func ReadSVG(path string) (*Drawing, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s is not well-formed XML: %w", path, err)
 		}
+		if end, ok := tok.(xml.EndElement); ok && end.Name.Local == "g" && len(rotated) > 0 {
+			rotated = rotated[:len(rotated)-1]
+		}
 		el, ok := tok.(xml.StartElement)
 		if !ok {
 			continue
 		}
 		switch el.Name.Local {
+		case "svg":
+			if _, err := fmt.Sscanf(attr(el, "viewBox"), "0 0 %g %g", &d.Width, &d.Height); err != nil {
+				return nil, fmt.Errorf("the viewBox of %s: %w", path, err)
+			}
+		case "g":
+			in := len(rotated) > 0 && rotated[len(rotated)-1]
+			rotated = append(rotated, in || strings.Contains(attr(el, "transform"), "rotate"))
 		case "text":
-			var s string
-			if err := dec.DecodeElement(&s, &el); err != nil {
+			label, err := readLabel(el)
+			if err != nil {
 				return nil, fmt.Errorf("a <text> in %s: %w", path, err)
 			}
-			d.Texts = append(d.Texts, s)
+			label.Rotated = len(rotated) > 0 && rotated[len(rotated)-1]
+			if err := dec.DecodeElement(&label.Text, &el); err != nil {
+				return nil, fmt.Errorf("a <text> in %s: %w", path, err)
+			}
+			d.Texts = append(d.Texts, label.Text)
+			d.Labels = append(d.Labels, label)
 		case "path":
 			line, ok, err := readPath(el)
 			if err != nil {
@@ -75,6 +106,37 @@ func ReadSVG(path string) (*Drawing, error) {
 			}
 		}
 	}
+}
+
+var fontSize = regexp.MustCompile(`(?:^|;)font-size:([0-9.]+)px`)
+
+// readLabel reads where a <text> is drawn: vgsvg flips each text back
+// upright (transform="scale(1, -1)") inside the drawing's flip, so that
+// its y attribute is the canvas' y negated.
+func readLabel(el xml.StartElement) (Label, error) {
+	if tr := attr(el, "transform"); tr != "scale(1, -1)" {
+		return Label{}, fmt.Errorf("transform %q, want vgsvg's scale(1, -1)", tr)
+	}
+	x, errX := strconv.ParseFloat(attr(el, "x"), 64)
+	y, errY := strconv.ParseFloat(attr(el, "y"), 64)
+	size := fontSize.FindStringSubmatch(attr(el, "style"))
+	if size == nil {
+		return Label{}, fmt.Errorf("no font size in style %q", attr(el, "style"))
+	}
+	s, errS := strconv.ParseFloat(size[1], 64)
+	if err := errors.Join(errX, errY, errS); err != nil {
+		return Label{}, err
+	}
+	return Label{X: x, Y: -y, Size: s}, nil
+}
+
+func attr(el xml.StartElement, name string) string {
+	for _, a := range el.Attr {
+		if a.Name.Local == name {
+			return a.Value
+		}
+	}
+	return ""
 }
 
 // readPath reads a stroked polyline; filled shapes (the background) and
