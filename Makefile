@@ -34,13 +34,21 @@ KUBEBUILDER_ASSETS := $(CURDIR)/bin/k8s
 
 .PHONY: help
 help: ## List the targets.
-	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: test
 test: envtest ## Build the test apiserver if needed, vet, check generated files, run every test with -race (what CI runs).
 	$(GO) vet ./...
 	hack/verify-generate.sh
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) PATH=$(CURDIR)/bin:$$PATH $(GO) test -race -timeout 30m ./...
+
+.PHONY: node
+node: ## Build (once, cached outside the clone) and install what a real single-node cluster needs: kubelet, controller manager, scheduler, kube-proxy, containerd, CoreDNS; runc, CNI plugins, iptables from Debian.
+	hack/setup-node.sh
+
+.PHONY: e2e
+e2e: ## The stories on a real Kubernetes node built on this machine in a network namespace of its own (root); KUBECONFIG=... runs them against an existing cluster instead (test/e2e/README.md).
+	hack/e2e.sh
 
 .PHONY: envtest
 envtest: ## Build (once, cached outside the clone) etcd, kube-apiserver, kubectl and helm for the tests.
@@ -97,6 +105,59 @@ image-push: ## Push IMAGE (after `make image`) with CONTAINER_TOOL.
 	@if [ -z "$(CONTAINER_TOOL)" ]; then \
 	  echo "make image-push: neither docker nor podman is on PATH; install one, or name another tool with CONTAINER_TOOL=..." >&2; exit 1; fi
 	$(CONTAINER_TOOL) push $(IMAGE)
+
+# `make image-oci`: the image without a container engine or a registry.
+# hack/ociimage packs what `make binaries` built, /etc/passwd (nonroot,
+# 65532) and the CA bundle (for a tls:// broker verified against the
+# system's roots) into one layer on an empty base, with the Dockerfile's
+# user, entrypoint and labels, and writes a `docker save` tarball:
+# `ctr -n k8s.io images import $(IMAGE_OCI)` on a node (or docker/podman
+# load). The binaries are for linux, GOARCH from the environment.
+IMAGE_OCI ?= $(BIN_DIR)/weighstation-image.tar
+IMAGE_OCI_TAG ?= ghcr.io/weighstation/weighstation:$(VERSION)
+# Where the image has it is where Go looks first (Debian's path); on
+# another distribution, name its bundle.
+IMAGE_OCI_CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
+# The end-to-end tests' images (image-oci-e2e), ready for `ctr images import`.
+IMAGE_OCI_E2E_DIR ?= $(BIN_DIR)/e2e-images
+# The packer, built for this machine whatever GOOS and GOARCH say.
+OCIIMAGE = GOOS= GOARCH= $(GO) run ./hack/ociimage -arch $$($(GO) env GOARCH)
+# A static build of one command for the images (no libc there).
+static_build = CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(2) $(1)
+
+image-oci image-oci-e2e: export GOOS := linux
+
+.PHONY: image-oci
+image-oci: binaries ## Pack the image (as `make image`: both binaries, non-root, the OCI labels) into IMAGE_OCI, tagged IMAGE_OCI_TAG, without docker or a registry: empty base, /etc/passwd, IMAGE_OCI_CA_BUNDLE; for `ctr -n k8s.io images import` (image-oci-e2e: the end-to-end tests' images).
+	@if [ ! -f "$(IMAGE_OCI_CA_BUNDLE)" ]; then \
+	  echo "make image-oci: no CA bundle at $(IMAGE_OCI_CA_BUNDLE) (install ca-certificates, or name the bundle with IMAGE_OCI_CA_BUNDLE=...)" >&2; exit 1; fi
+	mkdir -p $(dir $(IMAGE_OCI))
+	$(OCIIMAGE) -out $(IMAGE_OCI) -tag $(IMAGE_OCI_TAG) \
+	  -file $(BIN_DIR)/weighstation:/weighstation:0755 \
+	  -file $(BIN_DIR)/weighstation-sidecar:/weighstation-sidecar:0755 \
+	  -file $(IMAGE_OCI_CA_BUNDLE):/etc/ssl/certs/ca-certificates.crt:0644 \
+	  -passwd -user 65532:65532 -entrypoint /weighstation \
+	  -label org.opencontainers.image.title=weighstation \
+	  -label "org.opencontainers.image.description=A Kubernetes-native NATS mesh: the weighstation operator, broker and sidecar" \
+	  -label org.opencontainers.image.url=https://github.com/weighstation/weighstation \
+	  -label org.opencontainers.image.source=https://github.com/weighstation/weighstation \
+	  -label org.opencontainers.image.version=$(VERSION) \
+	  -label org.opencontainers.image.revision=$$(git rev-parse HEAD 2>/dev/null)
+
+.PHONY: image-oci-e2e
+image-oci-e2e: ## Pack the end-to-end tests' images into IMAGE_OCI_E2E_DIR, as image-oci does: pause.tar (registry.k8s.io/pause:3.10, test/e2e/pause), demo-apps.tar (weighstation.local/demo-apps:e2e, hack/demo/apps) and, once test/e2e/probe exists, probe.tar (weighstation.local/e2e-probe:e2e).
+	mkdir -p $(IMAGE_OCI_E2E_DIR)/bin
+	$(call static_build,./test/e2e/pause,$(IMAGE_OCI_E2E_DIR)/bin/pause)
+	$(OCIIMAGE) -out $(IMAGE_OCI_E2E_DIR)/pause.tar -tag registry.k8s.io/pause:3.10 \
+	  -file $(IMAGE_OCI_E2E_DIR)/bin/pause:/pause:0755 -user 65535:65535 -entrypoint /pause
+	$(call static_build,./hack/demo/apps,$(IMAGE_OCI_E2E_DIR)/bin/apps)
+	$(OCIIMAGE) -out $(IMAGE_OCI_E2E_DIR)/demo-apps.tar -tag weighstation.local/demo-apps:e2e \
+	  -file $(IMAGE_OCI_E2E_DIR)/bin/apps:/apps:0755 -passwd -user 65532:65532 -entrypoint /apps
+ifneq ($(wildcard test/e2e/probe/*.go),)
+	$(call static_build,./test/e2e/probe,$(IMAGE_OCI_E2E_DIR)/bin/probe)
+	$(OCIIMAGE) -out $(IMAGE_OCI_E2E_DIR)/probe.tar -tag weighstation.local/e2e-probe:e2e \
+	  -file $(IMAGE_OCI_E2E_DIR)/bin/probe:/probe:0755 -passwd -user 65532:65532 -entrypoint /probe
+endif
 
 .PHONY: bench-sidecar
 bench-sidecar: build ## Open-loop end to end: two sidecars vs direct, 5 configurations, separate processes (BENCH_DURATION per run, BENCH_ROUNDS; BENCH_DURATION=5s for a quick run).
