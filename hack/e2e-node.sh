@@ -31,7 +31,7 @@ set -euo pipefail
 repo_root=$(cd "$(dirname "$0")/.." && pwd)
 self=$repo_root/hack/e2e-node.sh
 E2E_NETNS=${E2E_NETNS:-weighstation-e2e}
-E2E_STATE=${E2E_STATE:-/var/tmp/weighstation-e2e}
+E2E_STATE=${E2E_STATE:-/var/tmp/$E2E_NETNS}
 E2E_IMAGES=${E2E_IMAGES:-$repo_root/bin/e2e-images}
 NODE_BIN=${NODE_BIN:-$repo_root/bin/node}
 K8S_BIN=${K8S_BIN:-$repo_root/bin/k8s}
@@ -59,7 +59,7 @@ die() { log "$*"; exit 1; }
 preflight() {
   local missing=() b
   [ "$(id -u)" = 0 ] || die "needs root (network namespaces, mounts, cgroups); run it as root"
-  for b in ip nsenter unshare mount umount iptables openssl runc conntrack; do
+  for b in ip nsenter unshare mount umount flock iptables openssl runc conntrack; do
     command -v "$b" >/dev/null 2>&1 || missing+=("$b")
   done
   for b in etcd kube-apiserver kubectl; do [ -x "$K8S_BIN/$b" ] || missing+=("$K8S_BIN/$b (hack/setup-envtest.sh)"); done
@@ -92,7 +92,7 @@ preflight() {
 cluster_pids() {
   { ip netns pids "$E2E_NETNS" 2>/dev/null || true
     local f
-    for f in $(find /sys/fs/cgroup/*/kubepods* -name cgroup.procs 2>/dev/null); do cat "$f" 2>/dev/null; done
+    for f in $(find /sys/fs/cgroup/*/"$E2E_NETNS" -name cgroup.procs 2>/dev/null); do cat "$f" 2>/dev/null; done
     [ -f "$E2E_STATE/supervisor.pid" ] && cat "$E2E_STATE/supervisor.pid"
   } | sort -un | grep -v "^$$\$" || true
 }
@@ -126,7 +126,7 @@ kill_cluster_processes() {
 remove_pod_cgroups() {
   local d
   # Deepest first: a cgroup goes only once its children have.
-  for d in $(find /sys/fs/cgroup/*/kubepods* -depth -type d 2>/dev/null); do rmdir "$d" 2>/dev/null || true; done
+  for d in $(find /sys/fs/cgroup/*/"$E2E_NETNS" -depth -type d 2>/dev/null); do rmdir "$d" 2>/dev/null || true; done
 }
 
 restore_kernel_tunables() {
@@ -265,6 +265,9 @@ tlsCertFile: "$s/pki/kubelet-serving.crt"
 tlsPrivateKeyFile: "$s/pki/kubelet-serving.key"
 containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
 cgroupDriver: cgroupfs
+# The pods' cgroups under a root of this cluster's own, which the teardown
+# sweeps and removes, away from anything else on the machine.
+cgroupRoot: /$E2E_NETNS
 failCgroupV1: false
 failSwapOn: false
 resolvConf: ""
@@ -415,11 +418,16 @@ start_cluster() {
   start containerd "$NODE_BIN/containerd" --config "$s/containerd/config.toml"
   wait_for "containerd" 30 "$NODE_BIN/ctr" --address /run/containerd/containerd.sock version
   import_images
+  local c
+  for c in /sys/fs/cgroup/*/; do [ -e "$c/cgroup.procs" ] && mkdir -p "$c$E2E_NETNS"; done
   start kubelet "$NODE_BIN/kubelet" --config "$s/kubelet.yaml" --kubeconfig "$s/kubelet-client.kubeconfig" \
     --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --root-dir /var/lib/kubelet --v 1
   start kube-proxy "$NODE_BIN/kube-proxy" --config "$s/kube-proxy.yaml"
   start coredns "$NODE_BIN/coredns" -conf "$s/Corefile"
   wait_for "the node $NODE_NAME Ready" 90 kubectl_admin wait --for condition=Ready "node/$NODE_NAME" --timeout 1s
+  # Usable, not just Ready: a pod needs its namespace's ServiceAccount,
+  # which the controller manager creates a moment after it starts.
+  wait_for "the default ServiceAccount" 30 kubectl_admin get serviceaccount default -n default
 }
 
 import_images() {
@@ -460,7 +468,7 @@ stop_components() {
     wait_gone 10 "$pid"
   fi
   local f
-  for f in $(find /sys/fs/cgroup/*/kubepods* -name cgroup.procs 2>/dev/null); do
+  for f in $(find /sys/fs/cgroup/*/"$E2E_NETNS" -name cgroup.procs 2>/dev/null); do
     xargs -r kill -KILL <"$f" 2>/dev/null || true
   done
   while read -r name pid; do pids=("$pid" "${pids[@]}"); done <"$E2E_STATE/pids"
@@ -486,6 +494,15 @@ wait_gone() {
 
 up() {
   preflight
+  # One cluster of a name at a time: a second `up` or `run` waits for the
+  # first to end (the lock is held by this script and by the supervisor,
+  # which inherits it), rather than clearing a cluster in use as the
+  # leftovers of an interrupted run.
+  exec 9>"/run/lock/$E2E_NETNS.lock"
+  if ! flock -n 9; then
+    log "a cluster $E2E_NETNS is running; waiting up to ${E2E_LOCK_WAIT:-1800}s for it to stop (E2E_NETNS and E2E_STATE name another)"
+    flock -w "${E2E_LOCK_WAIT:-1800}" 9 || die "the cluster $E2E_NETNS did not stop within ${E2E_LOCK_WAIT:-1800}s"
+  fi
   log "clearing what an earlier run left"
   teardown
   rm -rf "$E2E_STATE"

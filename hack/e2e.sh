@@ -48,6 +48,8 @@ test_env=(
 if [ -n "${KUBECONFIG:-}" ]; then
   echo "e2e: against the cluster of KUBECONFIG=$KUBECONFIG: no node setup, no destructive steps" >&2
   phase envtest-tools hack/setup-envtest.sh
+  phase images build_images
+  echo "e2e: the cluster must have these images already (kind: kind load image-archive FILE, for each): $(ls "$images_dir"/*.tar | tr '\n' ' ')" >&2
   phase test-binary build_test
   phase stories env "${test_env[@]}" E2E_PULL_POLICY="${E2E_PULL_POLICY:-IfNotPresent}" E2E_DESTRUCTIVE=false \
     E2E_KUBECTL="$repo_root/bin/kubectl" E2E_HELM="$repo_root/bin/helm" \
