@@ -31,7 +31,9 @@ import (
 
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
@@ -63,19 +65,73 @@ type Options struct {
 	// Apply installs a complete configuration, atomically, or refuses it
 	// with the reason.
 	Apply func(meshconfig.PodConfig) error
-	// InitialBackoff and MaxBackoff bound the wait between connection
-	// attempts (doubling, with jitter).
+	// InitialBackoff and MaxBackoff bound the wait between attempts,
+	// doubling with jitter from InitialBackoff up to MaxBackoff: the
+	// client's own between streams, and the connection's own between
+	// dials (gRPC's, on a connection from Dial or Options.Dial). The
+	// backoff starts over after a stream that worked: one whose
+	// configuration was applied and acknowledged, or that stayed up
+	// stableStream.
 	InitialBackoff, MaxBackoff time.Duration
-	Log                        logr.Logger
+	// RedialMaxBackoff caps the connection's own waits between dials
+	// (gRPC's, from InitialBackoff, doubling), below MaxBackoff: a dial
+	// costs the operator a TCP and TLS handshake at most (a refused one,
+	// while no replica is selected, costs it nothing), not a stream and a
+	// TokenReview, so a sidecar redials often enough to find a new leader
+	// within RedialMaxBackoff of its Service selecting it.
+	RedialMaxBackoff time.Duration
+	// DialTimeout bounds one attempt to connect to the operator (TCP, TLS
+	// and HTTP/2 handshakes): an address whose endpoint vanished, a SYN to
+	// a deleted pod's IP that nothing answers, fails after it rather than
+	// after gRPC's 20 s. gRPC gives an attempt max(DialTimeout, its
+	// current backoff), so RedialMaxBackoff at most.
+	DialTimeout time.Duration
+	// KeepaliveTime and KeepaliveTimeout find an operator that vanished
+	// without closing the connection (its node lost, a network partition):
+	// after KeepaliveTime without anything received the sidecar pings, and
+	// gives the connection up when no answer comes within KeepaliveTimeout.
+	// KeepaliveTime is at least MinKeepaliveTime, gRPC's minimum, and
+	// must not be shorter than the operator's enforcement (its xDS
+	// server's MinTime, 10 s), which otherwise closes the connection for
+	// too many pings.
+	KeepaliveTime, KeepaliveTimeout time.Duration
+	Log                             logr.Logger
 }
 
-// Defaults for the backoff: a first retry soon enough that an operator
-// failover is barely noticed, and a cap that keeps a fleet of sidecars from
-// hammering an operator that is down.
+// Defaults of the connection to the operator, which runs in the cluster,
+// a few milliseconds away.
+//
+// The backoff: a first retry soon enough that an operator failover is
+// barely noticed, and a cap of a few seconds, so that a sidecar whose
+// attempts failed through a failover (connection refused while the old
+// leader stops, nothing at all while a Service still routes to its IP, the
+// new leader refusing until it has computed every pod) tries again within
+// MaxBackoff of the new leader serving. A fleet that lost the operator
+// together does not return together: every wait is jittered, between half
+// the backoff and all of it, and an attempt against a replica that refuses
+// is one HTTP/2 stream on a connection already open.
+//
+// The dial timeout: a TLS handshake in the cluster takes milliseconds, so
+// 5 s leaves room for an operator busy with every sidecar reconnecting at
+// once, and a dial to a dead endpoint is given up well inside a failover.
+//
+// Keepalive: gRPC's minimum interval, and 5 s for the answer, so an
+// operator lost without a FIN is noticed within 15 s of the last thing
+// received, inside the 15 s Lease that its successor waits for.
 const (
-	DefaultInitialBackoff = 100 * time.Millisecond
-	DefaultMaxBackoff     = 30 * time.Second
+	DefaultInitialBackoff   = 100 * time.Millisecond
+	DefaultMaxBackoff       = 2 * time.Second
+	DefaultRedialMaxBackoff = 500 * time.Millisecond
+	DefaultDialTimeout      = 5 * time.Second
+	DefaultKeepaliveTime    = 10 * time.Second
+	DefaultKeepaliveTimeout = 5 * time.Second
+	// MinKeepaliveTime is gRPC's minimum ping interval.
+	MinKeepaliveTime = 10 * time.Second
 )
+
+// connJitter is gRPC's jitter of the connection's backoff (±20 %), which
+// its cap leaves room for, so that no wait exceeds MaxBackoff.
+const connJitter = 0.2
 
 // Client is a running xDS client.
 type Client struct {
@@ -119,13 +175,40 @@ func New(opts Options) (*Client, error) {
 	case opts.Apply == nil:
 		return nil, errors.New("no apply function")
 	}
-	if opts.InitialBackoff <= 0 {
-		opts.InitialBackoff = DefaultInitialBackoff
-	}
-	if opts.MaxBackoff < opts.InitialBackoff {
-		opts.MaxBackoff = max(DefaultMaxBackoff, opts.InitialBackoff)
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	return &Client{opts: opts, own: xdsresource.PodName(opts.Namespace, opts.Pod), held: map[string]received{}}, nil
+}
+
+// withDefaults fills in the defaults of the connection's limits (a zero
+// or negative one takes its default, and so does a MaxBackoff below
+// InitialBackoff) and checks them.
+func (o Options) withDefaults() (Options, error) {
+	if o.InitialBackoff <= 0 {
+		o.InitialBackoff = DefaultInitialBackoff
+	}
+	if o.MaxBackoff < o.InitialBackoff {
+		o.MaxBackoff = max(DefaultMaxBackoff, o.InitialBackoff)
+	}
+	if o.RedialMaxBackoff <= 0 {
+		o.RedialMaxBackoff = DefaultRedialMaxBackoff
+	}
+	o.RedialMaxBackoff = min(max(o.RedialMaxBackoff, o.InitialBackoff), o.MaxBackoff)
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = DefaultDialTimeout
+	}
+	if o.KeepaliveTime <= 0 {
+		o.KeepaliveTime = DefaultKeepaliveTime
+	}
+	if o.KeepaliveTime < MinKeepaliveTime {
+		return o, fmt.Errorf("xDS client: keepalive time %s is below gRPC's minimum of %s", o.KeepaliveTime, MinKeepaliveTime)
+	}
+	if o.KeepaliveTimeout <= 0 {
+		o.KeepaliveTimeout = DefaultKeepaliveTimeout
+	}
+	return o, nil
 }
 
 // Version returns the version of the configuration in force ("" before the
@@ -143,14 +226,40 @@ func (c *Client) Stats() Stats {
 	return c.stats
 }
 
-// Dial returns a connection to the operator's address. It connects lazily
-// and reconnects by itself; streams on it fail while it is down.
+// Dial returns a connection to the operator's address with the default
+// limits (DefaultDialTimeout, DefaultKeepaliveTime and
+// DefaultKeepaliveTimeout, and the connection's own retries between
+// DefaultInitialBackoff and DefaultRedialMaxBackoff); Options.Dial takes them
+// from Options. It connects lazily and reconnects by itself; streams on it
+// fail while it is down.
 func Dial(address string, creds credentials.TransportCredentials) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient(address,
-		grpc.WithTransportCredentials(creds),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}))
+	return Options{Address: address, Credentials: creds}.Dial()
+}
+
+// Dial returns a connection to o.Address with o.Credentials and o's
+// limits: an attempt to connect gives up after DialTimeout (or the
+// current backoff, if longer), attempts are InitialBackoff apart, doubling
+// up to RedialMaxBackoff (jitter included), and keepalive pings find a
+// connection whose other end vanished.
+func (o Options) Dial() (*grpc.ClientConn, error) {
+	o, err := o.withDefaults()
 	if err != nil {
-		return nil, fmt.Errorf("connection to the operator at %s: %w", address, err)
+		return nil, err
+	}
+	conn, err := grpc.NewClient(o.Address,
+		grpc.WithTransportCredentials(o.Credentials),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: grpcbackoff.Config{
+				BaseDelay:  o.InitialBackoff,
+				Multiplier: 2,
+				Jitter:     connJitter,
+				MaxDelay:   time.Duration(float64(o.RedialMaxBackoff) / (1 + connJitter)),
+			},
+			MinConnectTimeout: o.DialTimeout,
+		}),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: o.KeepaliveTime, Timeout: o.KeepaliveTimeout}))
+	if err != nil {
+		return nil, fmt.Errorf("connection to the operator at %s: %w", o.Address, err)
 	}
 	return conn, nil
 }
@@ -159,7 +268,7 @@ func Dial(address string, creds credentials.TransportCredentials) (*grpc.ClientC
 func (c *Client) Run(ctx context.Context) error {
 	conn := c.opts.Conn
 	if conn == nil {
-		own, err := Dial(c.opts.Address, c.opts.Credentials)
+		own, err := c.opts.Dial()
 		if err != nil {
 			return fmt.Errorf("xDS client: %w", err)
 		}
@@ -185,13 +294,49 @@ func (c *Client) Run(ctx context.Context) error {
 		// operator together does not return together.
 		wait := backoff/2 + rand.N(backoff/2+1)
 		c.opts.Log.Info("xDS stream ended; keeping the configuration in force and retrying", "reason", errString(err), "retryIn", wait.String(), "version", c.Version())
+		waitCtx, stopWaiting := context.WithCancel(ctx)
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):
+		case <-reconnected(waitCtx, conn):
+			// The stream failed for want of a connection, which is back
+			// (to the new leader, as like as not).
 		}
+		stopWaiting()
 		backoff = min(2*backoff, c.opts.MaxBackoff)
 	}
 	return nil
+}
+
+// stateConn is what a *grpc.ClientConn tells of its connection.
+type stateConn interface {
+	GetState() connectivity.State
+	WaitForStateChange(context.Context, connectivity.State) bool
+}
+
+// reconnected returns a channel that is closed when conn, which failed to
+// connect (TRANSIENT_FAILURE), becomes ready, until ctx ends: its own
+// backoff and dial are then over, and waiting longer gains nothing. It is
+// nil (never ready) for a connection that is up or idle, where the stream
+// failed for a reason of its own, or that cannot say. Between two failures
+// to connect gRPC waits its own backoff, so it never wakes the client in a
+// tight loop.
+func reconnected(ctx context.Context, conn grpc.ClientConnInterface) <-chan struct{} {
+	sc, ok := conn.(stateConn)
+	if !ok || sc.GetState() != connectivity.TransientFailure {
+		return nil
+	}
+	ch := make(chan struct{})
+	go func() {
+		state := connectivity.TransientFailure
+		for sc.WaitForStateChange(ctx, state) {
+			if state = sc.GetState(); state == connectivity.Ready {
+				close(ch)
+				return
+			}
+		}
+	}()
+	return ch
 }
 
 // deltaADSMethod is the one RPC: envoy's delta ADS, by its method path.
