@@ -588,9 +588,14 @@ case "${1:-}" in
     [ $# -gt 0 ] || die "run needs a command: hack/e2e-node.sh run -- CMD..."
     up
     trap 'down' EXIT
-    trap 'exit 130' INT TERM
+    # The command runs in the background so that a signal to this script
+    # (bash runs traps only between commands) stops it and the cluster at
+    # once, not when the command ends.
+    in_cluster "$@" &
+    child=$!
+    trap 'kill -TERM $child 2>/dev/null; wait $child; exit 130' INT TERM
     rc=0
-    in_cluster "$@" || rc=$?
+    wait $child || rc=$?
     egress_report || rc=1
     exit $rc
     ;;
