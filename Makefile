@@ -37,10 +37,16 @@ help: ## List the targets.
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: test
-test: envtest ## Build the test apiserver if needed, vet, check generated files, run every test with -race (what CI runs).
-	$(GO) vet ./...
-	hack/verify-generate.sh
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) PATH=$(CURDIR)/bin:$$PATH $(GO) test -race -timeout 30m ./...
+test: ## Build the test tools if needed, vet, check generated files, run every test with -race, then the stories on a real node (make e2e): what CI runs; each phase prints its time.
+	$(call phase,tools,hack/setup-envtest.sh)
+	$(call phase,vet,$(GO) vet ./... && $(GO) vet -tags e2e ./test/e2e/...)
+	$(call phase,generated files,hack/verify-generate.sh)
+	$(call phase,go test,KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) PATH=$(CURDIR)/bin:$$PATH $(GO) test -race -timeout 30m ./...)
+	$(call phase,e2e on a real node,hack/e2e.sh)
+
+# $(call phase,NAME,COMMAND): runs COMMAND and says how long it took.
+phase = @t0=$$(date +%s); echo "make test: phase $(1)" >&2; rc=0; $(2) || rc=$$?; \
+	echo "make test: phase $(1) $$([ $$rc = 0 ] && echo passed || echo FAILED) in $$(( $$(date +%s) - t0 ))s" >&2; exit $$rc
 
 .PHONY: node
 node: ## Build (once, cached outside the clone) and install what a real single-node cluster needs: kubelet, controller manager, scheduler, kube-proxy, containerd, CoreDNS; runc, CNI plugins, iptables from Debian.
