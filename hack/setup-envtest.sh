@@ -8,12 +8,12 @@
 # A cold build takes about 10 minutes on 2 cores, a warm run under a second.
 set -euo pipefail
 
-K8S_VERSION=v1.37.0
-K8S_STAGING_VERSION=v0.37.0
 ETCD_VERSION=v3.6.7
 HELM_VERSION=v4.3.1
 
 repo_root=$(cd "$(dirname "$0")/.." && pwd)
+# K8S_VERSION, write_module, kubernetes_go_mod, k8s_version_ldflags.
+source "$repo_root/hack/lib/kubernetes.sh"
 cache_root=${WEIGHSTATION_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/weighstation}
 # "-stamped": kube-apiserver and kubectl carry their version (see
 # k8s_version_ldflags); entries built before that report
@@ -25,20 +25,11 @@ mkdir -p "$k8s_dir" "$helm_dir" "$bin_dir/k8s"
 
 log() { echo "setup-envtest: $*" >&2; }
 
-# A module of its own per tool: etcd's and kubernetes' modules carry replace
-# directives, which `go install pkg@version` refuses.
-build_in_module() { # dir module-name go.mod-body main-go-body(optional)
-  local dir=$1 body=$2 main=${3:-}
-  mkdir -p "$dir"
-  printf '%s\n' "$body" >"$dir/go.mod"
-  if [ -n "$main" ]; then printf '%s\n' "$main" >"$dir/main.go"; fi
-}
-
 build_etcd() {
   [ -x "$k8s_dir/etcd" ] && return 0
   local src=$cache_root/src/etcd-$ETCD_VERSION
   log "building etcd $ETCD_VERSION from go.etcd.io/etcd/server/v3 (about a minute)"
-  build_in_module "$src" "module weighstation.local/etcdwrapper
+  write_module "$src" "module weighstation.local/etcdwrapper
 
 go 1.26" 'package main
 
@@ -63,16 +54,9 @@ build_kubernetes() {
   [ -x "$k8s_dir/kube-apiserver" ] && [ -x "$k8s_dir/kubectl" ] && return 0
   local src=$cache_root/src/kubernetes-$K8S_VERSION
   log "building kube-apiserver and kubectl $K8S_VERSION (about 9 minutes cold)"
-  local staging="api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api cri-client cri-streaming csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics mount-utils pod-security-admission sample-apiserver sample-cli-plugin sample-controller streaming"
-  local body="module weighstation.local/k8stools
-
-go 1.26
-
-require k8s.io/kubernetes $K8S_VERSION
-"
-  for m in $staging; do body+="
-replace k8s.io/$m => k8s.io/$m $K8S_STAGING_VERSION"; done
-  build_in_module "$src" "$body" 'package main
+  local body
+  body=$(kubernetes_go_mod weighstation.local/k8stools)
+  write_module "$src" "$body" 'package main
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver/app"
@@ -86,33 +70,11 @@ func main() {}'
     go build -ldflags "$ldflags" -o "$k8s_dir/kubectl" k8s.io/kubernetes/cmd/kubectl)
 }
 
-# What Kubernetes' own build (hack/lib/version.sh) stamps: without it both
-# binaries say v0.0.0-master+$Format:%H$, which `kubectl version` cannot
-# parse and which fails every chart's kubeVersion constraint. The server's
-# version comes from component-base, kubectl's client side from client-go.
-# No git checkout here: the commit is unknown (left empty), the tree state
-# is "archive" (what version.sh says for a source archive), and the build
-# date is the module's publication time, so rebuilds are reproducible.
-# Runs in the module directory (go list needs its go.mod).
-k8s_version_ldflags() {
-  local major minor date flags="" pkg
-  major=${K8S_VERSION#v}
-  major=${major%%.*}
-  minor=${K8S_VERSION#v*.}
-  minor=${minor%%.*}
-  date=$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    flags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
-    flags+=" -X $pkg.gitCommit= -X $pkg.gitTreeState=archive -X $pkg.buildDate=$date"
-  done
-  echo "${flags# }"
-}
-
 build_helm() {
   [ -x "$helm_dir/helm" ] && return 0
   local src=$cache_root/src/helm-$HELM_VERSION
   log "building helm $HELM_VERSION (about 3 minutes cold)"
-  build_in_module "$src" "module weighstation.local/helmtool
+  write_module "$src" "module weighstation.local/helmtool
 
 go 1.26" 'package main
 

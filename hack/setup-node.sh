@@ -13,9 +13,9 @@
 set -euo pipefail
 
 repo_root=$(cd "$(dirname "$0")/.." && pwd)
-# One source for the Kubernetes version: the apiserver's.
-K8S_VERSION=$(sed -n 's/^K8S_VERSION=//p' "$repo_root/hack/setup-envtest.sh")
-K8S_STAGING_VERSION=$(sed -n 's/^K8S_STAGING_VERSION=//p' "$repo_root/hack/setup-envtest.sh")
+# K8S_VERSION (the apiserver's), write_module, kubernetes_go_mod,
+# k8s_version_ldflags.
+source "$repo_root/hack/lib/kubernetes.sh"
 CONTAINERD_VERSION=v2.4.2
 COREDNS_VERSION=v1.15.0
 # What apt installs when missing, and the binary that says it is there.
@@ -46,29 +46,14 @@ install_debian_packages() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
 }
 
-# A throw-away module per tool, as in setup-envtest.sh: k8s.io/kubernetes
-# and containerd carry replace directives that `go install pkg@v` refuses.
-write_module() { # dir go.mod-body main.go-body
-  mkdir -p "$1"
-  printf '%s\n' "$2" >"$1/go.mod"
-  printf '%s\n' "$3" >"$1/main.go"
-}
-
 build_kubernetes_node() {
   local b ok=1
   for b in kubelet kube-controller-manager kube-scheduler kube-proxy; do [ -x "$node_dir/$b" ] || ok=0; done
   [ $ok = 1 ] && return 0
   local src=$cache_root/src/kubernetes-node-$K8S_VERSION
   log "building kubelet, kube-controller-manager, kube-scheduler and kube-proxy $K8S_VERSION (about 5 minutes once the apiserver is built)"
-  local staging="api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api cri-client cri-streaming csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics mount-utils pod-security-admission sample-apiserver sample-cli-plugin sample-controller streaming"
-  local body="module weighstation.local/k8snode
-
-go 1.26
-
-require k8s.io/kubernetes $K8S_VERSION
-" m
-  for m in $staging; do body+="
-replace k8s.io/$m => k8s.io/$m $K8S_STAGING_VERSION"; done
+  local body
+  body=$(kubernetes_go_mod weighstation.local/k8snode)
   # The app packages, so that `go mod tidy` records every module the four
   # commands need.
   write_module "$src" "$body" 'package main
@@ -85,22 +70,6 @@ func main() {}'
     go build -ldflags "$(k8s_version_ldflags)" -o "$node_dir/" \
       k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
       k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy)
-}
-
-# The version stamp Kubernetes' own build gives (see setup-envtest.sh): the
-# kubelet reports it as the node's version, which the apiserver compares.
-k8s_version_ldflags() {
-  local major minor date flags="" pkg
-  major=${K8S_VERSION#v}
-  major=${major%%.*}
-  minor=${K8S_VERSION#v*.}
-  minor=${minor%%.*}
-  date=$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    flags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
-    flags+=" -X $pkg.gitCommit= -X $pkg.gitTreeState=archive -X $pkg.buildDate=$date"
-  done
-  echo "${flags# }"
 }
 
 build_containerd() {
