@@ -9,6 +9,9 @@ type serverMetrics struct {
 	nacks       prometheus.Counter
 	pushLatency prometheus.Histogram
 	refused     *prometheus.CounterVec
+	// refusedConnsClosed counts the connections closed after a refusal of
+	// this replica's (connTracker), which makes their sidecars dial again.
+	refusedConnsClosed prometheus.Counter
 }
 
 func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
@@ -22,10 +25,11 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 			Help:    "From a resource's change in the operator's cache to its push on a stream that held the earlier version.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16), // 100 µs to about 3 s
 		}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weighstation_operator_xds_refused_total", Help: "Streams and requests refused, by reason."}, []string{"reason"}),
+		refused:            prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weighstation_operator_xds_refused_total", Help: "Streams and requests refused, by reason."}, []string{"reason"}),
+		refusedConnsClosed: prometheus.NewCounter(prometheus.CounterOpts{Name: "weighstation_operator_xds_refused_connections_closed_total", Help: "Connections closed after this replica refused a stream on them for not serving (not the leader, or not synced), so that their sidecars dial the xDS Service again."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.streams, m.pushes, m.acks, m.nacks, m.pushLatency, m.refused)
+		reg.MustRegister(m.streams, m.pushes, m.acks, m.nacks, m.pushLatency, m.refused, m.refusedConnsClosed)
 	}
 	return m
 }

@@ -83,6 +83,7 @@ type Server struct {
 	mu       sync.Mutex
 	streams  map[int64]*streamState
 	listener net.Listener
+	conns    *connTracker
 	ready    chan struct{} // closed once listening
 }
 
@@ -143,7 +144,8 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("xDS server: listening on %s: %w", s.opts.Listen, err)
 	}
-	s.listener = lis
+	s.conns = newConnTracker(lis)
+	s.listener = s.conns
 	close(s.ready)
 	grpcOpts := []grpc.ServerOption{
 		grpc.StreamInterceptor(s.authenticate),
@@ -181,7 +183,7 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- gs.Serve(lis) }()
+	go func() { errc <- gs.Serve(s.conns) }()
 	s.opts.Log.Info("xDS server listening", "address", lis.Addr().String(), "tls", s.opts.TLS != nil)
 	select {
 	case <-ctx.Done():
@@ -226,6 +228,11 @@ func (s *Server) admit(ctx context.Context, method string) (Identity, time.Durat
 	}
 	if !s.pub.Synced() {
 		s.metrics.refused.WithLabelValues("not_ready").Inc()
+		// The sidecar would retry on the same connection, to this replica,
+		// whatever the Service selects by now: close it (connTracker).
+		if p, ok := peer.FromContext(ctx); ok && s.conns != nil && s.conns.closeSoon(p.Addr) {
+			s.metrics.refusedConnsClosed.Inc()
+		}
 		return Identity{}, 0, status.Error(codes.Unavailable, "this operator replica does not serve configuration now (not the leader, or still computing every pod); retry")
 	}
 	token, err := bearerToken(ctx)
