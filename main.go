@@ -123,7 +123,7 @@ func runOperator(args []string) error {
 	leaderNamespace := fs.String("leader-election-namespace", "", "namespace of the leader election Lease (default: -namespace)")
 	leaseDuration := fs.Duration("leader-elect-lease-duration", 15*time.Second, "how long a leader's Lease holds without renewal: the longest a crashed leader's replacement waits")
 	renewDeadline := fs.Duration("leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing its Lease before it gives up leading (and exits)")
-	retryPeriod := fs.Duration("leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the Lease")
+	retryPeriod := fs.Duration("leader-elect-retry-period", time.Second, "how often replicas try to acquire or renew the Lease (a standby takes over the lease duration after it last saw the Lease change, which lags the last renewal by up to 1.2 times this)")
 	namespace := fs.String("namespace", defaultNamespace(), "the operator's own namespace, where its CA Secret and its leader election Lease live (default: $POD_NAMESPACE, else the in-cluster ServiceAccount's namespace)")
 	xdsListen := fs.String("xds-listen", ":9443", "address of the xDS server that sidecars connect to (TLS, from the operator's CA)")
 	xdsService := fs.String("xds-service", "weighstation-xds", "name of the Service in front of the xDS server; its DNS names go into the serving certificate")
@@ -149,6 +149,7 @@ func runOperator(args []string) error {
 	sidecarBroker := fs.String("sidecar-broker", "", "the injected sidecars' -broker URL, e.g. nats://weighstation-broker.weighstation-system.svc:4222 (required with -webhook-configuration)")
 	sidecarOperator := fs.String("sidecar-operator-address", "", "the injected sidecars' -operator address (default: -xds-service's DNS name in -namespace, with -xds-listen's port)")
 	sidecarTokenExpiration := fs.Duration("sidecar-token-expiration", time.Hour, "lifetime of the injected sidecars' projected identity tokens (at least 10m; the kubelet renews them at 80%)")
+	sidecarScrape := fs.Bool("sidecar-prometheus-annotations", true, "add "+webhook.PrometheusScrapeAnnotation+": \"true\", "+webhook.PrometheusPortAnnotation+" (the sidecar's metrics port) and "+webhook.PrometheusPathAnnotation+": /metrics to the pods the webhook injects, for a Prometheus that discovers pods by them; a pod that has a prometheus.io/scrape, /port, /path or /scheme annotation of its own keeps its own and gets none (one port per pod: its application's metrics win)")
 	sidecarResources := webhook.DefaultResources()
 	sidecarResources.RegisterFlags(fs)
 	defaults := meshconfig.DefaultPolicy
@@ -175,7 +176,7 @@ func runOperator(args []string) error {
 	injectionFlags := webhookFlags{
 		configuration: *webhookCfg, listen: *webhookListen, service: *webhookService, namespace: *namespace, certDir: *webhookCertDir,
 		image: *sidecarImage, broker: *sidecarBroker, operator: *sidecarOperator, xdsService: *xdsService, xdsListen: *xdsListen,
-		audience: *xdsAudience, tokenExpiration: *sidecarTokenExpiration, resources: sidecarResources,
+		audience: *xdsAudience, tokenExpiration: *sidecarTokenExpiration, resources: sidecarResources, prometheusAnnotations: *sidecarScrape,
 	}
 	var injectionConfig webhook.Config
 	if *webhookCfg != "" {
