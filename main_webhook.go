@@ -24,6 +24,8 @@ type webhookFlags struct {
 	xdsService, xdsListen, audience           string
 	tokenExpiration                           time.Duration
 	resources                                 webhook.Resources
+	// prometheusAnnotations: -sidecar-prometheus-annotations.
+	prometheusAnnotations bool
 	// certDir holds the serving certificate when another issuer
 	// (cert-manager) keeps it; empty: the operator's CA.
 	certDir string
@@ -56,6 +58,7 @@ func (f webhookFlags) config() (webhook.Config, error) {
 		Resources:              f.resources,
 		HealthPort:             webhook.DefaultHealthPort,
 		MetricsPort:            webhook.DefaultMetricsPort,
+		PrometheusAnnotations:  f.prometheusAnnotations,
 	}
 	if err := cfg.Validate(); err != nil {
 		return webhook.Config{}, fmt.Errorf("the sidecar-injection webhook: %w", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"strings"
 	"testing"
@@ -57,6 +58,16 @@ func TestAPIServerCallsWebhook(t *testing.T) {
 		pod := createPod(t, plainNS, map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled}, nil)
 		checkInjected(t, pod, cfg)
 		t.Run("re-invocation leaves it unchanged", func(t *testing.T) { checkReinvocation(t, injector, pod) })
+	})
+	t.Run("the application's own prometheus.io annotations are kept, and none added", func(t *testing.T) {
+		own := map[string]string{PrometheusScrapeAnnotation: "true", PrometheusPortAnnotation: "8080"}
+		pod := createPod(t, labelledNS, nil, own)
+		if _, ok := pod.Annotations[InjectedAnnotation]; !ok || !hasContainer(pod, ContainerName) {
+			t.Fatalf("stored without the sidecar: annotations %v", pod.Annotations)
+		}
+		if got := prometheusAnnotations(pod); !maps.Equal(own, got) {
+			t.Errorf("stored prometheus.io annotations %v, want the pod's own %v alone", got, own)
+		}
 	})
 	t.Run("not opted in: untouched", func(t *testing.T) {
 		checkUntouched(t, createPod(t, plainNS, nil, nil))
@@ -237,7 +248,7 @@ func createPod(t *testing.T, namespace string, labels, annotations map[string]st
 
 func checkUntouched(t *testing.T, pod *corev1.Pod) {
 	t.Helper()
-	if _, ok := pod.Annotations[InjectedAnnotation]; ok || hasContainer(pod, ContainerName) || len(pod.Spec.InitContainers) != 1 || len(pod.Spec.Volumes) != 1 {
+	if _, ok := pod.Annotations[InjectedAnnotation]; ok || hasContainer(pod, ContainerName) || len(pod.Spec.InitContainers) != 1 || len(pod.Spec.Volumes) != 1 || len(prometheusAnnotations(pod)) > 0 {
 		t.Errorf("pod %s/%s was changed: annotations %v, init containers %d, volumes %d", pod.Namespace, pod.Name, pod.Annotations, len(pod.Spec.InitContainers), len(pod.Spec.Volumes))
 	}
 }

@@ -43,6 +43,16 @@ const (
 	MinTokenExpiration = 600
 )
 
+// Prometheus's pod annotations, the kubernetes_sd convention (one port per
+// pod). Inject adds the first three for the sidecar's /metrics
+// (Config.PrometheusAnnotations) to a pod that has none of the four.
+const (
+	PrometheusScrapeAnnotation = "prometheus.io/scrape"
+	PrometheusPortAnnotation   = "prometheus.io/port"
+	PrometheusPathAnnotation   = "prometheus.io/path"
+	PrometheusSchemeAnnotation = "prometheus.io/scheme"
+)
+
 // ErrClaimedSidecar refuses a pod that already has a container named
 // ContainerName that this webhook did not add: the sidecar would run
 // twice, or a container of the pod's choosing would pose as it.
@@ -85,6 +95,12 @@ type Config struct {
 	Resources   Resources
 	HealthPort  int32
 	MetricsPort int32
+	// PrometheusAnnotations has Inject add prometheus.io/scrape, port
+	// (MetricsPort) and path (/metrics) to the pods it injects, so that a
+	// Prometheus that discovers pods by those annotations scrapes the
+	// sidecar (the operator's -sidecar-prometheus-annotations; the chart's
+	// metrics.annotations).
+	PrometheusAnnotations bool
 }
 
 // Validate refuses a Config that would inject a broken sidecar, naming
@@ -155,7 +171,29 @@ func Inject(pod *corev1.Pod, c Config) (bool, error) {
 		pod.Annotations = map[string]string{}
 	}
 	pod.Annotations[InjectedAnnotation] = c.Version
+	if c.PrometheusAnnotations {
+		addPrometheusAnnotations(pod.Annotations, c.MetricsPort)
+	}
 	return true, nil
+}
+
+// addPrometheusAnnotations points Prometheus at the sidecar's /metrics,
+// unless the pod has prometheus.io annotations of its own. The convention
+// allows one port per pod, so the application's own metrics (or its
+// prometheus.io/scrape: "false") win, and the sidecar is then left out:
+// overwriting one of them would stop the application's scrape, and adding
+// the others beside it would send its scrape to the wrong port, path or
+// scheme. Such a pod's sidecar is scraped only by a configuration that
+// selects its ws-metrics port (a PodMonitor, say).
+func addPrometheusAnnotations(annotations map[string]string, port int32) {
+	for _, k := range []string{PrometheusScrapeAnnotation, PrometheusPortAnnotation, PrometheusPathAnnotation, PrometheusSchemeAnnotation} {
+		if _, ok := annotations[k]; ok {
+			return
+		}
+	}
+	annotations[PrometheusScrapeAnnotation] = "true"
+	annotations[PrometheusPortAnnotation] = strconv.Itoa(int(port))
+	annotations[PrometheusPathAnnotation] = "/metrics"
 }
 
 // checkTokenHolders refuses a pod in which a container other than the

@@ -41,6 +41,15 @@ func checkInjected(t *testing.T, pod *corev1.Pod, c Config) {
 	if got := pod.Annotations[InjectedAnnotation]; got != c.Version {
 		t.Errorf("annotation %s = %q, want %q", InjectedAnnotation, got, c.Version)
 	}
+	// appPod has no prometheus.io annotations of its own: with c's, it is
+	// scraped on the sidecar's metrics port.
+	wantScrape := map[string]string{}
+	if c.PrometheusAnnotations {
+		wantScrape = map[string]string{PrometheusScrapeAnnotation: "true", PrometheusPortAnnotation: "9091", PrometheusPathAnnotation: "/metrics"}
+	}
+	if got := prometheusAnnotations(pod); !maps.Equal(wantScrape, got) {
+		t.Errorf("prometheus.io annotations %v, want %v", got, wantScrape)
+	}
 	if n := len(pod.Spec.InitContainers); n != 2 || pod.Spec.InitContainers[1].Name != "migrate" {
 		t.Fatalf("init containers: %d, want the sidecar first and then migrate: %+v", n, pod.Spec.InitContainers)
 	}
@@ -269,6 +278,63 @@ func TestInjectRefuses(t *testing.T) {
 			}
 			if !equality.Semantic.DeepEqual(before, tc.pod) {
 				t.Errorf("a refused pod was changed: %+v", tc.pod)
+			}
+		})
+	}
+}
+
+// prometheusAnnotations are pod's prometheus.io/* annotations.
+func prometheusAnnotations(pod *corev1.Pod) map[string]string {
+	out := map[string]string{}
+	for k, v := range pod.Annotations {
+		if strings.HasPrefix(k, "prometheus.io/") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// TestInjectPrometheusAnnotations: the sidecar's scrape annotations are
+// added to a pod that has none; a pod's own (its application's metrics,
+// or an opt-out) are kept as they are, and nothing is added beside them:
+// Prometheus's convention scrapes one port per pod.
+func TestInjectPrometheusAnnotations(t *testing.T) {
+	sidecar := map[string]string{PrometheusScrapeAnnotation: "true", PrometheusPortAnnotation: "9091", PrometheusPathAnnotation: "/metrics"}
+	for _, tc := range []struct {
+		name string
+		own  map[string]string // the pod's annotations before injection
+		off  bool              // -sidecar-prometheus-annotations=false
+		want map[string]string // its prometheus.io annotations after
+	}{
+		{name: "none of its own: the sidecar's", want: sidecar},
+		{name: "other annotations only: the sidecar's", own: map[string]string{"team": "shop"}, want: sidecar},
+		{name: "the application's metrics", own: map[string]string{PrometheusScrapeAnnotation: "true", PrometheusPortAnnotation: "8080"},
+			want: map[string]string{PrometheusScrapeAnnotation: "true", PrometheusPortAnnotation: "8080"}},
+		{name: "the application's port alone", own: map[string]string{PrometheusPortAnnotation: "8080"},
+			want: map[string]string{PrometheusPortAnnotation: "8080"}},
+		{name: "the application's path alone", own: map[string]string{PrometheusPathAnnotation: "/stats"},
+			want: map[string]string{PrometheusPathAnnotation: "/stats"}},
+		{name: "the application's scheme alone", own: map[string]string{PrometheusSchemeAnnotation: "https"},
+			want: map[string]string{PrometheusSchemeAnnotation: "https"}},
+		{name: "an opt-out", own: map[string]string{PrometheusScrapeAnnotation: "false"},
+			want: map[string]string{PrometheusScrapeAnnotation: "false"}},
+		{name: "turned off", off: true, want: map[string]string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := appPod()
+			pod.Annotations = maps.Clone(tc.own)
+			c := testConfig()
+			c.PrometheusAnnotations = !tc.off
+			if changed, err := Inject(pod, c); err != nil || !changed {
+				t.Fatalf("Inject = %v, %v", changed, err)
+			}
+			if got := prometheusAnnotations(pod); !maps.Equal(tc.want, got) {
+				t.Errorf("prometheus.io annotations %v, want %v", got, tc.want)
+			}
+			for k, v := range tc.own {
+				if pod.Annotations[k] != v {
+					t.Errorf("annotation %s = %q, want the pod's own %q", k, pod.Annotations[k], v)
+				}
 			}
 		})
 	}

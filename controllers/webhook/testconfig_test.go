@@ -12,5 +12,6 @@ func testConfig() Config {
 		HealthPort:             DefaultHealthPort,
 		MetricsPort:            DefaultMetricsPort,
 		Resources:              DefaultResources(),
+		PrometheusAnnotations:  true,
 	}
 }
