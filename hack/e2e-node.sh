@@ -66,6 +66,9 @@ preflight() {
   for b in kubelet kube-controller-manager kube-scheduler kube-proxy containerd ctr containerd-shim-runc-v2 coredns; do
     [ -x "$NODE_BIN/$b" ] || missing+=("$NODE_BIN/$b (hack/setup-node.sh)")
   done
+  # kube-router (NetworkPolicy) and what it runs: ipset, the legacy iptables.
+  [ -x "$NODE_BIN/kube-router" ] || missing+=("$NODE_BIN/kube-router (hack/setup-node.sh)")
+  for b in ipset xtables-legacy-multi; do command -v "$b" >/dev/null 2>&1 || missing+=("$b (apt-get install ipset iptables)"); done
   [ -x /usr/lib/cni/bridge ] || missing+=("the CNI plugins in /usr/lib/cni (apt-get install containernetworking-plugins)")
   [ ${#missing[@]} = 0 ] || die "missing: ${missing[*]}"
   grep -qw overlay /proc/filesystems || die "the kernel lacks overlayfs (CONFIG_OVERLAY_FS), which containerd's snapshotter needs"
@@ -308,6 +311,15 @@ EOF
     cache 5
 }
 EOF
+  # kube-router enforces NetworkPolicy with iptables and ipset. It rewrites
+  # the whole filter table (iptables-save, then iptables-restore without
+  # --noflush) on every change, which would undo a kube-proxy sync that fell
+  # in between: so its iptables, iptables-save and iptables-restore are the
+  # legacy ones (its own filter table, which the kernel runs beside
+  # kube-proxy's nf_tables one), first on its PATH.
+  mkdir -p "$s/kube-router/bin"
+  local b
+  for b in iptables iptables-save iptables-restore; do ln -sf "$(command -v xtables-legacy-multi)" "$s/kube-router/bin/$b"; done
 }
 
 # --- inside the namespaces -------------------------------------------------
@@ -425,6 +437,11 @@ start_cluster() {
   start kube-proxy "$NODE_BIN/kube-proxy" --config "$s/kube-proxy.yaml"
   start coredns "$NODE_BIN/coredns" -conf "$s/Corefile"
   wait_for "the node $NODE_NAME Ready" 90 kubectl_admin wait --for condition=Ready "node/$NODE_NAME" --timeout 1s
+  # NetworkPolicy: kube-router's firewall alone, once the node exists (it
+  # exits at once if it cannot find its node); on legacy iptables (write_configs).
+  start kube-router env PATH="$s/kube-router/bin:$PATH" "$NODE_BIN/kube-router" --kubeconfig "$s/admin.kubeconfig" \
+    --hostname-override "$NODE_NAME" --run-firewall --run-router=false --run-service-proxy=false \
+    --enable-ipv6=false --service-cluster-ip-range "$SERVICE_CIDR" --health-port 0 --metrics-port 0
   # Usable, not just Ready: a pod needs its namespace's ServiceAccount,
   # which the controller manager creates a moment after it starts.
   wait_for "the default ServiceAccount" 30 kubectl_admin get serviceaccount default -n default

@@ -63,6 +63,6 @@ phase test-binary build_test
 # The egress counters and the interfaces are printed when the node stops
 # (hack/e2e-node.sh down), and a packet that left fails the run.
 phase stories hack/e2e-node.sh run -- env "${test_env[@]}" E2E_PULL_POLICY=Never E2E_DESTRUCTIVE=true \
-  E2E_KUBECTL="$repo_root/bin/kubectl" E2E_HELM="$repo_root/bin/helm" \
+  E2E_KUBECTL="$repo_root/bin/kubectl" E2E_HELM="$repo_root/bin/helm" E2E_PROMETHEUS="$repo_root/bin/node/prometheus" \
   E2E_KILL_CONTAINER_CMD="$repo_root/bin/node/ctr --address /run/containerd/containerd.sock -n k8s.io tasks kill -s SIGKILL {id}" \
   bin/e2e.test -test.v -test.timeout 30m ${E2E_TEST_FLAGS:-}

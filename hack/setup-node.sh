@@ -18,8 +18,14 @@ repo_root=$(cd "$(dirname "$0")/.." && pwd)
 source "$repo_root/hack/lib/kubernetes.sh"
 CONTAINERD_VERSION=v2.4.2
 COREDNS_VERSION=v1.15.0
+# The node's NetworkPolicy enforcement: kube-router's firewall alone (see
+# build_kube_router).
+KUBE_ROUTER_VERSION=v2.1.0
+# Prometheus 3.5 (its Go module's v0.305.0), for the observability story:
+# Debian's (2.42) is built without Kubernetes service discovery.
+PROMETHEUS_VERSION=v0.305.0
 # What apt installs when missing, and the binary that says it is there.
-DEBIAN_PACKAGES="runc:runc containernetworking-plugins:/usr/lib/cni/bridge iptables:iptables conntrack:conntrack iproute2:ip"
+DEBIAN_PACKAGES="runc:runc containernetworking-plugins:/usr/lib/cni/bridge iptables:iptables conntrack:conntrack iproute2:ip ipset:ipset"
 
 cache_root=${WEIGHSTATION_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/weighstation}
 node_dir=$cache_root/node-k8s-$K8S_VERSION-containerd-$CONTAINERD_VERSION-coredns-$COREDNS_VERSION
@@ -103,11 +109,57 @@ func main() {}'
     CGO_ENABLED=0 go build -o "$node_dir/coredns" github.com/coredns/coredns)
 }
 
+# kube-router, of which hack/e2e-node.sh runs only the NetworkPolicy
+# controller (--run-firewall; no routing, no service proxy), which enforces
+# with iptables and ipset (Debian's ipset; the kernel's ip_set).
+# kube-network-policies, the sig-network one, cannot run here: it queues
+# packets with nftables' `queue` expression, and this kernel has no
+# CONFIG_NFT_QUEUE (docs/development.md). Its own folder in the cache, so
+# that a new version builds it alone; bin/node gets the link.
+build_kube_router() {
+  local dir=$cache_root/kube-router-$KUBE_ROUTER_VERSION
+  if [ ! -x "$dir/kube-router" ]; then
+    local src=$cache_root/src/kube-router-$KUBE_ROUTER_VERSION
+    local pkg=github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
+    log "building kube-router $KUBE_ROUTER_VERSION (about 2 minutes)"
+    write_module "$src" "module weighstation.local/kuberoutertool
+
+go 1.26" 'package main
+
+func main() {}'
+    mkdir -p "$dir"
+    (cd "$src" && go get "$pkg@$KUBE_ROUTER_VERSION" &&
+      CGO_ENABLED=0 go build -ldflags "-X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION" \
+        -o "$dir/kube-router" "$pkg")
+  fi
+  ln -sf "$dir/kube-router" "$bin_dir/kube-router"
+}
+
 "$repo_root/hack/setup-envtest.sh"
 install_debian_packages
+build_prometheus() {
+  local dir=$cache_root/prometheus-$PROMETHEUS_VERSION
+  if [ ! -x "$dir/prometheus" ]; then
+    local src=$cache_root/src/prometheus-$PROMETHEUS_VERSION
+    local pkg=github.com/prometheus/prometheus/cmd/prometheus
+    log "building Prometheus $PROMETHEUS_VERSION (about 3 minutes; without its web UI's assets, which the API does not need)"
+    write_module "$src" "module weighstation.local/prometheustool
+
+go 1.26" 'package main
+
+func main() {}'
+    mkdir -p "$dir"
+    (cd "$src" && go get "$pkg@$PROMETHEUS_VERSION" &&
+      CGO_ENABLED=0 go build -o "$dir/prometheus" "$pkg")
+  fi
+  ln -sf "$dir/prometheus" "$bin_dir/prometheus"
+}
+
 build_kubernetes_node
 build_containerd
 build_coredns
+build_kube_router
+build_prometheus
 
 for b in kubelet kube-controller-manager kube-scheduler kube-proxy containerd ctr containerd-shim-runc-v2 coredns; do
   ln -sf "$node_dir/$b" "$bin_dir/$b"

@@ -155,6 +155,8 @@ func stories() []step {
 		{name: "4d-pod-delete-revocation", needs: []string{"2-apps"}, run: stepRevocation},
 		{name: "4e-helm-upgrade", needs: []string{"2-apps"}, run: stepUpgrade},
 		{name: "4f-subscription-delete", needs: []string{"2-apps"}, run: stepSubscriptionDelete},
+		{name: "6-observability", needs: []string{"2-apps"}, run: stepObservability},
+		{name: "7-networkpolicy", needs: []string{"2-apps"}, run: stepNetworkPolicy},
 		{name: "5-uninstall", needs: []string{"1-install"}, run: stepUninstall},
 	}
 }

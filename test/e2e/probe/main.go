@@ -8,6 +8,7 @@
 //	probe requester  -subject S -interval D -timeout D   ok / fast failure (no responders) / timeout, and when it switched
 //	probe responder  -subject S [-queue Q]           answers every request
 //	probe idle                                       connects to nothing (a pod that must start without a sidecar)
+//	probe dial -addr HOST:PORT [-addr ...]           plain TCP dials, no sidecar: got through, NATS INFO, refused, timed out (dial.go)
 //
 // Every role prints one line, "PROBE {json}" (package probestats), every
 // -report-interval and at exit, and serves the same JSON at /stats on
@@ -53,6 +54,9 @@ func main() {
 		os.Exit(2)
 	}
 	roleName := os.Args[1]
+	if roleName == probestats.RoleDial {
+		os.Exit(dialMain(os.Args[2:]))
+	}
 	opts, err := parseFlags(roleName, os.Args[2:])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "probe %s: %v\n%s\n", roleName, err, usage)

@@ -113,6 +113,9 @@ func (p *probe) connect(ctx context.Context) (*nats.Conn, error) {
 			log.Printf("asynchronous error: %v", err)
 		}),
 	}
+	if pr, ok := p.role.(pausable); ok {
+		opts = append(opts, nats.SetCustomDialer(pr.pauser().dialer()))
+	}
 	wait := firstConnectWait
 	for {
 		p.mu.Lock()
@@ -188,12 +191,28 @@ func (p *probe) print(final bool) {
 	fmt.Fprintln(os.Stdout, line)
 }
 
-// serve serves /stats and /readyz on addr (nothing when empty); the
-// returned function stops it.
+// serve serves /stats and /readyz on addr (nothing when empty), and a
+// pausable role's POST /pause and /resume; the returned function stops
+// it.
 func (p *probe) serve(addr string) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("-stats-listen %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: p.handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			log.Printf("serving stats: %v", err)
+		}
+	}()
+	return func() { _ = srv.Close() }, nil
+}
+
+// handler serves what serve listens for.
+func (p *probe) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/stats", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -208,17 +227,10 @@ func (p *probe) serve(addr string) (func(), error) {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("-stats-listen %s: %w", addr, err)
+	if pr, ok := p.role.(pausable); ok {
+		pr.pauser().handle(mux, pr)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			log.Printf("serving stats: %v", err)
-		}
-	}()
-	return func() { _ = srv.Close() }, nil
+	return mux
 }
 
 // idle is the role that connects to nothing.

@@ -31,6 +31,25 @@ func (s SubscriberStats) LostBetween(from, to time.Time) int64 {
 	return n
 }
 
+// LostIn is what is still missing of publisher's sequence numbers first
+// to last, ends included, by the gaps kept (GapsDropped are not seen).
+// Of a gap that reaches outside the range and of which some numbers
+// arrived late, at most its missing count is taken.
+func (s SubscriberStats) LostIn(publisher string, first, last uint64) int64 {
+	var n int64
+	for _, g := range s.Gaps {
+		if g.Publisher != publisher || g.Count <= 0 {
+			continue
+		}
+		lo, hi := max(g.First, first), min(g.First+uint64(g.Count)-1, last)
+		if lo > hi {
+			continue
+		}
+		n += min(int64(hi-lo+1), g.Lost())
+	}
+	return n
+}
+
 // GapsOutside returns the gaps detected at or after since that no window
 // contains and that are still (partly) missing.
 func (s SubscriberStats) GapsOutside(since time.Time, windows []Window) []Gap {

@@ -99,8 +99,11 @@ type SubscriberStats struct {
 	Resubscribes      int64 `json:"resubscribes"`
 	// SlowConsumer counts nats.go's own drops (it should never drop: the
 	// probe lifts its pending limits).
-	SlowConsumer int64                    `json:"slowConsumer"`
-	Publishers   map[string]PublisherSeen `json:"publishers,omitempty"`
+	SlowConsumer int64 `json:"slowConsumer"`
+	// Pause is what POST /pause held back: while paused the subscriber
+	// reads nothing from its socket, so messages wait in its sidecar.
+	Pause      PauseStats               `json:"pause"`
+	Publishers map[string]PublisherSeen `json:"publishers,omitempty"`
 	// Gaps are the losses as they were detected, oldest first, at most
 	// MaxGaps (GapsDropped counts the oldest ones let go).
 	Gaps        []Gap `json:"gaps,omitempty"`
