@@ -40,6 +40,10 @@ const HandoffBacklogBytes = 256 << 10
 const (
 	ReconnectWait   = 50 * time.Millisecond
 	ReconnectJitter = 50 * time.Millisecond
+	// ConnectTimeout is DefaultOptions' bound on a TCP connect: past it the
+	// attempt is given up and the next one, ReconnectWait later, is a new
+	// SYN, which the Service may route to a live broker.
+	ConnectTimeout = 500 * time.Millisecond
 )
 
 // Options configure the connection to the broker. DefaultOptions documents
@@ -60,6 +64,15 @@ type Options struct {
 	// DialTimeout bounds one attempt: TCP, TLS, and the broker's answer to
 	// CONNECT.
 	DialTimeout time.Duration
+	// ConnectTimeout bounds the attempt's TCP connect alone (within
+	// DialTimeout; zero: DialTimeout). A connect in the cluster takes
+	// milliseconds; one that takes longer went to a broker pod that is
+	// gone, whose address the brokers' Service still routes to until
+	// kube-proxy catches up (about a second), and whose SYNs nothing
+	// answers. Found on a real node: a sidecar whose first reconnection
+	// after a broker's deletion went there waited out the whole
+	// DialTimeout (2 s) before its next attempt reached a live broker.
+	ConnectTimeout time.Duration
 	// ReconnectWait and ReconnectJitter space the attempts.
 	ReconnectWait, ReconnectJitter time.Duration
 	// OutageBufferBytes bounds publishes held while the broker is away.
@@ -88,6 +101,7 @@ type Options struct {
 var DefaultOptions = Options{
 	Name:                "weighstation-sidecar",
 	DialTimeout:         2 * time.Second,
+	ConnectTimeout:      ConnectTimeout,
 	ReconnectWait:       ReconnectWait,
 	ReconnectJitter:     ReconnectJitter,
 	OutageBufferBytes:   OutageBufferBytes,
@@ -220,6 +234,9 @@ func Dial(opts Options) (*Client, error) {
 	}
 	if opts.ReconnectJitter < 0 {
 		return nil, fmt.Errorf("broker connection options: ReconnectJitter must not be negative, got %s", opts.ReconnectJitter)
+	}
+	if opts.ConnectTimeout < 0 {
+		return nil, fmt.Errorf("broker connection options: ConnectTimeout must not be negative, got %s", opts.ConnectTimeout)
 	}
 	for _, limit := range []struct {
 		name     string

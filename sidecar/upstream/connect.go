@@ -70,7 +70,11 @@ func (c *Client) connect() error {
 			return ErrClosed
 		}
 	}
-	conn, err := net.DialTimeout("tcp", c.server.Host, c.opts.DialTimeout)
+	connectTimeout := c.opts.DialTimeout
+	if c.opts.ConnectTimeout > 0 {
+		connectTimeout = min(c.opts.ConnectTimeout, c.opts.DialTimeout)
+	}
+	conn, err := net.DialTimeout("tcp", c.server.Host, connectTimeout)
 	if err != nil {
 		return err
 	}
