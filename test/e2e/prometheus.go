@@ -257,48 +257,35 @@ func formatUnix(t time.Time) string {
 
 // ParseMatrix reads a range query's answer.
 func ParseMatrix(body []byte) (model.Matrix, error) {
-	data, err := decodeAPI(body)
-	if err != nil {
-		return nil, err
-	}
-	var d struct {
-		ResultType string          `json:"resultType"`
-		Result     json.RawMessage `json:"result"`
-	}
-	if err := json.Unmarshal(data, &d); err != nil {
-		return nil, fmt.Errorf("decoding a range query's data: %w", err)
-	}
-	if d.ResultType != "matrix" {
-		return nil, fmt.Errorf("a range query answered a %s, want a matrix", d.ResultType)
-	}
-	var m model.Matrix
-	if err := json.Unmarshal(d.Result, &m); err != nil {
-		return nil, fmt.Errorf("decoding a matrix: %w", err)
-	}
-	return m, nil
+	return parseResult[model.Matrix](body, "a range query", "matrix")
 }
 
 // ParseVector reads an instant query's answer.
 func ParseVector(body []byte) (model.Vector, error) {
+	return parseResult[model.Vector](body, "an instant query", "vector")
+}
+
+// parseResult reads a query's answer whose result is of the type want.
+func parseResult[T any](body []byte, query, want string) (T, error) {
+	var result T
 	data, err := decodeAPI(body)
 	if err != nil {
-		return nil, err
+		return result, err
 	}
 	var d struct {
 		ResultType string          `json:"resultType"`
 		Result     json.RawMessage `json:"result"`
 	}
 	if err := json.Unmarshal(data, &d); err != nil {
-		return nil, fmt.Errorf("decoding an instant query's data: %w", err)
+		return result, fmt.Errorf("decoding %s's data: %w", query, err)
 	}
-	if d.ResultType != "vector" {
-		return nil, fmt.Errorf("an instant query answered a %s, want a vector", d.ResultType)
+	if d.ResultType != want {
+		return result, fmt.Errorf("%s answered a %s, want a %s", query, d.ResultType, want)
 	}
-	var v model.Vector
-	if err := json.Unmarshal(d.Result, &v); err != nil {
-		return nil, fmt.Errorf("decoding a vector: %w", err)
+	if err := json.Unmarshal(d.Result, &result); err != nil {
+		return result, fmt.Errorf("decoding a %s: %w", want, err)
 	}
-	return v, nil
+	return result, nil
 }
 
 // Target is one of Prometheus's active scrape targets.
