@@ -2,12 +2,14 @@ package xdsclient_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar/xdsclient"
 )
@@ -90,7 +92,10 @@ func waitApplied(t *testing.T, ch <-chan int64, want int64, within time.Duration
 // one more such dial began, reach the new leader, which serves a
 // configuration changed meanwhile.
 type failover struct {
-	refused, blackholed time.Duration
+	// refused and blackholed are how many of the sidecar's dials each
+	// phase lasts: each failed dial grows its backoff, which is what a
+	// long outage did to it on the node.
+	refused, blackholed int
 	// bound is the longest the sidecar may take to apply the new
 	// configuration once the new leader is reachable.
 	bound time.Duration
@@ -102,26 +107,35 @@ func (f failover) run(t *testing.T, sw *switchboard, applied <-chan int64) {
 	if took, ok := waitApplied(t, applied, before, 10*time.Second); !ok {
 		t.Fatalf("the first configuration: not applied within 10s (%s)", took)
 	}
+	refusedBefore, heldBefore := sw.dials()
+	refuseStart := time.Now()
 	sw.set(refuse)
 	old.gs.Stop() // as the stopping operator's xDS server does
-	time.Sleep(f.refused)
+	natstest.WaitFor(t, fmt.Sprintf("%d dials of the sidecar refused", f.refused), func() bool {
+		refused, _ := sw.dials()
+		return refused-refusedBefore >= f.refused
+	})
+	refused := time.Since(refuseStart).Round(time.Millisecond)
 	holeStart := time.Now()
 	sw.set(blackhole)
-	time.Sleep(f.blackholed)
+	natstest.WaitFor(t, fmt.Sprintf("%d dials of the sidecar unanswered", f.blackholed), func() bool {
+		_, held := sw.dials()
+		return held-heldBefore >= f.blackholed
+	})
 	// The worst moment for the new leader to arrive: just after the
 	// sidecar began a dial that nothing answers.
 	if !sw.nextHeld(measureFor) {
-		t.Fatalf("no dial of the sidecar reached the dead endpoint within %s of %s of them", measureFor, f.blackholed)
+		t.Fatalf("no dial of the sidecar reached the dead endpoint within %s after %d of them", measureFor, f.blackholed)
 	}
 	blackholed := time.Since(holeStart).Round(time.Millisecond)
 	startOperator(t, sw.set(serve), after)
 	took, ok := waitApplied(t, applied, after, f.bound)
 	if !ok {
 		t.Fatalf("after %s of refusals and %s of dials that nothing answered, the new leader's configuration came %s after it was reachable; want at most %s",
-			f.refused, blackholed, took.Round(time.Millisecond), f.bound)
+			refused, blackholed, took.Round(time.Millisecond), f.bound)
 	}
 	t.Logf("after %s of refusals and %s of dials that nothing answered, the new leader's configuration came %s after it was reachable (bound %s)",
-		f.refused, blackholed, took.Round(time.Millisecond), f.bound)
+		refused, blackholed, took.Round(time.Millisecond), f.bound)
 }
 
 // reconnectBound is the longest a client with these limits takes to be
@@ -147,7 +161,7 @@ func TestFailoverWithTheDefaults(t *testing.T) {
 	t.Cleanup(func() { _ = conn.Close() })
 	applied := runClient(t, xdsclient.Options{Address: sw.addr(), Conn: conn})
 	failover{
-		refused: time.Second, blackholed: 4 * time.Second,
+		refused: 4, blackholed: 1,
 		bound: reconnectBound(xdsclient.DefaultDialTimeout, xdsclient.DefaultRedialMaxBackoff),
 	}.run(t, sw, applied)
 }
@@ -163,7 +177,7 @@ func TestFailoverWithinTheOptions(t *testing.T) {
 	}
 	applied := runClient(t, opts)
 	failover{
-		refused: 300 * time.Millisecond, blackholed: 1500 * time.Millisecond,
+		refused: 4, blackholed: 2,
 		bound: reconnectBound(opts.DialTimeout, opts.MaxBackoff),
 	}.run(t, sw, applied)
 }

@@ -131,6 +131,10 @@ type switchboard struct {
 	holding chan struct{} // a signal for each connection blackholed
 	served  []*freezable
 	stopped bool
+	// refusedDials and heldDials count the connections refused and
+	// blackholed so far: the failover's phases last until the sidecar has
+	// failed that many dials, not for a fixed time.
+	refusedDials, heldDials int
 }
 
 func newSwitchboard(t *testing.T) *switchboard {
@@ -159,6 +163,7 @@ func (s *switchboard) run() {
 			_ = c.Close()
 		case s.route == blackhole:
 			s.held = append(s.held, c)
+			s.heldDials++
 			select {
 			case s.holding <- struct{}{}:
 			default:
@@ -172,6 +177,7 @@ func (s *switchboard) run() {
 				_ = tc.SetLinger(0) // a reset, as close to a refusal as an accepted connection gets
 			}
 			_ = c.Close()
+			s.refusedDials++
 		}
 		s.mu.Unlock()
 	}
@@ -189,6 +195,13 @@ func (s *switchboard) set(r route) net.Listener {
 		return s.to
 	}
 	return nil
+}
+
+// dials returns how many connections were refused and blackholed so far.
+func (s *switchboard) dials() (refused, held int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refusedDials, s.heldDials
 }
 
 // nextHeld waits at most within for a connection to be blackholed from
