@@ -117,44 +117,41 @@ func main() {}'
 # CONFIG_NFT_QUEUE (docs/development.md). Its own folder in the cache, so
 # that a new version builds it alone; bin/node gets the link.
 build_kube_router() {
-  local dir=$cache_root/kube-router-$KUBE_ROUTER_VERSION
-  if [ ! -x "$dir/kube-router" ]; then
-    local src=$cache_root/src/kube-router-$KUBE_ROUTER_VERSION
-    local pkg=github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
-    log "building kube-router $KUBE_ROUTER_VERSION (about 2 minutes)"
-    write_module "$src" "module weighstation.local/kuberoutertool
+  build_go_command kube-router "$KUBE_ROUTER_VERSION" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router \
+    "-X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION"
+}
+
+# Prometheus, for the observability story: Debian's (2.42) is built without
+# Kubernetes service discovery. Built without its web UI's assets, which
+# the API does not need.
+build_prometheus() {
+  build_go_command prometheus "$PROMETHEUS_VERSION" github.com/prometheus/prometheus/cmd/prometheus ""
+}
+
+# build_go_command NAME VERSION PACKAGE LDFLAGS: a static build of a
+# command from its Go module, in a throw-away module, into a cache folder
+# of its own (NAME-VERSION, so that a new version builds it alone), linked
+# from bin/node.
+build_go_command() {
+  local name=$1 version=$2 pkg=$3 ldflags=$4
+  local dir=$cache_root/$name-$version
+  if [ ! -x "$dir/$name" ]; then
+    local src=$cache_root/src/$name-$version
+    log "building $name $version from $pkg (2 to 4 minutes)"
+    write_module "$src" "module weighstation.local/${name//-/}tool
 
 go 1.26" 'package main
 
 func main() {}'
     mkdir -p "$dir"
-    (cd "$src" && go get "$pkg@$KUBE_ROUTER_VERSION" &&
-      CGO_ENABLED=0 go build -ldflags "-X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION" \
-        -o "$dir/kube-router" "$pkg")
+    (cd "$src" && go get "$pkg@$version" &&
+      CGO_ENABLED=0 go build -ldflags "$ldflags" -o "$dir/$name" "$pkg")
   fi
-  ln -sf "$dir/kube-router" "$bin_dir/kube-router"
+  ln -sf "$dir/$name" "$bin_dir/$name"
 }
 
 "$repo_root/hack/setup-envtest.sh"
 install_debian_packages
-build_prometheus() {
-  local dir=$cache_root/prometheus-$PROMETHEUS_VERSION
-  if [ ! -x "$dir/prometheus" ]; then
-    local src=$cache_root/src/prometheus-$PROMETHEUS_VERSION
-    local pkg=github.com/prometheus/prometheus/cmd/prometheus
-    log "building Prometheus $PROMETHEUS_VERSION (about 3 minutes; without its web UI's assets, which the API does not need)"
-    write_module "$src" "module weighstation.local/prometheustool
-
-go 1.26" 'package main
-
-func main() {}'
-    mkdir -p "$dir"
-    (cd "$src" && go get "$pkg@$PROMETHEUS_VERSION" &&
-      CGO_ENABLED=0 go build -o "$dir/prometheus" "$pkg")
-  fi
-  ln -sf "$dir/prometheus" "$bin_dir/prometheus"
-}
-
 build_kubernetes_node
 build_containerd
 build_coredns
