@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -60,7 +61,7 @@ func TestRun(t *testing.T) {
 	files := extract(t, out)
 	want := map[string]string{"app": "#!binary\n", "usr/share/app/data": "data\n", "etc/passwd": passwd}
 	if len(files) != len(want) {
-		t.Errorf("files %v, want %v", keys(files), keys(want))
+		t.Errorf("files %v, want %v", slices.Sorted(maps.Keys(files)), slices.Sorted(maps.Keys(want)))
 	}
 	for name, content := range want {
 		if files[name] != content {
@@ -178,13 +179,4 @@ func extract(t *testing.T, path string) map[string]string {
 			t.Errorf("%s: a %c entry, want regular files and directories only", hdr.Name, hdr.Typeflag)
 		}
 	}
-}
-
-func keys(m map[string]string) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,8 +70,8 @@ func TestImageOCI(t *testing.T) {
 		caBundle:                bundle,
 		"/etc/passwd":           "",
 	}
-	if !slices.Equal(sortedKeys(files), sortedKeys(want)) {
-		t.Fatalf("the image's files %q, want exactly %q", sortedKeys(files), sortedKeys(want))
+	if !slices.Equal(slices.Sorted(maps.Keys(files)), slices.Sorted(maps.Keys(want))) {
+		t.Fatalf("the image's files %q, want exactly %q", slices.Sorted(maps.Keys(files)), slices.Sorted(maps.Keys(want)))
 	}
 	for path, src := range want {
 		if src == "" {
@@ -133,7 +135,7 @@ func TestImageOCIE2E(t *testing.T) {
 			if tc.passwd {
 				want = append(want, "/etc/passwd")
 			}
-			if got := sortedKeys(files); !slices.Equal(got, sortedKeys(setOf(want))) {
+			if got := slices.Sorted(maps.Keys(files)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
 				t.Fatalf("files %q, want %q", got, want)
 			}
 			bin := filepath.Join(t.TempDir(), strings.TrimPrefix(tc.binary, "/"))
@@ -157,10 +159,33 @@ func checkPause(t *testing.T, bin string) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		t.Fatalf("pause exited before any signal: %v", err)
-	case <-time.After(300 * time.Millisecond):
+	// SIGTERM once pause catches it (its SigCgt mask in /proc), not after
+	// a guess at how long it takes to start: before, SIGTERM kills it.
+	const sigterm = 1 << (syscall.SIGTERM - 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for caught := false; !caught; {
+		select {
+		case err := <-done:
+			t.Fatalf("pause exited before any signal: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatal("pause did not catch SIGTERM within 10s of its start")
+		}
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			if mask, ok := strings.CutPrefix(line, "SigCgt:"); ok {
+				bits, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64)
+				caught = err == nil && bits&sigterm != 0
+			}
+		}
+		if !caught {
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -278,21 +303,4 @@ func gitRevision(t *testing.T) string {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	var keys []string
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-func setOf(keys []string) map[string]bool {
-	m := map[string]bool{}
-	for _, k := range keys {
-		m[k] = true
-	}
-	return m
 }

@@ -270,9 +270,6 @@ func (d *dialer) print(final bool) {
 
 // serve serves /stats and /readyz (ready once every target was dialed).
 func (d *dialer) serve(addr string) (func(), error) {
-	if addr == "" {
-		return func() {}, nil
-	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/stats", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -288,15 +285,5 @@ func (d *dialer) serve(addr string) (func(), error) {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("-stats-listen %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			log.Printf("serving stats: %v", err)
-		}
-	}()
-	return func() { _ = srv.Close() }, nil
+	return serveStats(addr, mux)
 }

@@ -195,6 +195,12 @@ func (p *probe) print(final bool) {
 // pausable role's POST /pause and /resume; the returned function stops
 // it.
 func (p *probe) serve(addr string) (func(), error) {
+	return serveStats(addr, p.handler())
+}
+
+// serveStats serves h on addr, the -stats-listen of either main (nothing
+// when empty); the returned function stops it.
+func serveStats(addr string, h http.Handler) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -202,7 +208,7 @@ func (p *probe) serve(addr string) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("-stats-listen %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: p.handler(), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			log.Printf("serving stats: %v", err)
