@@ -45,7 +45,7 @@ func checkInjected(t *testing.T, pod *corev1.Pod, c Config) {
 	// scraped on the sidecar's metrics port.
 	wantScrape := map[string]string{}
 	if c.PrometheusAnnotations {
-		wantScrape = map[string]string{PrometheusScrapeAnnotation: "true", PrometheusPortAnnotation: "9091", PrometheusPathAnnotation: "/metrics"}
+		wantScrape = sidecarScrape
 	}
 	if got := prometheusAnnotations(pod); !maps.Equal(wantScrape, got) {
 		t.Errorf("prometheus.io annotations %v, want %v", got, wantScrape)
@@ -283,6 +283,10 @@ func TestInjectRefuses(t *testing.T) {
 	}
 }
 
+// sidecarScrape is the prometheus.io annotations Inject adds, with
+// testConfig, to a pod that has none of its own.
+var sidecarScrape = map[string]string{PrometheusScrapeAnnotation: "true", PrometheusPortAnnotation: "9091", PrometheusPathAnnotation: "/metrics"}
+
 // prometheusAnnotations are pod's prometheus.io/* annotations.
 func prometheusAnnotations(pod *corev1.Pod) map[string]string {
 	out := map[string]string{}
@@ -299,7 +303,7 @@ func prometheusAnnotations(pod *corev1.Pod) map[string]string {
 // or an opt-out) are kept as they are, and nothing is added beside them:
 // Prometheus's convention scrapes one port per pod.
 func TestInjectPrometheusAnnotations(t *testing.T) {
-	sidecar := map[string]string{PrometheusScrapeAnnotation: "true", PrometheusPortAnnotation: "9091", PrometheusPathAnnotation: "/metrics"}
+	sidecar := sidecarScrape
 	for _, tc := range []struct {
 		name string
 		own  map[string]string // the pod's annotations before injection

@@ -112,7 +112,7 @@ func (d *demo) timelineSVG(ps []phase) string {
 	height := top + timelineBand + 30 + eventPitch*float64(len(d.events))
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="%g">`, timelineWidth, height, timelineFont)
 	for i, p := range ps {
-		x0, x1 := x(p.Start), x(p.End)
+		x0, x1 := starts[i], x(p.End)
 		color := colors[i%len(colors)]
 		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>`, x0, top, x1-x0, timelineBand, color)
 		s := slots[i]

@@ -72,7 +72,7 @@ func layout(c draw.Canvas, p *plot.Plot, title string, entries []legendEntry) {
 		left = yLabelStyle.Height(yLabel) + yLabelStyle.FontExtents().Descent + p.Y.Label.Padding
 	}
 	data := p.DataCanvas(draw.Crop(c, left, 0, 0, legendTop-c.Max.Y))
-	rows, _ := legendGrid(len(entries), float64(widest), float64(columnGap*em), float64(data.Max.X-data.Min.X))
+	rows := legendRows(len(entries), float64(widest), float64(columnGap*em), float64(data.Max.X-data.Min.X))
 
 	face := sty.Handler.Cache().Lookup(sty.Font, sty.Font.Size)
 	for i, e := range entries {
@@ -117,16 +117,15 @@ func textWidth(sty text.Style, s string) vg.Length {
 	return max(sty.Width(s), vg.Length(utf8.RuneCountInString(s))*charWidth*sty.Font.Size)
 }
 
-// legendGrid is how many rows and columns the legend's n entries take: as
-// many columns of the widest entry's width, gap between, as fit in the
-// width (at least one, whatever the width), then the columns evened out
-// so that the last is not much shorter than the others.
-func legendGrid(n int, widest, gap, width float64) (rows, cols int) {
+// legendRows is how many rows the legend's n entries take: as many
+// columns of the widest entry's width, gap between, as fit in the width
+// (at least one, whatever the width), the entries spread evenly over
+// them. Filled top to bottom, the columns then even out by themselves:
+// the last is not much shorter than the others.
+func legendRows(n int, widest, gap, width float64) int {
 	if n == 0 {
-		return 0, 0
+		return 0
 	}
-	cols = max(1, min(n, int((width+gap)/(widest+gap))))
-	rows = (n + cols - 1) / cols
-	cols = (n + rows - 1) / rows
-	return rows, cols
+	cols := max(1, min(n, int((width+gap)/(widest+gap))))
+	return (n + cols - 1) / cols
 }

@@ -2,6 +2,7 @@ package chart_test
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,6 +37,14 @@ type grafanaPanel struct {
 	Panels []grafanaPanel `json:"panels"`
 }
 
+// grafanaVariable is what the test reads of a dashboard's template
+// variable.
+type grafanaVariable struct {
+	Name  string `json:"name"`
+	Type  string `json:"type"`
+	Query any    `json:"query"`
+}
+
 // The dashboard ConfigMap: rendered by default in the release's
 // namespace, labelled for Grafana's sidecar, its JSON the chart's file,
 // valid, and every panel with a query on the dashboard's data source.
@@ -46,7 +55,7 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 	data, ok := cm.Data[dashboardKey]
 	if !ok || len(cm.Data) != 1 {
-		t.Fatalf("ConfigMap data keys %v, want %s alone", dataKeys(cm.Data), dashboardKey)
+		t.Fatalf("ConfigMap data keys %v, want %s alone", slices.Sorted(maps.Keys(cm.Data)), dashboardKey)
 	}
 	file, err := os.ReadFile(filepath.Join(chartDir, "dashboards", dashboardKey))
 	if err != nil {
@@ -60,11 +69,7 @@ func TestGrafanaDashboard(t *testing.T) {
 		UID        string         `json:"uid"`
 		Panels     []grafanaPanel `json:"panels"`
 		Templating struct {
-			List []struct {
-				Name  string `json:"name"`
-				Type  string `json:"type"`
-				Query any    `json:"query"`
-			} `json:"list"`
+			List []grafanaVariable `json:"list"`
 		} `json:"templating"`
 	}
 	if err := json.Unmarshal([]byte(data), &d); err != nil {
@@ -73,11 +78,7 @@ func TestGrafanaDashboard(t *testing.T) {
 	if d.Title == "" || d.UID == "" {
 		t.Errorf("title %q, uid %q: want both (a fixed uid keeps links across upgrades)", d.Title, d.UID)
 	}
-	if !slices.ContainsFunc(d.Templating.List, func(v struct {
-		Name  string `json:"name"`
-		Type  string `json:"type"`
-		Query any    `json:"query"`
-	}) bool {
+	if !slices.ContainsFunc(d.Templating.List, func(v grafanaVariable) bool {
 		return v.Name == "datasource" && v.Type == "datasource" && v.Query == "prometheus"
 	}) {
 		t.Errorf("variables %+v: want a Prometheus data source variable named datasource", d.Templating.List)
@@ -187,13 +188,4 @@ func TestSidecarScrapeAnnotationsFollowMetricsAnnotations(t *testing.T) {
 			t.Errorf("--set %v: operator args %v lack %s", tc.set, args, tc.want)
 		}
 	}
-}
-
-func dataKeys(m map[string]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
