@@ -18,7 +18,11 @@ func TailLines(path string, n int) (string, error) {
 		return "", fmt.Errorf("opening %s: %w", path, err)
 	}
 	defer f.Close()
-	return tailLines(f, n)
+	tail, err := tailLines(f, n)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return tail, nil
 }
 
 func tailLines(r io.ReadSeeker, n int) (string, error) {

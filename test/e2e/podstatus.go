@@ -145,10 +145,7 @@ func Injected(p *corev1.Pod) bool {
 // DeploymentNotReady says why a Deployment is not fully rolled out and
 // Ready, or "".
 func DeploymentNotReady(d *appsv1.Deployment) string {
-	want := int32(1)
-	if d.Spec.Replicas != nil {
-		want = *d.Spec.Replicas
-	}
+	want := desiredReplicas(d.Spec.Replicas)
 	s := d.Status
 	switch {
 	case s.ObservedGeneration < d.Generation:
@@ -162,10 +159,7 @@ func DeploymentNotReady(d *appsv1.Deployment) string {
 // StatefulSetNotReady says why a StatefulSet is not fully rolled out and
 // Ready, or "".
 func StatefulSetNotReady(st *appsv1.StatefulSet) string {
-	want := int32(1)
-	if st.Spec.Replicas != nil {
-		want = *st.Spec.Replicas
-	}
+	want := desiredReplicas(st.Spec.Replicas)
 	s := st.Status
 	switch {
 	case s.ObservedGeneration < st.Generation:
@@ -174,4 +168,13 @@ func StatefulSetNotReady(st *appsv1.StatefulSet) string {
 		return fmt.Sprintf("%d/%d ready, %d updated, revision %s → %s", s.ReadyReplicas, want, s.UpdatedReplicas, s.CurrentRevision, s.UpdateRevision)
 	}
 	return ""
+}
+
+// desiredReplicas is a workload's spec.replicas, 1 when unset (the
+// apiserver's default).
+func desiredReplicas(r *int32) int32 {
+	if r == nil {
+		return 1
+	}
+	return *r
 }

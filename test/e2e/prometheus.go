@@ -221,7 +221,6 @@ type apiResponse struct {
 	Data      json.RawMessage `json:"data"`
 	ErrorType string          `json:"errorType"`
 	Error     string          `json:"error"`
-	Warnings  []string        `json:"warnings"`
 }
 
 func decodeAPI(body []byte) (json.RawMessage, error) {
@@ -283,18 +282,17 @@ func parseResult[T any](body []byte, query, want string) (T, error) {
 		return result, fmt.Errorf("%s answered a %s, want a %s", query, d.ResultType, want)
 	}
 	if err := json.Unmarshal(d.Result, &result); err != nil {
-		return result, fmt.Errorf("decoding a %s: %w", want, err)
+		return result, fmt.Errorf("decoding %s's %s: %w", query, want, err)
 	}
 	return result, nil
 }
 
 // Target is one of Prometheus's active scrape targets.
 type Target struct {
-	Labels     map[string]string `json:"labels"`
-	ScrapePool string            `json:"scrapePool"`
-	ScrapeURL  string            `json:"scrapeUrl"`
-	Health     string            `json:"health"`
-	LastError  string            `json:"lastError"`
+	Labels    map[string]string `json:"labels"`
+	ScrapeURL string            `json:"scrapeUrl"`
+	Health    string            `json:"health"`
+	LastError string            `json:"lastError"`
 }
 
 // ParseTargets reads /api/v1/targets's active targets.

@@ -338,7 +338,7 @@ func (p *promServer) stop() error {
 	default:
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return fmt.Errorf("SIGTERM: %w", err)
+		return fmt.Errorf("SIGTERM to Prometheus: %w", err)
 	}
 	select {
 	case err := <-p.exited:
