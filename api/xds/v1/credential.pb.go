@@ -85,7 +85,15 @@ type BrokerCredential struct {
 	UserJwt string `protobuf:"bytes,1,opt,name=user_jwt,json=userJwt,proto3" json:"user_jwt,omitempty"`
 	// user_seed is the user nkey's seed (SU...), which signs the broker's
 	// nonce.
-	UserSeed      []byte `protobuf:"bytes,2,opt,name=user_seed,json=userSeed,proto3" json:"user_seed,omitempty"`
+	UserSeed []byte `protobuf:"bytes,2,opt,name=user_seed,json=userSeed,proto3" json:"user_seed,omitempty"`
+	// inbox_prefix is the only inbox space the credential may subscribe
+	// under at the broker ("_INBOX.<token of this pod>"): the sidecar
+	// translates its applications' inboxes into it, so that no other pod
+	// can subscribe to this pod's replies, whatever it holds.
+	InboxPrefix string `protobuf:"bytes,3,opt,name=inbox_prefix,json=inboxPrefix,proto3" json:"inbox_prefix,omitempty"`
+	// expires_unix is when the broker stops accepting user_jwt (whole
+	// seconds since the Unix epoch; 0: never). The sidecar renews before.
+	ExpiresUnix   int64 `protobuf:"varint,4,opt,name=expires_unix,json=expiresUnix,proto3" json:"expires_unix,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -134,16 +142,32 @@ func (x *BrokerCredential) GetUserSeed() []byte {
 	return nil
 }
 
+func (x *BrokerCredential) GetInboxPrefix() string {
+	if x != nil {
+		return x.InboxPrefix
+	}
+	return ""
+}
+
+func (x *BrokerCredential) GetExpiresUnix() int64 {
+	if x != nil {
+		return x.ExpiresUnix
+	}
+	return 0
+}
+
 var File_xds_v1_credential_proto protoreflect.FileDescriptor
 
 const file_xds_v1_credential_proto_rawDesc = "" +
 	"\n" +
 	"\x17xds/v1/credential.proto\x12\x13weighstation.xds.v1\"7\n" +
 	"\x1cIssueBrokerCredentialRequest\x12\x17\n" +
-	"\apod_uid\x18\x01 \x01(\tR\x06podUid\"J\n" +
+	"\apod_uid\x18\x01 \x01(\tR\x06podUid\"\x90\x01\n" +
 	"\x10BrokerCredential\x12\x19\n" +
 	"\buser_jwt\x18\x01 \x01(\tR\auserJwt\x12\x1b\n" +
-	"\tuser_seed\x18\x02 \x01(\fR\buserSeed2v\n" +
+	"\tuser_seed\x18\x02 \x01(\fR\buserSeed\x12!\n" +
+	"\finbox_prefix\x18\x03 \x01(\tR\vinboxPrefix\x12!\n" +
+	"\fexpires_unix\x18\x04 \x01(\x03R\vexpiresUnix2v\n" +
 	"\x11BrokerCredentials\x12a\n" +
 	"\x05Issue\x121.weighstation.xds.v1.IssueBrokerCredentialRequest\x1a%.weighstation.xds.v1.BrokerCredentialB7Z5github.com/weighstation/weighstation/api/xds/v1;xdsv1b\x06proto3"
 
