@@ -183,8 +183,8 @@ bench-overload: build ## A publisher at 10x its quota and a socket-stalled consu
 	go run ./hack/benchoverload -bin bin/weighstation -duration $(BENCH_DURATION)
 
 .PHONY: bench-propagation
-bench-propagation: build envtest ## Kill switch PATCH to every sidecar's SetConfig: envtest apiserver, operator and N sidecars (own streams, tokens, TLS) as separate processes; p99 vs the issue's targets, operator CPU per change (N=100,1000, CHANGES=20).
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go run ./hack/benchpropagation -bin bin/weighstation -n $${N:-100,1000} -changes $${CHANGES:-20} -out bin/bench-propagation
+bench-propagation: build envtest ## Kill switch PATCH to every sidecar's SetConfig: envtest apiserver, operator and N sidecars (own streams, tokens, TLS, source IPs) as separate processes; p99 vs the issue's targets, operator CPU per change (N=100,1000, CHANGES=20; FLOOD=1000: the changes again under 1,000 junk xDS calls a second, side by side, with TokenReviews, the Lease and the flood's own CPU; BENCH_PROPAGATION_FLAGS=-operator-args=... etc.).
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go run ./hack/benchpropagation -bin bin/weighstation -n $${N:-100,1000} -changes $${CHANGES:-20} -flood $${FLOOD:-0} -out bin/bench-propagation $(BENCH_PROPAGATION_FLAGS)
 
 .PHONY: bench-operator
 bench-operator: build envtest ## What each change costs the operator: envtest apiserver, operator, and one simulated sidecar (own ADS stream, token, TLS) per pod; one namespace of 200 pods/300 Topics/300 Subscriptions, then 2,000/3,000/3,000; reconciles, status writes, CPU, acks, bytes vs issue 11's targets (WORLD=small,large, REPEATS=5, SCALE=1 scales the large world; BENCH_OPERATOR_FLAGS=-profile etc.).

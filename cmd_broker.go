@@ -23,8 +23,9 @@ func runBroker(args []string) error {
 	fs := flag.NewFlagSet("broker", flag.ExitOnError)
 	o := broker.DefaultOptions
 	fs.StringVar(&o.Listen, "listen", o.Listen, "client address")
-	trustDir := fs.String("trust-dir", "", "directory holding the operator's "+broker.TrustOperatorFile+", "+broker.TrustSystemAccountFile+" and "+broker.TrustAccountFile+
-		" (the mounted weighstation-broker-trust ConfigMap): sidecars present the credential the operator issued them, and the operator pushes revocations over the system account; instead of -token-file and -sidecar-nkeys")
+	trustDir := fs.String("trust-dir", "", "directory holding the operator's "+broker.TrustOperatorFile+" and "+broker.TrustSystemAccountFile+
+		" (the mounted weighstation-broker-trust ConfigMap): sidecars present the credential the operator issued them, in their namespace's account, which the operator pushes over the system account with its revocations; instead of -token-file and -sidecar-nkeys")
+	fs.StringVar(&o.AccountDir, "account-dir", "", "with -trust-dir: the directory where the broker keeps the namespaces' account JWTs it learned (an emptyDir is enough: the operator and the other brokers give them back)")
 	tokenFile := fs.String("token-file", "", "file holding the token every sidecar must present")
 	nkeysFlag := fs.String("sidecar-nkeys", "", "comma-separated public nkeys of the sidecars allowed in (instead of a token)")
 	maxPayload := fs.Int("max-payload", int(o.MaxPayload), "largest message, in bytes")
@@ -103,12 +104,7 @@ func runBroker(args []string) error {
 		}
 	}
 	if o.Trust != nil {
-		if err := o.Trust.LoadAccount(s); err != nil {
-			s.Shutdown()
-			return err
-		}
-		log.Info("admitting sidecars with the operator's credentials", "operator", o.Trust.Operator.Subject, "account", o.Trust.Account.Subject,
-			"revoked", len(o.Trust.Account.Revocations))
+		log.Info("admitting sidecars with the operator's credentials, one account per namespace", "operator", o.Trust.Operator.Subject, "accountDir", o.AccountDir)
 	}
 	var metricsDone <-chan error
 	if *metricsListen != "" {

@@ -41,6 +41,7 @@ import (
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/controllers"
 	"github.com/weighstation/weighstation/controllers/brokercreds"
+	"github.com/weighstation/weighstation/controllers/injectionproof"
 	"github.com/weighstation/weighstation/controllers/pki"
 	"github.com/weighstation/weighstation/controllers/reports"
 	"github.com/weighstation/weighstation/controllers/webhook"
@@ -132,14 +133,25 @@ func runOperator(args []string) error {
 	brokerURL := fs.String("broker-url", "", "the brokers' client URL (e.g. nats://weighstation-broker:4222): the operator connects there as the system account's user and pushes the account JWT, whose revocation list revokes the broker credentials of deleted pods at once; "+
 		"empty: the brokers learn revocations from the "+brokercreds.TrustConfigMapName+" ConfigMap at their next start only")
 	revocationLimits := brokercreds.DefaultLimits
-	fs.DurationVar(&revocationLimits.Retention, "broker-revocation-retention", revocationLimits.Retention, "how long a deleted pod's broker credential stays on the account's revocation list")
-	fs.IntVar(&revocationLimits.MaxEntries, "broker-max-revocations", revocationLimits.MaxEntries, fmt.Sprintf("the most entries of the revocation list, oldest dropped first (at most %d: the account JWT must fit in a ConfigMap and a broker message)", brokercreds.MaxEntriesLimit))
+	fs.DurationVar(&revocationLimits.Lifetime, "broker-credential-lifetime", revocationLimits.Lifetime, fmt.Sprintf("how long a sidecar's broker credential is valid (at least %s); sidecars renew at two thirds of it, and a revocation is kept this long", brokercreds.MinLifetime))
+	fs.IntVar(&revocationLimits.MaxEntries, "broker-max-revocations", revocationLimits.MaxEntries, fmt.Sprintf("the most revocations kept over all namespaces (at most %d: they must fit in a ConfigMap); past it a namespace's oldest are folded into one revocation of every older credential of the namespace, whose sidecars then renew", brokercreds.MaxEntriesLimit))
+	accountSettings := brokercreds.DefaultAccountSettings
+	fs.Int64Var(&accountSettings.MaxConnections, "broker-account-max-connections", accountSettings.MaxConnections, "the most broker connections of one namespace's sidecars (its account's limit)")
+	fs.Int64Var(&accountSettings.UserMaxSubscriptions, "broker-user-max-subscriptions", accountSettings.UserMaxSubscriptions, "the most subscriptions one sidecar's broker credential may hold at the broker")
+	// What a sidecar, or anything that reaches the xDS port, can make the
+	// operator hold or ask the apiserver (controllers/xds).
+	xdsLimits := xds.DefaultLimits
+	xdsLimits.RegisterFlags(fs)
+	reviewLimits := xds.DefaultReviewLimits
+	reviewLimits.RegisterFlags(fs)
 	caSecret := fs.String("ca-secret", pki.DefaultSecretName, "name of the Secret, in -namespace, that holds the operator's CA")
 	podName := fs.String("pod-name", os.Getenv("POD_NAME"), "the operator's own Pod (default $POD_NAME): the leader labels it "+controllers.LeaderLabel+" for the xDS Service; empty: no label")
 	bundleResync := fs.Duration("ca-bundle-resync", 10*time.Second, "how often the CA bundle ConfigMap is checked in every namespace with sidecar pods (a new namespace's first pod waits at most this long for it)")
 	reportWindow := fs.Duration("report-window", reports.DefaultWindow, "the sliding window over which the sidecars' reports are merged into status (latency, drops, pods)")
 	reportInterval := fs.Duration("report-interval", reports.DefaultInterval, "the sidecars' -report-interval: a pod that misses two is marked stale")
 	reportPods := fs.Int("report-pods", controllers.DefaultReportPods, fmt.Sprintf("how many pods, the worst by p99, a Subscription's status.pods lists (at most %d)", v1alpha1.MaxReportedPods))
+	reportPodRate := fs.Int("report-pod-rate", reports.DefaultPodReportsPerInterval, "the most reports one pod may send per -report-interval (a sidecar sends one); a faster pod's report stream is ended RESOURCE_EXHAUSTED and it resends later")
+	reportPodBurst := fs.Int("report-pod-burst", reports.DefaultPodReportBurst, "the burst of -report-pod-rate: a sidecar that reconnects resends the reports it queued (6 at most)")
 	reportWrite := fs.Duration("report-write-interval", controllers.DefaultReportWriteInterval, "the least time between two report writes of one object's status (each write is also a material change)")
 	webhookCfg := fs.String("webhook-configuration", "", "name of the MutatingWebhookConfiguration of the sidecar-injection webhook ("+webhook.Name+"): the operator serves it on -webhook-listen and, unless -webhook-cert-dir is set, writes its CA bundle into this configuration (the RBAC rule allows "+webhook.DefaultConfigurationName+" only); empty: no webhook")
 	webhookListen := fs.String("webhook-listen", ":9444", "address of the sidecar-injection webhook (TLS, from the operator's CA or -webhook-cert-dir)")
@@ -152,6 +164,8 @@ func runOperator(args []string) error {
 	sidecarScrape := fs.Bool("sidecar-prometheus-annotations", true, "add "+webhook.PrometheusScrapeAnnotation+": \"true\", "+webhook.PrometheusPortAnnotation+" (the sidecar's metrics port) and "+webhook.PrometheusPathAnnotation+": /metrics to the pods the webhook injects, for a Prometheus that discovers pods by them; a pod that has a prometheus.io/scrape, /port, /path or /scheme annotation of its own keeps its own and gets none (one port per pod: its application's metrics win)")
 	sidecarResources := webhook.DefaultResources()
 	sidecarResources.RegisterFlags(fs)
+	sidecarRunAsUser := fs.Int64("sidecar-run-as-user", webhook.DefaultRunAsUser, "the UID and GID the injected sidecar runs as, whatever the pod's securityContext says: a user of its own (not 0, not 65532, the distroless nonroot user); the webhook refuses pods whose other containers run as it (their runAsUser, or the pod's)")
+	accessMode := fs.String("access-mode", meshconfig.AccessEnforce, "the access mode of the pods of namespaces without the "+v1alpha1.AccessModeLabel+" label: "+meshconfig.AccessEnforce+" (refuse what their Topics and Subscriptions do not allow) or "+meshconfig.AccessAudit+" (allow, count and log it)")
 	defaults := meshconfig.DefaultPolicy
 	fs.Int64Var(&defaults.MaxMessageBytes, "default-max-message-bytes", defaults.MaxMessageBytes, "largest message on subjects no Topic governs")
 	fs.Int64Var(&defaults.PublishRate.MessagesPerSecond, "default-messages-per-second", defaults.PublishRate.MessagesPerSecond, "per-pod publish rate on subjects no Topic governs")
@@ -170,13 +184,26 @@ func runOperator(args []string) error {
 	if err := checkReportFlags(*reportWindow, *reportInterval, *reportPods, *reportWrite); err != nil {
 		return err
 	}
+	if *accessMode != meshconfig.AccessEnforce && *accessMode != meshconfig.AccessAudit {
+		return fmt.Errorf("-access-mode must be %q or %q, got %q", meshconfig.AccessEnforce, meshconfig.AccessAudit, *accessMode)
+	}
+	if err := accountSettings.Validate(); err != nil {
+		return err
+	}
 	if err := revocationLimits.Validate(); err != nil {
 		return err
+	}
+	if err := errors.Join(xdsLimits.Validate(), reviewLimits.Validate()); err != nil {
+		return err
+	}
+	if *reportPodRate < 1 || *reportPodBurst < 1 {
+		return fmt.Errorf("-report-pod-rate (%d) and -report-pod-burst (%d) must be at least 1", *reportPodRate, *reportPodBurst)
 	}
 	injectionFlags := webhookFlags{
 		configuration: *webhookCfg, listen: *webhookListen, service: *webhookService, namespace: *namespace, certDir: *webhookCertDir,
 		image: *sidecarImage, broker: *sidecarBroker, operator: *sidecarOperator, xdsService: *xdsService, xdsListen: *xdsListen,
 		audience: *xdsAudience, tokenExpiration: *sidecarTokenExpiration, resources: sidecarResources, prometheusAnnotations: *sidecarScrape,
+		runAsUser: *sidecarRunAsUser,
 	}
 	var injectionConfig webhook.Config
 	if *webhookCfg != "" {
@@ -255,27 +282,51 @@ func runOperator(args []string) error {
 	reportService, err := reports.New(reports.Options{
 		Serving: publisher.Synced, PolicyNames: reports.PublisherPolicyNames(publisher),
 		Window: *reportWindow, Interval: *reportInterval, Registerer: metrics.Registry, Log: log.WithName("reports"),
+		PodReportsPerInterval: *reportPodRate, PodReportBurst: *reportPodBurst,
 	})
 	if err != nil {
 		return err
 	}
+	// Bounds sees every pod's configuration on its way to the publisher:
+	// what the pod's broker credential may allow.
+	bounds := brokercreds.NewBounds(publisher)
 	if err := controllers.SetupReconcilers(mgr, controllers.Setup{
-		Sink: publisher, Defaults: defaults, OnSynced: publisher.MarkSynced, Tracker: tracker, Served: publisher.ChangedAt,
+		Sink: bounds, Defaults: defaults, AccessMode: *accessMode, OnSynced: publisher.MarkSynced, Tracker: tracker, Served: publisher.ChangedAt,
 		Reports: reportService.Store(), ReportWriteInterval: *reportWrite, ReportPods: *reportPods,
 		NotInjected: webhook.ExcludedNamespaces(*namespace),
 	}); err != nil {
 		return err
 	}
+	// The key of the injection proof, which the webhook signs injected pods
+	// with: what gets a configuration or a credential must verify with it
+	// (injectionproof.VerifyPod). Run (and so loaded) only with the
+	// webhook: without it no pod carries a proof.
+	proofKeys := &injectionproof.Keeper{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: *namespace, Log: log.WithName("injection-proof")}
 	credentialMetrics := brokercreds.NewMetrics(metrics.Registry)
 	keeper := &brokercreds.Keeper{
-		Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: *namespace, Pods: mgr.GetCache(),
-		BrokerURL: *brokerURL, Limits: revocationLimits, Metrics: credentialMetrics, Log: log.WithName("broker-credentials"),
+		Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: *namespace, Pods: mgr.GetCache(), Policies: mgr.GetCache(),
+		BrokerURL: *brokerURL, Limits: revocationLimits, Accounts: accountSettings, Metrics: credentialMetrics, Log: log.WithName("broker-credentials"),
 	}
-	credentials := &brokercreds.Service{Keeper: keeper, Pods: mgr.GetCache(), Metrics: credentialMetrics, Log: log.WithName("broker-credentials")}
+	credentials := &brokercreds.Service{Keeper: keeper, Bounds: bounds, Pods: mgr.GetCache(), Metrics: credentialMetrics, Log: log.WithName("broker-credentials")}
+
+	// Every stream's and call's token passes local checks, a cache and
+	// rate limits before any TokenReview (xds.TokenGate).
+	tokenGate, err := xds.NewTokenGate(xds.TokenReviewer{Client: mgr.GetClient(), Pods: mgr.GetCache(), Audience: *xdsAudience}, reviewLimits, nil, metrics.Registry)
+	if err != nil {
+		return err
+	}
+	var authenticator xds.Authenticator = tokenGate
+	if *webhookCfg != "" {
+		// Only the sidecars the webhook injected get a configuration, send
+		// reports or get a credential, whatever labels and annotations a
+		// pod acquires later.
+		authenticator = &injectionproof.Authenticator{Next: tokenGate, Reader: mgr.GetAPIReader(), Keys: proofKeys}
+	}
 	xdsServer := xds.NewServer(publisher, tracker, xds.Options{
 		Listen:        *xdsListen,
 		TLS:           authority.TLSConfig(),
-		Authenticator: xds.TokenReviewer{Client: mgr.GetClient(), Pods: mgr.GetCache(), Audience: *xdsAudience},
+		Authenticator: authenticator,
+		Limits:        xdsLimits,
 		Registerer:    metrics.Registry,
 		Log:           log.WithName("xds"),
 		// The sidecars' reports arrive, and their broker credentials leave,
@@ -296,6 +347,10 @@ func runOperator(args []string) error {
 		runnables = append(runnables, routes)
 	}
 	if *webhookCfg != "" {
+		// Every replica signs the pods it injects with the key in the
+		// Secret weighstation-injection-key (controllers/injectionproof).
+		injectionFlags.proofKeys = proofKeys
+		runnables = append(runnables, proofKeys)
 		runnables = append(runnables, webhookRunnables(mgr, authority, injectionFlags, injectionConfig, webhookFiles, log.WithName("webhook"))...)
 	}
 	if *podName != "" {

@@ -281,7 +281,7 @@ func configuresASidecarProcess(t *testing.T, c client.Client, bin, xdsAddr, brok
 		}
 		return nil
 	})
-	process(t, "broker", "-listen", brokerAddr, "-trust-dir", trustDir)
+	process(t, "broker", "-listen", brokerAddr, "-trust-dir", trustDir, "-account-dir", t.TempDir())
 	waitFor(t, "the sidecar reaches the broker with the credential the operator issued it", func() error {
 		return get200("http://"+healthAddr+"/readyz?verbose", "[+]broker ok")
 	})
@@ -522,7 +522,12 @@ func TestOperatorCommandLineErrors(t *testing.T) {
 		{"a webhook without the sidecar's image", []string{"-namespace", "ns", "-webhook-configuration", "weighstation-sidecar-injector"},
 			"-sidecar-image is required with -webhook-configuration"},
 		{"a sidecar memory limit under its budget", []string{"-namespace", "ns", "-webhook-configuration", "w", "-sidecar-image", "img", "-sidecar-broker", "nats://b:4222",
-			"-sidecar-memory-request", "64Mi", "-sidecar-memory-limit", "80Mi"}, "-sidecar-memory-limit: 80Mi is below 96Mi"},
+			"-sidecar-memory-request", "64Mi", "-sidecar-memory-limit", "80Mi"}, "-sidecar-memory-limit: 80Mi is below 112Mi"},
+		{"a sidecar that would run as the distroless nonroot user", []string{"-namespace", "ns", "-webhook-configuration", "w", "-sidecar-image", "img", "-sidecar-broker", "nats://b:4222",
+			"-sidecar-run-as-user", "65532"}, "-sidecar-run-as-user must not be 65532"},
+		{"no TokenReviews at all", []string{"-namespace", "ns", "-xds-tokenreview-rate", "0"}, "-xds-tokenreview-rate (0) must be positive"},
+		{"two streams per xDS connection", []string{"-namespace", "ns", "-xds-max-concurrent-streams", "2"}, "-xds-max-concurrent-streams must be at least 3"},
+		{"no report burst", []string{"-namespace", "ns", "-report-pod-burst", "0"}, "-report-pod-burst (0) must be at least 1"},
 		{"a webhook certificate without the webhook", []string{"-namespace", "ns", "-webhook-cert-dir", "/etc/webhook-tls"},
 			"-webhook-cert-dir is set but -webhook-configuration is empty"},
 		// Said before any cluster is looked for (there is none here).

@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/weighstation/weighstation/controllers/injectionproof"
 	"github.com/weighstation/weighstation/controllers/pki"
 	"github.com/weighstation/weighstation/controllers/webhook"
 	"github.com/weighstation/weighstation/internal/tlsreload"
@@ -29,6 +30,10 @@ type webhookFlags struct {
 	// certDir holds the serving certificate when another issuer
 	// (cert-manager) keeps it; empty: the operator's CA.
 	certDir string
+	// runAsUser: -sidecar-run-as-user.
+	runAsUser int64
+	// proofKeys signs the injection proof (the injectionproof.Keeper).
+	proofKeys injectionproof.KeySource
 }
 
 // webhookCABundleInterval is how often the webhook configuration's
@@ -59,6 +64,7 @@ func (f webhookFlags) config() (webhook.Config, error) {
 		HealthPort:             webhook.DefaultHealthPort,
 		MetricsPort:            webhook.DefaultMetricsPort,
 		PrometheusAnnotations:  f.prometheusAnnotations,
+		RunAsUser:              f.runAsUser,
 	}
 	if err := cfg.Validate(); err != nil {
 		return webhook.Config{}, fmt.Errorf("the sidecar-injection webhook: %w", err)
@@ -104,6 +110,7 @@ func webhookRunnables(mgr ctrl.Manager, authority *pki.Authority, f webhookFlags
 		Listen: f.listen,
 		Injector: &webhook.Injector{
 			Config: cfg,
+			Keys:   f.proofKeys,
 			// The manager's cache: Namespace metadata only, watched.
 			Namespaces: mgr.GetCache(),
 			APIReader:  mgr.GetAPIReader(),

@@ -32,6 +32,9 @@ type Options struct {
 	// Trust admits the sidecars that hold a credential the operator issued
 	// (ReadTrust); instead of Token and SidecarNkeys.
 	Trust *Trust
+	// AccountDir is where a broker with Trust keeps the namespaces'
+	// account JWTs it learned (nats-server's full resolver).
+	AccountDir string
 	// MaxPayload is the largest message, in bytes.
 	MaxPayload int32
 	// MaxPending is the most bytes buffered for one client (a sidecar)
@@ -100,7 +103,7 @@ func New(o Options) (*server.Server, error) {
 		WriteDeadline: 10 * time.Second,
 	}
 	if o.Trust != nil {
-		if err := o.Trust.apply(opts); err != nil {
+		if err := o.Trust.apply(opts, o.AccountDir); err != nil {
 			return nil, fmt.Errorf("broker: %w", err)
 		}
 	}

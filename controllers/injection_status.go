@@ -35,6 +35,10 @@ const (
 	conditionPods = 3
 )
 
+// injectDisabled is webhook.InjectDisabled: the pod label value of
+// v1alpha1.InjectLabel that opts a pod of an opted-in namespace out.
+const injectDisabled = "disabled"
+
 // injectionStatus owns PodsWithoutSidecar (the table in api/v1alpha1).
 var injectionStatus = statusOwnership{
 	manager:    v1alpha1.FieldManagerInjection,
@@ -134,6 +138,11 @@ func (r *InjectionStatusReconciler) judge(pod *metav1.PartialObjectMetadata, nam
 		return unsupported{}, false
 	}
 	if !namespaceOptedIn && !isInjected(pod) {
+		return unsupported{}, false
+	}
+	// Opted out in an opted-in namespace: the webhook configuration's
+	// namespace entry never sends it.
+	if pod.Labels[v1alpha1.InjectLabel] == injectDisabled {
 		return unsupported{}, false
 	}
 	u := unsupported{name: pod.Name, uid: string(pod.UID), labels: labels.Set(pod.Labels)}

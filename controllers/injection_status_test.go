@@ -17,6 +17,7 @@ import (
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/controllers"
+	"github.com/weighstation/weighstation/controllers/webhook"
 	"github.com/weighstation/weighstation/internal/envtestsuite"
 )
 
@@ -32,6 +33,7 @@ const reportedWithin = 10 * time.Second
 type injectionPod struct {
 	name     string
 	labelled bool // the inject label on the pod itself
+	optedOut bool // the inject label, "disabled", on the pod itself
 	injected string
 	// reason it is reported with ("" for not reported).
 	reason string
@@ -54,6 +56,8 @@ func TestPodsWithoutSidecarAreReported(t *testing.T) {
 			{name: "good", labelled: true, injected: currentSidecar},
 			{name: "dev-build", labelled: true, injected: "v0.0.1-3-gabcdef"},
 			{name: "unknown", labelled: true, injected: "unknown"},
+			// The webhook's namespace entry never sends it.
+			{name: "opted-out", optedOut: true},
 			{name: "missed", reason: controllers.ReasonSidecarNotInjected},
 			{name: "old", labelled: true, injected: "v0.0.1", reason: controllers.ReasonSidecarOutdated},
 		}, controllers.ReasonSidecarNotInjected},
@@ -192,6 +196,9 @@ func injectionTestPod(ns string, p injectionPod) *corev1.Pod {
 	labels := map[string]string{"app": "x"}
 	if p.labelled {
 		labels[v1alpha1.InjectLabel] = v1alpha1.InjectEnabled
+	}
+	if p.optedOut {
+		labels[v1alpha1.InjectLabel] = webhook.InjectDisabled
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.name, Labels: labels},

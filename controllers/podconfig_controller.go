@@ -8,13 +8,16 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/controllers/desired"
@@ -28,6 +31,9 @@ type PodConfigReconciler struct {
 	client.Client
 	Store    desired.Sink
 	Defaults meshconfig.Defaults
+	// AccessMode is the operator's -access-mode, for the pods of
+	// namespaces without the v1alpha1.AccessModeLabel label.
+	AccessMode string
 
 	// mu makes each reconcile's read of the cache and write to Store one
 	// step, so writes land in the order of the reads: a shared Topic or
@@ -116,8 +122,12 @@ func (r *PodConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.List(ctx, &subscriptions, client.InNamespace(pod.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing subscriptions in %s: %w", pod.Namespace, err)
 	}
+	mode, err := r.accessModeOf(ctx, pod.Namespace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	view := r.viewOf(pod.Namespace, topics.Items, subscriptions.Items)
-	cfg, problems, err := view.Compute(desired.Pod{Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels, Annotations: pod.Annotations}, r.Defaults)
+	cfg, problems, err := view.Compute(desired.Pod{Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels, Annotations: pod.Annotations, AccessMode: mode}, r.Defaults)
 	if err != nil {
 		// The pod's own annotations are invalid: this pod keeps its last
 		// good configuration. Retrying cannot help until the pod changes,
@@ -137,6 +147,40 @@ func (r *PodConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	return ctrl.Result{}, nil
 }
 
+// accessModeOf is the access mode of namespace's pods: its label, else
+// the operator's flag.
+func (r *PodConfigReconciler) accessModeOf(ctx context.Context, namespace string) (string, error) {
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := r.Get(ctx, types.NamespacedName{Name: namespace}, ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return r.AccessMode, nil // being deleted with its pods
+		}
+		return "", fmt.Errorf("reading namespace %s: %w", namespace, err)
+	}
+	if mode, ok := ns.Labels[v1alpha1.AccessModeLabel]; ok {
+		return mode, nil
+	}
+	return r.AccessMode, nil
+}
+
+// podsOfNamespace requeues the sidecar pods of a Namespace whose labels
+// changed (its access mode).
+func podsOfNamespace(c client.Reader) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
+		pods, err := listSidecarPods(ctx, c, obj.GetName())
+		if err != nil {
+			logf.FromContext(ctx).Error(err, "listing the pods of a namespace whose labels changed", "namespace", obj.GetName())
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(pods))
+		for _, p := range pods {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+		}
+		return reqs
+	})
+}
+
 // SetupWithManager registers the reconciler.
 func (r *PodConfigReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	podsInNamespace := handler.EnqueueRequestsFromMapFunc(requeueNamespace(r, func() client.ObjectList { return podMetaList() },
@@ -148,6 +192,8 @@ func (r *PodConfigReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// recompute every pod of the namespace.
 		Watches(&v1alpha1.Topic{}, podsInNamespace, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Subscription{}, podsOfSubscription(r), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// The namespace's label sets its pods' access mode.
+		WatchesMetadata(&corev1.Namespace{}, podsOfNamespace(r), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Named("podconfig").
 		Complete(r)
 }

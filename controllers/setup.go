@@ -22,6 +22,9 @@ import (
 type Setup struct {
 	// Sink receives every sidecar pod's desired configuration.
 	Sink desired.Sink
+	// AccessMode is the access mode of the pods of namespaces without the
+	// v1alpha1.AccessModeLabel label (-access-mode; empty: enforce).
+	AccessMode string
 	// Defaults govern subjects that no Topic matches.
 	Defaults meshconfig.Defaults
 	// OnSynced, if set, is called once every sidecar pod has been computed
@@ -63,6 +66,9 @@ func SetupReconcilers(mgr ctrl.Manager, setup Setup) error {
 	if err := indexTopicsBySubject(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("indexing topics by subject: %w", err)
 	}
+	if err := indexSubscriptionsByImport(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return fmt.Errorf("indexing subscriptions by import: %w", err)
+	}
 	events := mgr.GetEventRecorder(v1alpha1.FieldManagerReconciler)
 	if err := (&TopicReconciler{Client: mgr.GetClient(), Recorder: events}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the topic reconciler: %w", err)
@@ -70,7 +76,7 @@ func SetupReconcilers(mgr ctrl.Manager, setup Setup) error {
 	if err := (&SubscriptionReconciler{Client: mgr.GetClient(), Recorder: events}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the subscription reconciler: %w", err)
 	}
-	pods := &PodConfigReconciler{Client: mgr.GetClient(), Store: setup.Sink, Defaults: setup.Defaults}
+	pods := &PodConfigReconciler{Client: mgr.GetClient(), Store: setup.Sink, Defaults: setup.Defaults, AccessMode: setup.AccessMode}
 	if err := pods.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the pod configuration reconciler: %w", err)
 	}

@@ -54,7 +54,11 @@ func (r *SubscriptionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	status := subscriptionStatus(&sub)
+	importIssue, err := importProblem(ctx, r.Client, &sub)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	status := subscriptionStatus(&sub, importIssue)
 	if err := subscriptionReconcilerStatus.apply(ctx, r.Client, &sub, v1alpha1.GroupVersion.WithKind("Subscription"), &sub.Status, &status); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -69,14 +73,18 @@ func (r *SubscriptionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 // Subscription's status: whether its spec is valid, and whether its kill
 // switch is engaged by hand. How far the configuration reached the sidecars
 // is propagation's (propagation.go).
-func subscriptionStatus(sub *v1alpha1.Subscription) v1alpha1.SubscriptionStatus {
+//
+// importIssue is why its import imports nothing (importProblem), or "".
+func subscriptionStatus(sub *v1alpha1.Subscription, importIssue string) v1alpha1.SubscriptionStatus {
 	status := *sub.Status.DeepCopy()
 	status.ObservedGeneration = sub.Generation
 	gen := sub.Generation
 	if problem := desired.SubscriptionProblem(sub); problem != nil {
 		// An invalid selector selects nothing (desired.Problem).
 		setCondition(&status.Conditions, gen, v1alpha1.ConditionValid, metav1.ConditionFalse, ReasonInvalidSelector,
-			problem.Message()+"; the Subscription selects no pod until it is fixed")
+			joinProblems(problem.Message()+"; the Subscription selects no pod until it is fixed", importIssue))
+	} else if importIssue != "" {
+		setCondition(&status.Conditions, gen, v1alpha1.ConditionValid, metav1.ConditionFalse, ReasonImportNotExported, importIssue)
 	} else {
 		setCondition(&status.Conditions, gen, v1alpha1.ConditionValid, metav1.ConditionTrue, ReasonConfigured, "the policy is computed for the pods spec.selector selects")
 	}
@@ -93,11 +101,14 @@ func subscriptionStatus(sub *v1alpha1.Subscription) v1alpha1.SubscriptionStatus 
 }
 
 // SetupWithManager registers the reconciler. What it owns of the status
-// depends on the Subscription's spec alone, so pods do not requeue it.
+// depends on the Subscription's spec and, for an import, on the exporting
+// namespace's Topics, so pods do not requeue it.
 func (r *SubscriptionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		// Its own status writes do not requeue it.
 		For(&v1alpha1.Subscription{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// An exporter's Topic decides whether an import is valid.
+		Watches(&v1alpha1.Topic{}, importersOfTopic(r.Client), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("subscription").
 		Complete(r)
 }

@@ -162,6 +162,29 @@ func Covers(pattern, sub string) bool {
 	return len(p) == len(s)
 }
 
+// Overlaps reports whether some subject matches both patterns. An invalid
+// pattern overlaps nothing.
+func Overlaps(a, b string) bool {
+	var abuf, bbuf [MaxTokens]string
+	at, aerr := tokenize(a, abuf[:0], true)
+	bt, berr := tokenize(b, bbuf[:0], true)
+	if aerr != nil || berr != nil {
+		return false
+	}
+	for i := 0; ; i++ {
+		switch {
+		case i == len(at) && i == len(bt):
+			return true
+		case i == len(at) || i == len(bt):
+			return false
+		case at[i] == fullWildcard || bt[i] == fullWildcard:
+			return true // '>' matches the rest, one token or more, of the other
+		case at[i] != singleWildcard && bt[i] != singleWildcard && at[i] != bt[i]:
+			return false
+		}
+	}
+}
+
 // subjectOf joins tokens back into a subject; used off the hot path only.
 func subjectOf(tokens []string) string { return strings.Join(tokens, string(tokenSeparator)) }
 

@@ -12,11 +12,17 @@ import (
 // policy.CheckPublish. In enforce mode a refusal is a "Permissions
 // Violation for ..." error, which stock clients survive; in audit mode the
 // operation goes ahead. Both are counted by operation, rule and mode, and
-// audit mode logs each subject once (up to maxAuditLogged subjects).
+// audit mode logs each subject once (up to maxAuditLogged subjects,
+// maxAuditLoggedBytes of them).
 
-// maxAuditLogged bounds the subjects audit mode remembers having logged;
-// past it, it says so once and logs no new ones (the counters go on).
-const maxAuditLogged = 10_000
+// maxAuditLogged and maxAuditLoggedBytes bound the subjects audit mode
+// remembers having logged, by count and by their bytes (a subject may be
+// 1,024 bytes long); past either, it says so once and logs no new ones
+// (the counters go on).
+const (
+	maxAuditLogged      = 10_000
+	maxAuditLoggedBytes = 1 << 20
+)
 
 // Operation is what an ACL judged.
 type Operation uint8
@@ -40,7 +46,8 @@ type accessCounters [numOperations][policy.NumRules][2]atomic.Uint64
 type auditLog struct {
 	mu     sync.Mutex
 	logged map[string]struct{}
-	full   bool // logged holds maxAuditLogged subjects, and that was said once
+	bytes  int  // of logged's keys
+	full   bool // logged holds maxAuditLogged subjects or maxAuditLoggedBytes, and that was said once
 }
 
 // denied judges an operation a rule refuses and reports whether it must be
@@ -63,8 +70,9 @@ func (s *Server) denied(op Operation, rule policy.Rule, subject string, audit bo
 	_, seen := s.audit.logged[key]
 	logIt, nowFull := false, false
 	if !seen && !s.audit.full {
-		if len(s.audit.logged) < maxAuditLogged {
+		if len(s.audit.logged) < maxAuditLogged && s.audit.bytes+len(key) <= maxAuditLoggedBytes {
 			s.audit.logged[key] = struct{}{}
+			s.audit.bytes += len(key)
 			logIt = true
 		} else {
 			s.audit.full, nowFull = true, true
@@ -76,7 +84,7 @@ func (s *Server) denied(op Operation, rule policy.Rule, subject string, audit bo
 		s.opts.Log.Info("access audit: would refuse", "operation", op.String(), "subject", subject, "rule", rule.String(), "why", rule.Explain())
 	case nowFull:
 		s.opts.Log.Info("access audit: logged the most subjects it remembers; further ones are only counted (weighstation_sidecar_access_denied_total)",
-			"maxSubjects", maxAuditLogged)
+			"maxSubjects", maxAuditLogged, "maxBytes", maxAuditLoggedBytes)
 	}
 	return false
 }
@@ -113,5 +121,11 @@ func (s *Server) AccessDenials() map[AccessKey]uint64 {
 }
 
 // RepliesAllowed counts publishes the ACL allowed only because they were
-// the one reply to a request the pod received.
+// the one reply to a request the pod received, to an inbox.
 func (s *Server) RepliesAllowed() uint64 { return s.repliesAllowed.Load() }
+
+// RepliesOutsideInbox counts replies to a request the pod received that
+// the publish rules judged, because their reply subject lay outside every
+// inbox space: the allowance never lets a requester steer a reply onto a
+// subject the pod may not publish to.
+func (s *Server) RepliesOutsideInbox() uint64 { return s.repliesOutsideInbox.Load() }

@@ -151,40 +151,75 @@ func TestACLAudit(t *testing.T) {
 	}
 }
 
-// TestReplyToReceivedRequestIsAllowedOnce: the pod may not publish to
-// audit.>, but it may answer a request it received whose reply subject is
-// there, once.
-func TestReplyToReceivedRequestIsAllowedOnce(t *testing.T) {
-	r := newRig(t)
-	r.setConfig(t, aclConfig(meshconfig.AccessEnforce))
-	app, errs := r.appWithErrors(t)
-	requests := make(chan *nats.Msg, 1)
-	if _, err := app.Subscribe("orders.eu", func(m *nats.Msg) { requests <- m }); err != nil {
-		t.Fatal(err)
+// TestReplyAllowanceCoversInboxesOnly: the pod may publish nowhere (a
+// Topic ">" whose publishers exclude it), but it may answer a request it
+// received, once, when the request's reply subject is an inbox
+// ("_INBOX.<token>.…", as every sidecar's translated inboxes are). A
+// requester that names another subject as its reply subject cannot steer
+// the answer there: a Topic the pod may not publish to, a '$' subject
+// (JetStream's API), a subject reserved for weighstation, or an "_INBOX"
+// subject without a token and more after it; the publish rules judge those
+// replies, which are counted.
+func TestReplyAllowanceCoversInboxesOnly(t *testing.T) {
+	tests := []struct {
+		reply   string
+		allowed bool
+		rule    policy.Rule // the rule that refuses it otherwise
+	}{
+		{"_INBOX.requester.1", true, policy.RuleNotPublisher},
+		{"_INBOX.abcdefghijklmnopqrst.nuid.7", true, policy.RuleNotPublisher},
+		{"audit.reply.1", false, policy.RuleNotPublisher},
+		{"orders.secret", false, policy.RuleNotPublisher},
+		{"$JS.API.STREAM.DELETE.orders", false, policy.RuleDollar},
+		{"$WEIGHSTATION.x", false, policy.RuleReserved},
+		{"_INBOX.requester", false, policy.RuleNotPublisher},
 	}
-	flush(t, app)
-	outside := r.direct(t)
-	var replies atomic.Int64
-	if _, err := outside.Subscribe("audit.reply.1", func(*nats.Msg) { replies.Add(1) }); err != nil {
-		t.Fatal(err)
+	for _, tc := range tests {
+		t.Run(tc.reply, func(t *testing.T) {
+			r := newRig(t)
+			cfg := aclConfig(meshconfig.AccessEnforce)
+			cfg.Topics = append(cfg.Topics, meshconfig.TopicPolicy{Name: "closed", Subject: ">", MaxMessageBytes: 1 << 20, MayPublish: false})
+			r.setConfig(t, cfg)
+			app, errs := r.appWithErrors(t)
+			requests := make(chan *nats.Msg, 1)
+			if _, err := app.Subscribe("orders.eu", func(m *nats.Msg) { requests <- m }); err != nil {
+				t.Fatal(err)
+			}
+			flush(t, app)
+			got := r.countOutside(t, tc.reply)
+			outside := r.direct(t)
+			if err := outside.PublishRequest("orders.eu", tc.reply, []byte("q")); err != nil {
+				t.Fatal(err)
+			}
+			flush(t, outside)
+			req := receive(t, "the request", requests)
+			for range 2 {
+				if err := req.Respond([]byte("a")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			flush(t, app)
+			// The refusals are the sentinel: once they arrived, so did
+			// what went through before them.
+			wantDelivered, wantRefused := 0, 2
+			if tc.allowed {
+				wantDelivered, wantRefused = 1, 1
+			}
+			natstest.WaitFor(t, "the refusals", func() bool { return len(errs.all()) == min(wantRefused, 1) })
+			natstest.WaitFor(t, "the replies let through", func() bool { return int(got.Load()) == wantDelivered })
+			if e := errs.all()[0]; !strings.Contains(e, tc.rule.Explain()) {
+				t.Fatalf("refusal %q, want it to say %q", e, tc.rule.Explain())
+			}
+			outsideInbox := uint64(0)
+			if !tc.allowed {
+				outsideInbox = 1 // the first reply: the second answers nothing
+			}
+			if allowed, outside := r.side.RepliesAllowed(), r.side.RepliesOutsideInbox(); allowed != uint64(wantDelivered) || outside != outsideInbox {
+				t.Fatalf("RepliesAllowed = %d, RepliesOutsideInbox = %d; want %d, %d", allowed, outside, wantDelivered, outsideInbox)
+			}
+			assertDenials(t, r.side.AccessDenials(), map[sidecar.AccessKey]uint64{{Op: sidecar.OpPublish, Rule: tc.rule}: uint64(wantRefused)})
+		})
 	}
-	flush(t, outside)
-	if err := outside.PublishRequest("orders.eu", "audit.reply.1", []byte("q")); err != nil {
-		t.Fatal(err)
-	}
-	flush(t, outside)
-	req := <-requests
-	for range 2 {
-		if err := req.Respond([]byte("a")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	flush(t, app, outside)
-	natstest.WaitFor(t, "one reply through, one refused", func() bool { return replies.Load() == 1 && len(errs.all()) == 1 })
-	if got := r.side.RepliesAllowed(); got != 1 {
-		t.Fatalf("RepliesAllowed = %d, want 1", got)
-	}
-	assertDenials(t, r.side.AccessDenials(), map[sidecar.AccessKey]uint64{{Op: sidecar.OpPublish, Rule: policy.RuleNotPublisher}: 1})
 }
 
 // countAttemptedPublishes counts, outside the pod, what arrives on the

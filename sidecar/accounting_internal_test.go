@@ -237,7 +237,7 @@ func TestASUBRegisteredAfterAChangeTakesItsLimitsToo(t *testing.T) {
 			if err := s.SetConfig(auditConfig(accountingPolicy("late", "late.>", 7))); err != nil {
 				t.Fatal(err)
 			}
-			ls := &localSub{conn: c, sid: "1", key: upstream.Key{Subject: "late.x"},
+			ls := &localSub{conn: c, sid: "1", subject: "late.x", key: upstream.Key{Subject: "late.x"},
 				queue: pending.New(limits).WithConnectionLimit(c.pendingLimit).WithBudget(c.srv.budget, essential)}
 			ls.binding.Store(&subBinding{policy: name, latency: c.srv.latenciesFor(name)})
 			c.mu.Lock()

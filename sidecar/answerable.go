@@ -12,10 +12,14 @@ import (
 // clock (for the automatic kill switch) and allow exactly one reply to a
 // request the pod received (for the publish ACL).
 const (
-	// maxAnswerable bounds the requests remembered at once; past it, new
-	// requests are not remembered (counted as untracked): their replies are
-	// not timed, and they get no reply allowance.
-	maxAnswerable = 100_000
+	// maxAnswerable and maxAnswerableBytes bound the requests remembered
+	// at once, by count and by the bytes of their reply subjects (which
+	// requesters choose, up to 1,024 bytes each); past either, new
+	// requests are not remembered (counted as untracked): their replies
+	// are not timed, and they get no reply allowance. 8 MiB holds 65,536
+	// requests with nats.go's reply subjects.
+	maxAnswerable      = 100_000
+	maxAnswerableBytes = 8 << 20
 	// ReplyAllowance is how long after a request's delivery the pod may
 	// publish its one reply to the request's reply subject when the ACL
 	// would otherwise refuse it. nats.go's requests rarely wait this long.
@@ -35,6 +39,7 @@ type answerable struct {
 
 	mu      sync.Mutex
 	byReply subjectMap[answerEntry]
+	bytes   int64 // entryBytes of byReply's entries
 }
 
 func newAnswerable() *answerable { return &answerable{} }
@@ -44,12 +49,27 @@ func newAnswerable() *answerable { return &answerable{} }
 func (a *answerable) delivered(reply, policy string, at int64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, ok := a.byReply.get(reply); !ok && a.byReply.len() >= maxAnswerable {
-		a.untracked.Add(1)
-		return
+	if _, ok := a.byReply.get(reply); !ok {
+		if a.byReply.len() >= maxAnswerable || a.bytes+entryBytes(len(reply)) > maxAnswerableBytes {
+			a.untracked.Add(1)
+			return
+		}
+		a.bytes += entryBytes(len(reply))
 	}
 	a.byReply.set(reply, answerEntry{policy: policy, delivered: at})
 	a.size.Store(int64(a.byReply.len()))
+}
+
+// has reports whether a request with this reply subject waits for the
+// application's answer.
+func (a *answerable) has(reply string) bool {
+	if a.size.Load() == 0 {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.byReply.get(reply)
+	return ok
 }
 
 // answered takes the request a publish to subject answers, once.
@@ -61,6 +81,7 @@ func (a *answerable) answered(subject string) (answerEntry, bool) {
 	defer a.mu.Unlock()
 	e, ok := a.byReply.take(subject)
 	if ok {
+		a.bytes -= entryBytes(len(subject))
 		a.size.Store(int64(a.byReply.len()))
 	}
 	return e, ok
@@ -74,7 +95,7 @@ func (a *answerable) sweep(now int64, lateAfter func(policy string) time.Duratio
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.byReply.retain(func(e answerEntry) (answerEntry, bool) {
+	a.bytes -= a.byReply.retain(func(e answerEntry) (answerEntry, bool) {
 		age := time.Duration(now - e.delivered)
 		if age > ReplyAllowance {
 			return e, false

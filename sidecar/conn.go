@@ -57,8 +57,9 @@ type conn struct {
 	// topics is scratch space for governing-Topic lookups (the reader's).
 	topics []*policy.Topic
 	// headerScratch and extraScratch hold a publish's header block without
-	// reserved lines and the lines the sidecar adds (the reader's).
-	headerScratch, extraScratch []byte
+	// reserved lines and the lines the sidecar adds; replyScratch its reply
+	// subject translated into the pod's inbox space (the reader's).
+	headerScratch, extraScratch, replyScratch []byte
 	// reader parses the client's commands (the reader goroutine's).
 	reader *protocol.Reader
 	// arrived is when the reader's last read returned bytes: the arrival
@@ -92,6 +93,10 @@ type conn struct {
 	// sent once the broker confirmed what came before its PING (or the
 	// wait timed out), and never before an earlier one.
 	pongs []*owedPong
+	// confirming is set while a broker confirmation for PONGs is under
+	// way; confirmNext are the PONGs that wait for the next (pong).
+	confirming  bool
+	confirmNext []*owedPong
 	// heldPongs are answerable PONGs that wait, in order, for the messages
 	// queued for the client before they became answerable: nats-server
 	// writes a client's output in order, so a Flush returns after the
@@ -107,9 +112,17 @@ type conn struct {
 
 // localSub is one SUB of one connection, with its bounded queue.
 type localSub struct {
-	conn      *conn
-	sid       string
-	key       upstream.Key
+	conn *conn
+	sid  string
+	// subject is the pattern the application subscribed to; key its
+	// subscription at the broker, where an inbox is in the pod's inbox
+	// space, which inbox maps back (nil for any other SUB).
+	subject string
+	key     upstream.Key
+	inbox   *inboxMapping
+	// charged is what the SUB holds, charged to the memory budget until
+	// it is removed (subscriptionBytes).
+	charged   int64
 	queue     *pending.Queue
 	maxMsgs   atomic.Int64 // UNSUB's count; 0 means none
 	delivered atomic.Int64
@@ -161,7 +174,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		errs:         protocol.NewErrorCoalescer(protocol.DefaultErrorInterval, protocol.DefaultErrorKeys),
 		pendingLimit: pending.NewBudget(s.opts.MaxPendingBytesPerConnection),
 		out:          newBatch(&s.opts, nc),
-		requests:     outstanding{untimed: &s.requestsUntimed}}
+		requests:     outstanding{untimed: &s.requestsUntimed, allBytes: &s.requestBytes}}
 }
 
 func (c *conn) serve() {
@@ -187,13 +200,19 @@ func (c *conn) serve() {
 	}()
 
 	r := protocol.NewReader(&flushingReader{c: c, sock: rawsock.NewReader(c.netConn)}, c.srv.opts.Protocol)
+	r.ChargeTo(connReadMemory{c})
+	defer r.Release()
 	c.reader = r
 	var cmd protocol.Command
 	for {
 		if err := r.Next(&cmd); err != nil {
 			var perr *protocol.Error
 			var nerr net.Error
+			var refused *protocol.BodyRefused
 			switch {
+			case errors.As(err, &refused):
+				c.refuseBody(&cmd, refused)
+				continue
 			case errors.As(err, &perr):
 				c.sendErrAndClose(perr.Text)
 			case errors.As(err, &nerr) && nerr.Timeout():
@@ -281,12 +300,37 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 	var topic *policy.Topic
 	topic, c.topics = pol.Governing(subject, c.topics)
 	if rule := pol.CheckPublish(subject, topic); rule != policy.Allowed {
-		if isReply && rule != policy.RuleReserved {
+		// The one reply to a request the pod received is allowed past the
+		// publish rules only to an inbox, as the broker's allow_responses
+		// is: a requester that names orders.secret or $JS.API... as its
+		// reply subject cannot steer the pod's answer there.
+		replyToInbox := isReply && inInboxSpace(subject)
+		if isReply && !replyToInbox {
+			c.srv.repliesOutsideInbox.Add(1)
+		}
+		if replyToInbox {
 			c.srv.repliesAllowed.Add(1)
 		} else if c.srv.denied(OpPublish, rule, subject, pol.Audit()) {
 			topic.RefuseAccess()
 			c.refuse(subject, now, func() string { return policy.PublishViolation(subject, rule.Explain()) })
 			return false
+		}
+	}
+	// A reply subject under the application's inbox prefix goes up in the
+	// pod's own inbox space (inbox.go), where its replies are the pod's
+	// alone.
+	upReply := cmd.Reply
+	if reply != "" {
+		translated, ok, err := c.srv.translateReply(c.replyScratch[:0], reply, pol)
+		if err != nil {
+			c.srv.inboxPending.Add(1)
+			topic.RefuseAccess()
+			c.refuse(subject, now, func() string { return policy.PublishViolation(subject, "its reply subject: "+err.Error()) })
+			return false
+		}
+		if ok {
+			c.replyScratch = translated[:0]
+			upReply, reply = translated, bytesView(translated)
 		}
 	}
 	if v := topic.Check(len(cmd.Body), now); v != policy.Allow {
@@ -338,7 +382,7 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 	// Publish copies the frame into the upstream connection's outbound
 	// buffer, so the reader's buffers can be reused at once; it goes out
 	// when this reader next waits for its client (flushingReader).
-	if err := c.srv.up.Publish(cmd.Subject, cmd.Reply, header, extra, cmd.Payload()); err != nil {
+	if err := c.srv.up.Publish(cmd.Subject, upReply, header, extra, cmd.Payload()); err != nil {
 		if reply != "" {
 			c.requests.finish(reply) // it never left
 		}
@@ -355,6 +399,19 @@ func (c *conn) publish(cmd *protocol.Command) bool {
 	c.upstreamQueued = true
 	topic.Counters.Forwarded.Add(1)
 	return true
+}
+
+// refuseBody refuses a PUB or HPUB whose body found no room in the memory
+// budget within ReadBudgetWait: the reader skipped it unread, and the
+// connection goes on. Counted, and told as a Permissions Violation, which
+// stock clients survive, naming the limit.
+func (c *conn) refuseBody(cmd *protocol.Command, refused *protocol.BodyRefused) {
+	c.srv.bodiesRefused.Add(1)
+	subject := string(cmd.Subject)
+	c.refuse(subject, c.arrived, func() string {
+		return policy.PublishViolation(subject, fmt.Sprintf("its body of %d bytes found no room in the sidecar's memory budget (-memory-budget %d bytes, shared by the read buffers and the pending messages) within -read-budget-wait %s",
+			refused.Size, c.srv.opts.MemoryBudget, c.srv.opts.ReadBudgetWait))
+	})
 }
 
 // flushingReader reads the application's socket, first writing what the
@@ -429,22 +486,62 @@ type owedPong struct{ ready bool }
 // upstream since its last PING, the PONG waits for the broker's
 // confirmation, at most UpstreamFlushTimeout, without holding up this
 // reader; the PONGs still go out in the order of the PINGs.
+//
+// Every PONG owed counts against MaxControlBytes, so a client that sends
+// PINGs faster than they can be answered is closed as a slow consumer, and
+// one confirmation is asked for at a time: the PINGs that arrive while it
+// is under way wait for the next, one timer and one broker PING for them
+// all, not one each (so a PING waits at most twice UpstreamFlushTimeout).
 func (c *conn) pong(sentUpstream bool) {
 	owed := &owedPong{}
 	c.mu.Lock()
+	if c.controlOwedLocked()+len(protocol.Pong) > c.srv.opts.MaxControlBytes {
+		c.mu.Unlock()
+		c.close() // a slow consumer of its own PONGs
+		return
+	}
 	c.pongs = append(c.pongs, owed)
-	waiting := len(c.pongs) > 1
-	c.mu.Unlock()
-	if !sentUpstream && !waiting {
+	if !sentUpstream {
+		c.mu.Unlock()
+		// Nothing went up since the previous PING: this PONG waits for
+		// nothing but the ones before it, which pongReady keeps.
 		c.pongReady(owed)
 		return
 	}
+	confirming := c.confirming
+	if confirming {
+		c.confirmNext = append(c.confirmNext, owed)
+	}
+	c.confirming = true
+	c.mu.Unlock()
 	c.writeUpstream(false)
+	if !confirming {
+		c.confirm([]*owedPong{owed})
+	}
+}
+
+// confirm asks the broker to confirm what was sent before batch's PINGs,
+// and makes their PONGs answerable once it did, or UpstreamFlushTimeout
+// passed; then the PINGs that came meanwhile get their confirmation.
+func (c *conn) confirm(batch []*owedPong) {
 	var once sync.Once
-	timeout := time.AfterFunc(c.srv.opts.UpstreamFlushTimeout, func() { once.Do(func() { c.pongReady(owed) }) })
+	done := func() {
+		once.Do(func() {
+			c.pongReady(batch...)
+			c.mu.Lock()
+			next := c.confirmNext
+			c.confirmNext = nil
+			c.confirming = len(next) > 0
+			c.mu.Unlock()
+			if len(next) > 0 {
+				c.confirm(next)
+			}
+		})
+	}
+	timeout := time.AfterFunc(c.srv.opts.UpstreamFlushTimeout, done)
 	c.srv.up.FlushAsync(func(error) {
 		timeout.Stop()
-		once.Do(func() { c.pongReady(owed) })
+		done()
 	})
 }
 
@@ -473,9 +570,11 @@ func (h heldPong) passed() bool {
 // pongReady marks owed as answerable and sends every PONG from the oldest
 // that can go: at once when nothing is queued for the client, else behind
 // what is (fill). Held PONGs count against MaxControlBytes.
-func (c *conn) pongReady(owed *owedPong) {
+func (c *conn) pongReady(owed ...*owedPong) {
 	c.mu.Lock()
-	owed.ready = true
+	for _, o := range owed {
+		o.ready = true
+	}
 	n := 0
 	for n < len(c.pongs) && c.pongs[n].ready {
 		n++
@@ -509,10 +608,10 @@ func (c *conn) pongReady(owed *owedPong) {
 }
 
 // controlOwedLocked is the bytes of control replies the client has not
-// taken yet, the PONGs held behind its messages included: what
-// MaxControlBytes bounds. c.mu is held.
+// taken yet, the PONGs held behind its messages and those still waiting
+// for the broker included: what MaxControlBytes bounds. c.mu is held.
 func (c *conn) controlOwedLocked() int {
-	return len(c.control) + len(protocol.Pong)*len(c.heldPongs)
+	return len(c.control) + len(protocol.Pong)*(len(c.heldPongs)+len(c.pongs))
 }
 
 // refuse tells the client a publish was refused. Repeats for one subject
@@ -538,6 +637,14 @@ func (c *conn) subscribe(cmd *protocol.Command) bool {
 		})
 		return false
 	}
+	// An inbox goes up in the pod's own inbox space (inbox.go): whatever
+	// inbox pattern the application names, it receives only the pod's.
+	// Before the space is known the SUB waits for it, unregistered.
+	upSubject, inbox, err := c.srv.translateSub(subject, pol)
+	waitsForInbox := errors.Is(err, errInboxPending)
+	if waitsForInbox {
+		upSubject = ""
+	}
 	sid := string(cmd.SID)
 	c.mu.Lock()
 	_, dup := c.subs[sid]
@@ -548,11 +655,26 @@ func (c *conn) subscribe(cmd *protocol.Command) bool {
 		return false
 	}
 	if count >= c.srv.opts.MaxSubscriptions {
+		c.srv.subsRefusedMax.Add(1)
 		c.queueErr("Maximum Subscriptions Exceeded") // nats-server's text
 		return false
 	}
+	// What a SUB holds is charged to the memory budget (a non-essential
+	// queue's messages are shed for it, as for an essential message): one
+	// is small, but 256 connections' 10,000 each are not.
+	charged := subscriptionBytes(subject, upSubject, string(cmd.Queue), sid)
+	if waitsForInbox {
+		charged += int64(len(subject) + MaxInboxPrefixBytes) // its subject at the broker, once known
+	}
+	if !c.srv.budget.Acquire(charged, 0, nil) {
+		c.srv.subsRefusedMemory.Add(1)
+		c.queueErr(fmt.Sprintf("Permissions Violation for Subscription to %q: the sidecar's memory budget has no room for another subscription (-memory-budget %d bytes, shared with the pending messages and the read buffers)",
+			subject, c.srv.opts.MemoryBudget))
+		return false
+	}
 	limits, essential, policyName := c.srv.subscriptionPolicy(subject)
-	ls := &localSub{conn: c, sid: sid, key: upstream.Key{Subject: subject, Queue: string(cmd.Queue)}, queue: pending.New(limits).WithConnectionLimit(c.pendingLimit).WithBudget(c.srv.budget, essential)}
+	ls := &localSub{conn: c, sid: sid, subject: subject, key: upstream.Key{Subject: upSubject, Queue: string(cmd.Queue)}, inbox: inbox, charged: charged,
+		queue: pending.New(limits).WithConnectionLimit(c.pendingLimit).WithBudget(c.srv.budget, essential)}
 	ls.binding.Store(&subBinding{policy: policyName, latency: c.srv.latenciesFor(policyName)})
 	c.mu.Lock()
 	select {
@@ -562,12 +684,22 @@ func (c *conn) subscribe(cmd *protocol.Command) bool {
 		// snapshot of the SUBs (under mu, after done), and this one would
 		// never be removed.
 		c.mu.Unlock()
+		c.srv.budget.Release(charged)
 		return false
 	default:
 	}
 	c.subs[sid] = ls
 	c.order = append(append([]*localSub(nil), c.order...), ls)
 	c.mu.Unlock()
+	if waitsForInbox {
+		if c.srv.deferInboxSub(ls) {
+			return true
+		}
+		if err := c.srv.setInboxKey(ls); err != nil { // known since
+			c.removeSub(ls, pending.ReasonUnsubscribed)
+			return false
+		}
+	}
 	if err := c.srv.subscribe(ls); err != nil {
 		c.removeSub(ls, pending.ReasonUnsubscribed)
 		why := "the broker refused it"
@@ -579,6 +711,15 @@ func (c *conn) subscribe(cmd *protocol.Command) bool {
 		return false
 	}
 	return true
+}
+
+// subscriptionBytes is what a SUB holds in the sidecar, about: its local
+// subscription and queue, its route and its upstream interest (1 KiB),
+// and its subject on the application's side and the broker's (the same
+// string but for an inbox), its queue group twice and its sid. Measured:
+// 1.3 KiB for a 10-byte subject, 3 KiB for a 1,000-byte one.
+func subscriptionBytes(subject, upSubject, queue, sid string) int64 {
+	return 1024 + int64(len(subject)+len(upSubject)+2*len(queue)+len(sid))
 }
 
 func (c *conn) unsubscribe(cmd *protocol.Command) {
@@ -618,6 +759,7 @@ func (c *conn) removeSub(ls *localSub, reason pending.Reason) {
 	c.order = order
 	c.mu.Unlock()
 	_ = c.srv.unsubscribe(ls) // an error means the upstream connection is gone; its interest went with it
+	c.srv.budget.Release(ls.charged)
 	ls.queue.Close(reason)
 	ls.queueClosed.Store(true)
 	ls.retireWhenSettled()
@@ -663,6 +805,7 @@ func (c *conn) close() {
 		for _, ls := range subs {
 			c.removeSub(ls, reason)
 		}
+		c.requests.drop() // its share of maxOutstandingBytes
 		c.srv.forget(c)
 	})
 }

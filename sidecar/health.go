@@ -3,6 +3,7 @@ package sidecar
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -21,7 +22,9 @@ type healthCheck struct {
 //
 //   - /livez: 200 while the process serves.
 //   - /readyz: 200 once the sidecar holds a configuration (HasConfig), else
-//     503 with the reason. The broker connection is reported but not
+//     503 with the reason. With a credential from the operator, whether it
+//     knows its pod's inbox space (which the credential names) is
+//     reported, not required. The broker connection is reported but not
 //     required: while it is away, the sidecar still serves its applications
 //     and buffers their publishes (bounded), and taking every pod out of its
 //     Services because the broker restarted would turn a broker outage into
@@ -44,6 +47,20 @@ func (s *Server) HealthHandler() http.Handler {
 			}
 			return ""
 		}},
+	}
+	if s.opts.InboxPrefix != nil {
+		// With a credential from the operator, the pod's inbox space
+		// comes with it (inbox.go). Reported, not required, as the broker
+		// is: the operator issues the credential once the broker knows the
+		// pod's account, so requiring it would make a broker outage an
+		// application outage. Until then requests are refused and inbox
+		// SUBs wait.
+		checks = slices.Insert(checks, 1, healthCheck{name: "inbox", check: func() string {
+			if _, ok := s.podInbox(); !ok {
+				return "the broker credential, which names this pod's inbox space, has not arrived"
+			}
+			return ""
+		}})
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) {

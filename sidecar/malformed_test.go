@@ -110,7 +110,7 @@ func TestMalformedInputGetsAClearErrorAndAClose(t *testing.T) {
 	}{
 		{"malformed PUB", "CONNECT {}\r\nPUB a\r\n", "-ERR 'Parser Error: PUB takes a subject, an optional reply subject and a size, got 1 arguments'"},
 		{"unknown operation", "CONNECT {}\r\nFLY me.to.the.moon\r\n", "-ERR 'Unknown Protocol Operation'"},
-		{"oversize control line", "CONNECT {}\r\nSUB " + strings.Repeat("a", 5000) + " 1\r\n", "-ERR 'Maximum Control Line Exceeded (max_control_line 4064)'"},
+		{"oversize control line", "CONNECT {}\r\nSUB " + strings.Repeat("a", 5000) + " 1\r\n", "-ERR 'Maximum Control Line Exceeded (max_control_line 4016)'"}, // 4096 less protocol.UpstreamLineRoom
 		{"payload over max_payload", "CONNECT {}\r\nPUB a 2000000\r\n", "-ERR 'Maximum Payload Violation'"},
 		{"CONNECT that is not JSON", "CONNECT {verbose\r\n", "-ERR 'Parser Error: CONNECT options are not valid JSON'"},
 	}

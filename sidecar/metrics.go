@@ -62,6 +62,12 @@ var (
 		"Operations an ACL rule refused (mode enforce) or would have refused (mode audit).", []string{"operation", "rule", "mode"}, nil)
 	descRepliesAllowed = prometheus.NewDesc("weighstation_sidecar_access_replies_allowed_total",
 		"Publishes the ACL allowed only as the one reply to a request the pod received.", nil, nil)
+	descRepliesOutsideInbox = prometheus.NewDesc("weighstation_sidecar_access_replies_outside_inbox_total",
+		"Replies to a request the pod received that the one-reply allowance did not cover, because their reply subject lay outside every inbox space (_INBOX.<token>.…): the publish rules judged them (weighstation_sidecar_access_denied_total counts those they refused).", nil, nil)
+	descSubsRefused = prometheus.NewDesc("weighstation_sidecar_subscriptions_refused_total",
+		"SUBs refused by a bound, by reason: max_subscriptions (a connection's 10,000), memory_budget (what a SUB holds is charged to -memory-budget).", []string{"reason"}, nil)
+	descInboxPending = prometheus.NewDesc("weighstation_sidecar_inbox_pending_total",
+		"Requests refused because the pod's inbox space was not known yet (its broker credential had not arrived from the operator); inbox SUBs wait for it instead.", nil, nil)
 	descUntracked = prometheus.NewDesc("weighstation_sidecar_requests_untracked_total",
 		fmt.Sprintf("Requests delivered to the application while %d already awaited replies: their replies are not timed and get no ACL reply allowance.", maxAnswerable), nil, nil)
 	descUntimed = prometheus.NewDesc("weighstation_sidecar_requests_untimed_total",
@@ -69,9 +75,17 @@ var (
 	descInvalid = prometheus.NewDesc("weighstation_sidecar_invalid_total",
 		"PUBs and SUBs refused for an invalid subject, pattern or header block.", nil, nil)
 	descBudget = prometheus.NewDesc("weighstation_sidecar_pending_bytes",
-		"Bytes all pending messages hold, of the memory budget.", nil, nil)
+		"Bytes charged to the memory budget: what all pending messages hold, and the read buffers past their first 4 KiB (weighstation_sidecar_read_buffer_bytes).", nil, nil)
 	descBudgetMax = prometheus.NewDesc("weighstation_sidecar_memory_budget_bytes",
-		"The memory budget for pending messages.", nil, nil)
+		"The memory budget for pending messages and the application connections' read buffers (-memory-budget).", nil, nil)
+	descReadBuffers = prometheus.NewDesc("weighstation_sidecar_read_buffer_bytes",
+		"Bytes the application connections' read buffers hold past their first 4 KiB each, charged to the memory budget (weighstation_sidecar_pending_bytes includes them).", nil, nil)
+	descReadWaiting = prometheus.NewDesc("weighstation_sidecar_read_budget_waiting",
+		"Application connections whose next body waits now for room in the memory budget.", nil, nil)
+	descReadWaits = prometheus.NewDesc("weighstation_sidecar_read_budget_waits_total",
+		"PUB and HPUB bodies that waited for room in the memory budget before they were read.", nil, nil)
+	descBodiesRefused = prometheus.NewDesc("weighstation_sidecar_bodies_refused_total",
+		"PUB and HPUB bodies skipped unread and refused because the memory budget had no room for them within -read-budget-wait (the connection is kept).", nil, nil)
 	descPublish = prometheus.NewDesc("weighstation_sidecar_publish_total",
 		"Publish attempts by governing Topic and outcome.", []string{"topic", "outcome"}, nil)
 	descRequests = prometheus.NewDesc("weighstation_sidecar_request_latency_seconds",
@@ -91,7 +105,7 @@ type collector struct{ s *Server }
 func (s *Server) Collector() prometheus.Collector { return collector{s} }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descInFlight, descBudget, descBudgetMax, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descBrokerInDoubt, descWrites, descBrokerWrites, descPublishHandoffs, descPublishHandoffsHeld, descBrokerConnected, descBrokerReconnects, descBrokerUnsent, descEchoSuppressed, descKilled, descBreakerState, descBreakerTransitions, descNoResponders, descAccess, descRepliesAllowed, descUntracked, descUntimed} {
+	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descInFlight, descBudget, descBudgetMax, descReadBuffers, descReadWaiting, descReadWaits, descBodiesRefused, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descBrokerInDoubt, descWrites, descBrokerWrites, descPublishHandoffs, descPublishHandoffsHeld, descBrokerConnected, descBrokerReconnects, descBrokerUnsent, descEchoSuppressed, descKilled, descBreakerState, descBreakerTransitions, descNoResponders, descAccess, descRepliesAllowed, descRepliesOutsideInbox, descSubsRefused, descInboxPending, descUntracked, descUntimed} {
 		ch <- d
 	}
 }
@@ -143,6 +157,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descAccess, prometheus.CounterValue, float64(n), k.Op.String(), k.Rule.String(), mode)
 	}
 	ch <- prometheus.MustNewConstMetric(descRepliesAllowed, prometheus.CounterValue, float64(c.s.RepliesAllowed()))
+	ch <- prometheus.MustNewConstMetric(descRepliesOutsideInbox, prometheus.CounterValue, float64(c.s.RepliesOutsideInbox()))
+	maxSubs, memorySubs := c.s.SubscriptionsRefused()
+	ch <- prometheus.MustNewConstMetric(descSubsRefused, prometheus.CounterValue, float64(maxSubs), "max_subscriptions")
+	ch <- prometheus.MustNewConstMetric(descSubsRefused, prometheus.CounterValue, float64(memorySubs), "memory_budget")
+	ch <- prometheus.MustNewConstMetric(descInboxPending, prometheus.CounterValue, float64(c.s.inboxPending.Load()))
 	ch <- prometheus.MustNewConstMetric(descUntracked, prometheus.CounterValue, float64(c.s.answerable.untracked.Load()))
 	ch <- prometheus.MustNewConstMetric(descUntimed, prometheus.CounterValue, float64(c.s.requestsUntimed.Load()))
 	ch <- prometheus.MustNewConstMetric(descNoResponders, prometheus.CounterValue, float64(c.s.NoRespondersReceived()), "received")
@@ -150,6 +169,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descNoResponders, prometheus.CounterValue, float64(c.s.noRespondersUnsent.Load()), "unsent")
 	ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, float64(c.s.budget.Used()))
 	ch <- prometheus.MustNewConstMetric(descBudgetMax, prometheus.GaugeValue, float64(c.s.budget.Max()))
+	ch <- prometheus.MustNewConstMetric(descReadBuffers, prometheus.GaugeValue, float64(c.s.ReadBufferBytes()))
+	ch <- prometheus.MustNewConstMetric(descReadWaiting, prometheus.GaugeValue, float64(c.s.ReadBudgetWaiting()))
+	ch <- prometheus.MustNewConstMetric(descReadWaits, prometheus.CounterValue, float64(c.s.ReadBudgetWaits()))
+	ch <- prometheus.MustNewConstMetric(descBodiesRefused, prometheus.CounterValue, float64(c.s.BodiesRefused()))
 	for topic, t := range c.s.TopicCounters() {
 		for outcome, v := range map[string]uint64{"forwarded": t.Forwarded, "refused_access": t.RefusedAccess, "refused_size": t.RefusedSize, "refused_rate": t.RefusedRate, "failed_upstream": t.FailedUpstream} {
 			ch <- prometheus.MustNewConstMetric(descPublish, prometheus.CounterValue, float64(v), topic, outcome)

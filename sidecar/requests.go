@@ -12,9 +12,13 @@ import (
 // monotonic clock, so it is exactly what the caller experiences.
 const (
 	// maxOutstandingRequests bounds the requests one connection is timed
-	// for; past it, new requests are not timed (and counted as untimed),
-	// never refused.
+	// for, and maxOutstandingBytes those of all connections together, by
+	// the bytes of their reply subjects (up to 1,024 bytes each, the
+	// application's choice); past either, new requests are not timed (and
+	// counted as untimed), never refused. 8 MiB times 65,536 requests with
+	// nats.go's reply subjects.
 	maxOutstandingRequests = 10_000
+	maxOutstandingBytes    = 8 << 20
 	// requestTimeout is how long a request waits for its reply before it
 	// stops being timed (nats.go's default request timeout is shorter).
 	requestTimeout = time.Minute
@@ -26,26 +30,54 @@ type outstanding struct {
 	byReply  subjectMap[int64] // reply subject -> arrival (nanotime)
 	untimed  *atomic.Uint64    // the sidecar's count, for its metrics
 	lastSwep int64
+	// bytes is the entryBytes of byReply's entries; allBytes the sidecar's
+	// sum of every connection's, which maxOutstandingBytes bounds.
+	bytes    int64
+	allBytes *atomic.Int64
 }
 
 func (o *outstanding) start(reply string, arrived int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.byReply.len() >= maxOutstandingRequests {
+	if _, ok := o.byReply.get(reply); ok {
+		o.byReply.set(reply, arrived) // the same reply subject again: timed from now
+		return
+	}
+	cost := entryBytes(len(reply))
+	if o.byReply.len() >= maxOutstandingRequests || o.allBytes.Load()+cost > maxOutstandingBytes {
 		o.sweep(arrived)
-		if o.byReply.len() >= maxOutstandingRequests {
+		if o.byReply.len() >= maxOutstandingRequests || o.allBytes.Load()+cost > maxOutstandingBytes {
 			o.untimed.Add(1)
 			return
 		}
 	}
 	o.byReply.set(reply, arrived)
+	o.charge(cost)
+}
+
+// charge counts n more bytes of entries (less, when negative).
+func (o *outstanding) charge(n int64) {
+	o.bytes += n
+	o.allBytes.Add(n)
 }
 
 // finish returns when the request answered on subject arrived, once.
 func (o *outstanding) finish(subject string) (int64, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.byReply.take(subject)
+	arrived, ok := o.byReply.take(subject)
+	if ok {
+		o.charge(-entryBytes(len(subject)))
+	}
+	return arrived, ok
+}
+
+// drop forgets every request, when the connection closes.
+func (o *outstanding) drop() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.byReply = subjectMap[int64]{}
+	o.charge(-o.bytes)
 }
 
 func (o *outstanding) pending() bool {
@@ -60,7 +92,7 @@ func (o *outstanding) sweep(now int64) {
 		return
 	}
 	o.lastSwep = now
-	o.byReply.retain(func(arrived int64) (int64, bool) {
+	o.charge(-o.byReply.retain(func(arrived int64) (int64, bool) {
 		return arrived, now-arrived <= int64(requestTimeout)
-	})
+	}))
 }

@@ -17,7 +17,9 @@
 // a fan-out) and router.go hands it to the local subscriptions (fan-out,
 // queue groups, echo:false). conn.go reads an application's commands;
 // connwrite.go writes to it, inline from the upstream reader when the
-// application keeps up. telemetry.go holds what is counted and timed
+// application keeps up; readbuffers.go charges its read buffer to the
+// memory budget, and inbox.go translates its inboxes into the pod's own
+// inbox space. telemetry.go holds what is counted and timed
 // outside the queues and the Topics. killswitch.go's killSwitches own the
 // kill switches and their breakers' loop: the Server asks them through
 // killSwitchBoard, and they apply a switch to the local SUBs through the
@@ -94,8 +96,17 @@ type Options struct {
 	// memory budget.
 	MaxPendingBytesPerConnection int64
 	// MemoryBudget bounds the bytes all local subscriptions' queues hold
-	// together; past it, non-essential subscriptions are shed first.
+	// together, the application connections' read buffers past their
+	// first protocol.InitialReadBuffer bytes each (readbuffers.go), and
+	// what each SUB holds (subscriptionBytes); past it, non-essential
+	// subscriptions are shed first.
 	MemoryBudget int64
+	// ReadBudgetWait is how long a PUB or HPUB whose body does not fit the
+	// read buffer waits for MemoryBudget to have room for it (a client
+	// that announces large bodies on many connections is slowed); past
+	// it, the body is skipped unread and the publish refused, the
+	// connection kept.
+	ReadBudgetWait time.Duration
 	// MaxIdle is how long one command may take to arrive, so that a client
 	// that dribbles a line (a slow-loris) or falls silent is closed. Stock
 	// clients PING every 2 minutes, so an idle but healthy one never hits
@@ -129,6 +140,15 @@ type Options struct {
 	// docs/benchmarks.md), and until it is measured where it should pay it
 	// is off by default.
 	OverlapUpstreamWrites bool
+	// InboxPrefix returns the pod's inbox space at the broker
+	// ("_INBOX.<token of this pod>"), into which the sidecar translates
+	// its applications' inboxes (inbox.go): the broker credential's
+	// inbox_prefix, to which the broker pins the credential's
+	// subscriptions. ok is false until the credential arrived; "" with ok,
+	// or a nil InboxPrefix (a token or nkey, whose permissions pin no
+	// inbox), has the sidecar make one of its own, a random token per
+	// process. The sidecar takes it once, on first use.
+	InboxPrefix func() (prefix string, ok bool)
 	// Log receives kill switch changes and configuration events.
 	Log logr.Logger
 }
@@ -139,8 +159,11 @@ type Options struct {
 // control replies, 64 KiB write batches, 2 s for the broker to confirm
 // before a PONG (nats.go's own Flush waits 10 s), 2 s to send CONNECT
 // (nats-server's auth timeout), 5 minutes for any command to arrive, and a
-// 64 MiB memory budget for all pending messages (a sidecar's container
-// limit should leave room for it), 10,000 SUBs and 32 MiB of pending
+// 64 MiB memory budget for all pending messages, grown read buffers and
+// SUBs (a sidecar's container limit should leave room for it and its fixed
+// overhead, docs/sidecar.md "Memory"), 2 s for a large
+// body to wait for room in it (as long as a PONG waits for the broker),
+// 10,000 SUBs and 32 MiB of pending
 // messages per connection, and kill switches judged every 50 ms.
 var DefaultOptions = Options{
 	Listen:               "127.0.0.1:4222",
@@ -153,6 +176,7 @@ var DefaultOptions = Options{
 	ConnectTimeout:       2 * time.Second,
 	MaxIdle:              5 * time.Minute,
 	MemoryBudget:         64 << 20,
+	ReadBudgetWait:       2 * time.Second,
 	MaxSubscriptions:     10_000,
 	KillSwitchInterval:   50 * time.Millisecond,
 	Log:                  logr.Discard(),
@@ -218,8 +242,10 @@ type Server struct {
 	id         string
 	nextConnID atomic.Uint64
 
-	// budget bounds every queue's bytes together.
-	budget *pending.Budget
+	// budget bounds every queue's bytes together, and the read buffers'
+	// past their initial size (readBuffers).
+	budget      *pending.Budget
+	readBuffers *readBuffers
 
 	// retiredMu guards retired and settling, and each SUB's move between
 	// live (listed, not removed), settling and retired, so that
@@ -231,6 +257,13 @@ type Server struct {
 	// deliverScratch holds a header block without its reserved lines while
 	// deliver copies it (the upstream reader's alone).
 	deliverScratch []byte
+
+	// inbox is the pod's inbox space, once known (podInbox); inboxMu
+	// orders its latching with inboxWaiting, the inbox SUBs made before
+	// (deferInboxSub). inboxMu is taken alone.
+	inbox        atomic.Pointer[string]
+	inboxMu      sync.Mutex
+	inboxWaiting []*localSub
 }
 
 // BudgetUsed is the bytes all pending messages hold now, of MemoryBudget.
@@ -275,6 +308,9 @@ func New(up *upstream.Client, opts Options) (*Server, error) {
 			return nil, fmt.Errorf("sidecar options: %s must be positive, got %v", limit.name, limit.value)
 		}
 	}
+	if opts.ReadBudgetWait < 0 {
+		return nil, fmt.Errorf("sidecar options: -read-budget-wait must not be negative (0 refuses at once a body the memory budget has no room for), got %s", opts.ReadBudgetWait)
+	}
 	if opts.AppSendBuffer < 0 {
 		return nil, fmt.Errorf("sidecar options: -app-send-buffer must be 0 (the kernel's autotuning) or a number of bytes, got %d", opts.AppSendBuffer)
 	}
@@ -285,6 +321,11 @@ func New(up *upstream.Client, opts Options) (*Server, error) {
 		telemetry: newTelemetry(), budget: pending.NewBudget(opts.MemoryBudget), retired: map[string]pending.Counts{}, settling: map[*localSub]struct{}{},
 		id: newSidecarID(), answerable: newAnswerable(), stop: make(chan struct{}),
 		audit: auditLog{logged: map[string]struct{}{}}}
+	s.readBuffers = newReadBuffers(s.budget, opts.ReadBudgetWait)
+	if opts.InboxPrefix == nil {
+		own := newInboxSpace()
+		s.inbox.Store(&own)
+	}
 	s.kills = newKillSwitches(s, s.answerable, opts.KillSwitchInterval, opts.Log)
 	s.interest = upstream.NewInterest(up, s.deliver)
 	up.SetBeforeRead(s.router.flush)
@@ -335,6 +376,10 @@ func (s *Server) PublishHandoffs() (all, held uint64) { return s.up.Handoffs() }
 // version and max_payload may be new (or known for the first time, when
 // the sidecar started before the broker), so clients get a new INFO.
 func (s *Server) brokerConnected() {
+	// With a credential from the operator, the broker is reached once it
+	// arrived: its inbox space is known now, and the inbox SUBs that
+	// waited for it are registered.
+	s.podInbox()
 	s.configMu.Lock()
 	defer s.configMu.Unlock()
 	info, err := s.infoFor(s.policy.Load())
@@ -440,7 +485,7 @@ func (s *Server) rebindSubscriptions() {
 	defer s.interestMu.Unlock()
 	var kill, release []*localSub
 	for _, ls := range s.liveSubs() {
-		limits, essential, name := s.subscriptionPolicy(ls.key.Subject)
+		limits, essential, name := s.subscriptionPolicy(ls.subject)
 		ls.queue.SetLimits(limits, essential)
 		if !ls.registered || name == ls.policy() {
 			continue // an unregistered SUB takes its policy as subscribe registers it
@@ -607,7 +652,7 @@ func (s *Server) subscribe(ls *localSub) error {
 	// policy and limits are the current one's from here on
 	// (rebindSubscriptions, under this lock, skips a SUB not yet
 	// registered).
-	limits, essential, name := s.subscriptionPolicy(ls.key.Subject)
+	limits, essential, name := s.subscriptionPolicy(ls.subject)
 	ls.queue.SetLimits(limits, essential)
 	if name != ls.policy() {
 		s.rebind(ls, name)

@@ -129,3 +129,28 @@ func TestShutdownEndsNearItsGraceWhenTheBrokerStopsReading(t *testing.T) {
 		t.Errorf("Shutdown(%s) took %s with UpstreamFlushTimeout 500ms: more than %s past its grace period", grace, took.Round(time.Millisecond), bound)
 	}
 }
+
+// TestPongsOwedCountAgainstMaxControlBytes: while the broker confirms
+// nothing, every PING after a publish owes a PONG; they count against
+// MaxControlBytes with the rest of the connection's control replies, so a
+// client that sends them faster than they can be answered is closed as a
+// slow consumer (before, each owed one a timer and a broker PING, without
+// bound). Below the bound the connection serves on: a refusal still
+// reaches it.
+func TestPongsOwedCountAgainstMaxControlBytes(t *testing.T) {
+	const owed, room = 100, 200 // PONGs the test owes; bytes left for one -ERR
+	up := natstest.DialUpstream(t, stallingBroker(t))
+	natstest.WaitFor(t, "connected to the stalling broker", up.Connected)
+	r := startRig(t, nil, up, func(o *sidecar.Options) {
+		o.UpstreamFlushTimeout = time.Hour
+		o.MaxControlBytes = owed*len("PONG\r\n") + room
+	})
+	c := r.raw(t)
+	pairs := strings.Repeat("PUB pub.x 1\r\nx\r\nPING\r\n", owed)
+	c.send("CONNECT {\"verbose\":false}\r\n" + pairs + "SUB $WEIGHSTATION.x 1\r\n")
+	if l := c.line(); !strings.HasPrefix(l, "-ERR 'Permissions Violation for Subscription") {
+		t.Fatalf("got %q, want the refusal: %d PONGs owed leave room for it", l, owed)
+	}
+	c.send(strings.Repeat("PUB pub.x 1\r\nx\r\nPING\r\n", room/len("PONG\r\n")+1))
+	c.closedAfter("")
+}

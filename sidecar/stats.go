@@ -7,7 +7,9 @@ import (
 
 // SubscriptionStats is one local subscription's accounting.
 type SubscriptionStats struct {
-	SID    string
+	SID string
+	// Key is the SUB's subscription at the broker: an inbox is there in
+	// the pod's inbox space (inbox.go).
 	Key    upstream.Key
 	Policy string // the covering Subscription's name ("" for none)
 	Limits pending.Limits
@@ -61,6 +63,10 @@ func (s *Server) PolicyTotals() map[string]pending.Counts {
 // Stats reports every live local subscription, for metrics and tests.
 func (s *Server) Stats() []SubscriptionStats {
 	var out []SubscriptionStats
+	// A SUB's key is set under interestMu while it is not registered yet
+	// (an inbox that waited for the pod's inbox space).
+	s.interestMu.Lock()
+	defer s.interestMu.Unlock()
 	for _, ls := range s.liveSubs() {
 		out = append(out, SubscriptionStats{SID: ls.sid, Key: ls.key, Policy: ls.policy(), Limits: ls.queue.Limits(), Counts: ls.queue.Counts()})
 	}

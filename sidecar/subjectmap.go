@@ -14,6 +14,17 @@ import (
 // kept as strings, one allocation each.
 const maxKeyedSubject = 64
 
+// entryBytes is what one entry of a subject of n bytes costs a
+// subjectMap, about (the key, a value of up to 32 bytes, the map's own
+// share), so that tables keyed by what clients send are bounded by bytes,
+// not only by entries: subjects may be 1,024 bytes long.
+func entryBytes(n int) int64 {
+	if n <= maxKeyedSubject {
+		return 128
+	}
+	return 64 + int64(n)
+}
+
 type subjectKey struct {
 	n uint8
 	b [maxKeyedSubject]byte
@@ -80,13 +91,14 @@ func (m *subjectMap[V]) take(subject string) (V, bool) {
 func (m *subjectMap[V]) len() int { return len(m.short) + len(m.long) }
 
 // retain calls keep for every entry: it returns the entry's new value, or
-// false to remove it.
-func (m *subjectMap[V]) retain(keep func(V) (V, bool)) {
+// false to remove it. It returns the entryBytes of what it removed.
+func (m *subjectMap[V]) retain(keep func(V) (V, bool)) (removed int64) {
 	for k, v := range m.short {
 		if nv, ok := keep(v); ok {
 			m.short[k] = nv
 		} else {
 			delete(m.short, k)
+			removed += entryBytes(int(k.n))
 		}
 	}
 	for k, v := range m.long {
@@ -94,8 +106,10 @@ func (m *subjectMap[V]) retain(keep func(V) (V, bool)) {
 			m.long[k] = nv
 		} else {
 			delete(m.long, k)
+			removed += entryBytes(len(k))
 		}
 	}
+	return removed
 }
 
 // bytesView is b as a string without a copy. The string is valid only

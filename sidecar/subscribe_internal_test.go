@@ -73,7 +73,7 @@ func auditConfig(subs ...meshconfig.SubscriptionPolicy) meshconfig.PodConfig {
 // listSub is conn.subscribe's first step: a SUB on subject, listed in c.
 func listSub(c *conn, sid, subject string) *localSub {
 	limits, essential, name := c.srv.subscriptionPolicy(subject)
-	ls := &localSub{conn: c, sid: sid, key: upstream.Key{Subject: subject},
+	ls := &localSub{conn: c, sid: sid, subject: subject, key: upstream.Key{Subject: subject},
 		queue: pending.New(limits).WithConnectionLimit(c.pendingLimit).WithBudget(c.srv.budget, essential)}
 	ls.binding.Store(&subBinding{policy: name, latency: c.srv.latenciesFor(name)})
 	c.mu.Lock()

@@ -16,15 +16,29 @@ type telemetry struct {
 	// subject or pattern, or a header block that does not parse.
 	invalid atomic.Uint64
 	// requestsUntimed counts the application's requests not timed because
-	// its connection already timed maxOutstandingRequests.
+	// its connection already timed maxOutstandingRequests, or all of them
+	// maxOutstandingBytes; requestBytes is what all connections' requests
+	// hold.
 	requestsUntimed atomic.Uint64
+	requestBytes    atomic.Int64
 	// strippedStamps counts reserved headers (StampHeader, OriginHeader)
 	// that applications supplied.
 	strippedStamps atomic.Uint64
 	// refusedConnections counts connections over MaxConnections.
 	refusedConnections atomic.Uint64
-	// repliesAllowed counts replies the ACL let through as replies.
-	repliesAllowed atomic.Uint64
+	// bodiesRefused counts PUB and HPUB bodies skipped unread because the
+	// memory budget had no room for them within ReadBudgetWait.
+	bodiesRefused atomic.Uint64
+	// repliesAllowed counts replies the ACL let through as replies;
+	// repliesOutsideInbox the replies it judged by the publish rules
+	// because their reply subject lay outside every inbox space.
+	repliesAllowed, repliesOutsideInbox atomic.Uint64
+	// subsRefusedMax and subsRefusedMemory count SUBs refused past
+	// MaxSubscriptions, and for want of room in the memory budget.
+	subsRefusedMax, subsRefusedMemory atomic.Uint64
+	// inboxPending counts requests refused because the pod's inbox space
+	// was not known yet (its credential had not arrived).
+	inboxPending atomic.Uint64
 	// noRespondersSent counts the sidecar's own "no responders" answers to
 	// requests it dropped as killed; noRespondersReceived counts those the
 	// application's requests got (from the broker or a sidecar).
@@ -86,6 +100,20 @@ func (t *telemetry) RequestLatency() latency.Snapshot { return t.requestLatency.
 func (t *telemetry) AppWrites() (inline, byWriter uint64) {
 	return t.inlineWrites.Load(), t.writerWrites.Load()
 }
+
+// BodiesRefused is the number of PUB and HPUB bodies skipped unread
+// because the memory budget had no room for them within ReadBudgetWait.
+func (t *telemetry) BodiesRefused() uint64 { return t.bodiesRefused.Load() }
+
+// SubscriptionsRefused is the number of SUBs refused past
+// MaxSubscriptions, and for want of room in the memory budget.
+func (t *telemetry) SubscriptionsRefused() (maxSubscriptions, memoryBudget uint64) {
+	return t.subsRefusedMax.Load(), t.subsRefusedMemory.Load()
+}
+
+// InboxPending is the number of requests refused because the pod's inbox
+// space was not known yet.
+func (t *telemetry) InboxPending() uint64 { return t.inboxPending.Load() }
 
 // Invalid is the number of PUBs and SUBs refused for an invalid subject,
 // pattern or header block.

@@ -12,12 +12,16 @@ const (
 	InjectedAnnotation = "weighstation.io/injected"
 )
 
-// Pod annotations that shape the pod's subject permissions (ACLs).
+// Labels and annotations that shape the pods' subject permissions (ACLs).
 const (
-	// AccessModeAnnotation is "enforce" (the default: refuse what the
-	// pod's Topics and Subscriptions do not allow) or "audit" (allow, count
-	// and log it), for rolling ACLs out.
-	AccessModeAnnotation = "weighstation.io/access-mode"
+	// AccessModeLabel on a Namespace is "enforce" (refuse what the pod's
+	// Topics and Subscriptions do not allow) or "audit" (allow, count and
+	// log it), for rolling ACLs out; without it, the operator's
+	// -access-mode (default enforce). It is a namespace label, set by
+	// whoever administers namespaces, not a pod annotation: a pod cannot
+	// turn its own ACLs off. (A pod annotation of the same name, which
+	// earlier versions read, is ignored.)
+	AccessModeLabel = "weighstation.io/access-mode"
 	// InboxPrefixAnnotation declares a custom inbox prefix (nats.go's
 	// CustomInboxPrefix) that the pod may subscribe under, like _INBOX.
 	InboxPrefixAnnotation = "weighstation.io/inbox-prefix"

@@ -41,6 +41,25 @@ type SubscriptionSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Limits SubscriptionLimits `json:"limits,omitempty"`
+
+	// Import consumes subjects of another namespace: those of its Topics
+	// that export to this namespace and overlap subject. They appear
+	// under their own subjects here, beside this namespace's own. Without
+	// an export that matches, the Subscription is Valid=False and imports
+	// nothing.
+	// +optional
+	Import *SubscriptionImport `json:"import,omitempty"`
+}
+
+// SubscriptionImport names the namespace a Subscription imports from.
+type SubscriptionImport struct {
+	// Namespace is the exporting namespace, by name: another one (the
+	// reconciler marks an import from its own namespace Valid=False; CEL
+	// cannot read an object's namespace).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace"`
 }
 
 // IsEssential reports whether the subscription is essential (the default).
@@ -359,6 +378,7 @@ type SubscriptionStatus struct {
 // +kubebuilder:printcolumn:name="P99.9",type=string,JSONPath=`.status.aggregate.p999`
 // +kubebuilder:printcolumn:name="MAX",type=string,JSONPath=`.status.aggregate.max`
 // +kubebuilder:printcolumn:name="DROPPED",type=integer,JSONPath=`.status.dropped`
+// +kubebuilder:printcolumn:name="IMPORT-FROM",type=string,JSONPath=`.spec.import.namespace`,priority=1,description="the namespace whose exported Topics it consumes"
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 type Subscription struct {

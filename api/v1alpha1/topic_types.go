@@ -28,6 +28,26 @@ type TopicSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Latency TopicLatency `json:"latency,omitempty"`
+
+	// Export shares the governed subjects with other namespaces: what
+	// this namespace's pods publish to them reaches the pods of the named
+	// namespaces whose Subscriptions import from this one (a NATS stream
+	// export, with an activation per importing namespace). Without it the
+	// subjects stay in this namespace.
+	// +optional
+	Export *TopicExport `json:"export,omitempty"`
+}
+
+// TopicExport names the namespaces that may import a Topic's subjects.
+type TopicExport struct {
+	// Namespaces are the namespaces that may import, by name.
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespaces []string `json:"namespaces"`
 }
 
 // TopicLimits are the explicit limits on publishing to a Topic.
@@ -157,6 +177,7 @@ type PublishStatus struct {
 // +kubebuilder:printcolumn:name="MAX-BYTES",type=integer,JSONPath=`.spec.limits.maxMessageBytes`
 // +kubebuilder:printcolumn:name="RATE",type=integer,JSONPath=`.spec.limits.publishRate.messagesPerSecond`,description="messages per second per pod"
 // +kubebuilder:printcolumn:name="PUBLISHED",type=integer,JSONPath=`.status.publish.forwarded`,description="messages forwarded in the window"
+// +kubebuilder:printcolumn:name="EXPORTED-TO",type=string,JSONPath=`.spec.export.namespaces`,priority=1,description="namespaces that may import the subjects"
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 type Topic struct {

@@ -66,20 +66,54 @@ type Keeper struct {
 	// that count): a pod that leaves it is revoked, unless Reader still
 	// finds it running under the same UID. nil: nothing is revoked.
 	Pods cache.Informers
+	// Policies reads Topics and Subscriptions (the operator's cache),
+	// whose exports and imports the namespaces' accounts carry; it is also
+	// watched, when it is Pods' cache, for changes to them. nil: no
+	// sharing.
+	Policies client.Reader
 	// BrokerURL is where the operator connects to push the account JWT;
 	// empty: no push, the brokers learn revocations from the ConfigMap
 	// alone (at their next start).
 	BrokerURL    string
 	Limits       Limits
+	Accounts     AccountSettings
 	PushInterval time.Duration
 	Metrics      *Metrics
 	Log          logr.Logger
 
 	keys atomic.Pointer[Keys]
+	// pusher is the connection to the brokers; nil without BrokerURL.
+	pusher atomic.Pointer[Pusher]
+	// ready is closed once keys, the revocation lists and the pusher are
+	// set up: Issue waits for it.
+	ready     chan struct{}
+	readyOnce sync.Once
 
-	mu      sync.Mutex
-	pending []leftPod // pods that left the cache, to revoke in the next batch
-	wake    chan struct{}
+	// Lock order: mu only; no lock is held during a push or an API call.
+	mu sync.Mutex
+	// revoked is what the trust ConfigMap holds (written by the loop
+	// only).
+	revoked Revocations
+	// accounts are the namespaces' signed account JWTs, by namespace,
+	// and namespaces by account public key, for the brokers' lookups.
+	accounts    map[string]*account
+	byPublicKey map[string]string
+	pending     []leftPod    // pods that left the cache, to revoke in the next batch
+	replaced    []revocation // sidecars replaced, to revoke in the next batch
+	wake        chan struct{}
+	// issued are the pods issued a credential since startedAt, until
+	// they leave the cache.
+	issued    map[string]struct{}
+	startedAt time.Time
+	// dirty are namespaces whose sharing changed, to push.
+	dirty map[string]bool
+}
+
+// account is one namespace's account JWT as last signed, and whether the
+// brokers confirmed it.
+type account struct {
+	publicKey, jwt string
+	pushed         bool
 }
 
 // Keys returns the keys once the Keeper has read or created them.
@@ -96,22 +130,39 @@ func (k *Keeper) Keys() (Keys, bool) {
 // serves.
 func (k *Keeper) NeedLeaderElection() bool { return true }
 
-// Start keeps the keys and the revocation list until ctx ends.
+// init makes the Keeper's channels and maps; New is not needed because
+// the Keeper is built as a literal.
+func (k *Keeper) init() {
+	k.readyOnce.Do(func() {
+		k.ready = make(chan struct{})
+		k.wake = make(chan struct{}, 1)
+		k.accounts = map[string]*account{}
+		k.byPublicKey = map[string]string{}
+		k.revoked = Revocations{}
+		k.issued = map[string]struct{}{}
+		k.dirty = map[string]bool{}
+		k.startedAt = time.Now()
+	})
+}
+
+// Start keeps the keys and the revocation lists until ctx ends.
 func (k *Keeper) Start(ctx context.Context) error {
+	k.init()
 	if k.PushInterval <= 0 {
 		k.PushInterval = DefaultPushInterval
 	}
-	if err := k.Limits.Validate(); err != nil {
+	if k.Accounts == (AccountSettings{}) {
+		k.Accounts = DefaultAccountSettings
+	}
+	if err := errors.Join(k.Limits.Validate(), k.Accounts.Validate()); err != nil {
 		return err
 	}
-	k.wake = make(chan struct{}, 1)
 	keys, err := retry(ctx, k.Log, "the broker keys", func() (Keys, error) { return k.ensureKeys(ctx) })
 	if err != nil {
 		return nil // ctx ended
 	}
 	k.keys.Store(&keys)
-	trust, err := retry(ctx, k.Log, "the broker trust ConfigMap", func() (Trust, error) { return k.sync(ctx, keys, nil) })
-	if err != nil {
+	if _, err := retry(ctx, k.Log, "the broker trust ConfigMap", func() (Revocations, error) { return k.sync(ctx, keys, nil) }); err != nil {
 		return nil
 	}
 	if k.Pods != nil {
@@ -121,20 +172,29 @@ func (k *Keeper) Start(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("watching sidecar pods for deletion: %w", err)
 		}
-		reg, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: k.podLeft})
+		reg, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: k.podSeen, DeleteFunc: k.podLeft})
 		if err != nil {
 			return fmt.Errorf("watching sidecar pods for deletion: %w", err)
 		}
 		defer func() { _ = informer.RemoveEventHandler(reg) }()
+		if k.Policies != nil {
+			stop, err := k.watchPolicies(ctx)
+			if err != nil {
+				return err
+			}
+			defer stop()
+		}
 	}
-	var pusher *Pusher
 	if k.BrokerURL != "" {
-		if pusher, err = DialPusher(k.BrokerURL, keys, k.Log.WithName("push")); err != nil {
+		pusher, err := DialPusher(k.BrokerURL, keys, k, k.Log.WithName("push"))
+		if err != nil {
 			return err
 		}
 		defer pusher.Close()
-		k.push(ctx, pusher, trust.Account)
+		k.pusher.Store(pusher)
 	}
+	close(k.ready)
+	k.pushAll(ctx)
 	ticker := time.NewTicker(k.PushInterval)
 	defer ticker.Stop()
 	for {
@@ -142,7 +202,7 @@ func (k *Keeper) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C:
-			k.push(ctx, pusher, trust.Account)
+			k.pushAll(ctx)
 			continue
 		case <-k.wake:
 		}
@@ -152,38 +212,34 @@ func (k *Keeper) Start(ctx context.Context) error {
 			return nil
 		case <-time.After(revocationBatch):
 		}
+		k.pushDirty(ctx)
 		k.mu.Lock()
-		left := k.pending
-		k.pending = nil
+		left, replaced := k.pending, k.replaced
+		k.pending, k.replaced = nil, nil
 		k.mu.Unlock()
-		batch, err := retry(ctx, k.Log, "the pods that left", func() ([]string, error) { return k.gone(ctx, keys, left) })
+		gone, err := retry(ctx, k.Log, "the pods that left", func() ([]revocation, error) { return k.gone(ctx, keys, left) })
 		if err != nil {
 			return nil
 		}
+		batch := append(gone, replaced...)
 		if len(batch) == 0 {
 			continue
 		}
-		next, err := retry(ctx, k.Log, "the revocation list", func() (Trust, error) { return k.sync(ctx, keys, batch) })
-		if err != nil {
+		if _, err := retry(ctx, k.Log, "the revocation lists", func() (Revocations, error) { return k.sync(ctx, keys, batch) }); err != nil {
 			return nil
 		}
-		trust = next
 		k.Metrics.revoked.Add(float64(len(batch)))
-		k.Log.Info("revoked the broker credentials of deleted pods", "revoked", len(batch))
-		k.push(ctx, pusher, trust.Account)
+		k.Log.Info("revoked broker credentials", "podsGone", len(gone), "sidecarsReplaced", len(replaced))
+		namespaces := map[string]bool{}
+		for _, r := range batch {
+			namespaces[r.namespace] = true
+		}
+		for ns := range namespaces {
+			if err := k.pushAccount(ctx, ns); err != nil {
+				k.Log.Error(err, "pushing a namespace's account JWT to the brokers; retrying at the next interval", "namespace", ns, "interval", k.PushInterval.String())
+			}
+		}
 	}
-}
-
-func (k *Keeper) push(ctx context.Context, p *Pusher, accountJWT string) {
-	if p == nil {
-		return
-	}
-	if err := p.Push(ctx, accountJWT); err != nil {
-		k.Metrics.pushes.WithLabelValues("failed").Inc()
-		k.Log.Error(err, "pushing the account JWT to the brokers; retrying at the next interval", "interval", k.PushInterval.String())
-		return
-	}
-	k.Metrics.pushes.WithLabelValues("applied").Inc()
 }
 
 // leftPod is a pod that left the operator's pod cache.
@@ -193,7 +249,7 @@ type leftPod struct {
 }
 
 // podLeft queues a pod that left the cache (deleted, finished, or its
-// label removed) for the next batch, which decides whether to revoke it.
+// label removed) for the next batch, which revokes its credentials.
 func (k *Keeper) podLeft(obj any) {
 	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
@@ -204,7 +260,25 @@ func (k *Keeper) podLeft(obj any) {
 	}
 	k.mu.Lock()
 	k.pending = append(k.pending, leftPod{namespace: pod.GetNamespace(), name: pod.GetName(), uid: pod.GetUID()})
+	delete(k.issued, string(pod.GetUID()))
 	k.mu.Unlock()
+	k.poke()
+}
+
+// podSeen learns the namespace of a sidecar pod, so that the Keeper can
+// answer the brokers' lookups of its account even before the pod's
+// sidecar asks for a credential (a new leader, a broker that restarted).
+func (k *Keeper) podSeen(obj any) {
+	pod, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	if _, err := k.accountOf(pod.GetNamespace()); err != nil {
+		k.Log.Error(err, "signing a namespace's account", "namespace", pod.GetNamespace())
+	}
+}
+
+func (k *Keeper) poke() {
 	select {
 	case k.wake <- struct{}{}:
 	default:
@@ -218,19 +292,22 @@ var runningPods = fields.AndSelectors(
 	fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)),
 )
 
-// gone returns the user keys of the pods in left that no longer run: not
-// there, there under another UID (re-created), finished, or being deleted
-// (a pod leaves the cache only once it is gone, so that is a race with
-// its deletion). A pod still running under the same UID left because its
-// label was removed: its sidecar runs on, and keeps its credential. One
-// metadata list per namespace decides a whole batch, so a Deployment
+// gone returns the revocations of the pods in left: each pod's user key,
+// from RevocationMargin past now for a pod that no longer runs (not
+// there, there under another UID, finished, or being deleted: a pod
+// leaves the cache only once it is gone, so that is a race with its
+// deletion), and from now for a pod that still runs under the same UID
+// (its label was removed: it left the mesh, and a credential issued
+// after now is refused to it anyway, the operator no longer serving it).
+// One metadata list per namespace decides a whole batch, so a Deployment
 // scaled to zero costs a request per namespace, not per pod.
-func (k *Keeper) gone(ctx context.Context, keys Keys, left []leftPod) ([]string, error) {
+func (k *Keeper) gone(ctx context.Context, keys Keys, left []leftPod) ([]revocation, error) {
 	byNamespace := map[string][]leftPod{}
 	for _, p := range left {
 		byNamespace[p.namespace] = append(byNamespace[p.namespace], p)
 	}
-	var revoke []string
+	now := time.Now()
+	var revoke []revocation
 	for ns, pods := range byNamespace {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
@@ -244,15 +321,16 @@ func (k *Keeper) gone(ctx context.Context, keys Keys, left []leftPod) ([]string,
 			}
 		}
 		for _, p := range pods {
-			if running[p.uid] {
-				k.Log.Info("a pod left the sidecar pods but still runs (its label was removed): its broker credential stays valid", "pod", ns+"/"+p.name)
-				continue
-			}
 			user, err := keys.UserKey(string(p.uid))
 			if err != nil {
 				return nil, err
 			}
-			revoke = append(revoke, publicKey(user))
+			at := now.Add(RevocationMargin)
+			if running[p.uid] {
+				k.Log.Info("a pod left the mesh but still runs (its label was removed): its broker credential is revoked", "pod", ns+"/"+p.name)
+				at = now
+			}
+			revoke = append(revoke, revocation{namespace: ns, user: publicKey(user), at: at})
 		}
 	}
 	return revoke, nil
@@ -305,61 +383,77 @@ func (k *Keeper) ensureKeys(ctx context.Context) (Keys, error) {
 			return Keys{}, fmt.Errorf("creating the Secret %s: %w", key, err)
 		}
 	}
-	k.Log.Info("created the broker keys", "secret", key.String(), "operator", publicKey(keys.Operator), "account", publicKey(keys.Account))
+	k.Log.Info("created the broker keys", "secret", key.String(), "operator", publicKey(keys.Operator), "systemAccount", publicKey(keys.System))
 	return keys, nil
 }
 
-// sync reads the trust ConfigMap, adds revoke to its revocation list, and
-// writes it if it differs from what keys and the list make. It returns
-// what the ConfigMap holds then.
-func (k *Keeper) sync(ctx context.Context, keys Keys, revoke []string) (Trust, error) {
+// sync reads the trust ConfigMap, adds batch to its revocation lists,
+// writes it if it differs from what keys and the lists make, and keeps
+// the lists (and re-signs the accounts whose list changed).
+func (k *Keeper) sync(ctx context.Context, keys Keys, batch []revocation) (Revocations, error) {
 	key := types.NamespacedName{Namespace: k.Namespace, Name: TrustConfigMapName}
 	var cm corev1.ConfigMap
 	err := k.Reader.Get(ctx, key, &cm)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return Trust{}, fmt.Errorf("reading the ConfigMap %s: %w", key, err)
+		return nil, fmt.Errorf("reading the ConfigMap %s: %w", key, err)
 	}
 	found := err == nil
-	stored := Trust{Operator: cm.Data[broker.TrustOperatorFile], SystemAccount: cm.Data[broker.TrustSystemAccountFile], Account: cm.Data[broker.TrustAccountFile]}
-	revoked := map[string]time.Time{}
-	if found && stored.Account != "" {
-		if revoked, err = keys.RevokedIn(stored.Account); err != nil {
-			// Written for other keys (the Secret was replaced): its list
-			// names users those keys never signed.
-			k.Log.Info("the trust ConfigMap is for other keys; starting a new revocation list", "reason", err.Error())
-			revoked = map[string]time.Time{}
+	stored := Trust{Operator: cm.Data[broker.TrustOperatorFile], SystemAccount: cm.Data[broker.TrustSystemAccountFile]}
+	revoked := Revocations{}
+	if found && keys.Matches(stored) {
+		if revoked, err = ParseRevocations(cm.Data[TrustRevocationsKey]); err != nil {
+			k.Log.Error(err, "the trust ConfigMap's revocation lists do not parse; starting new lists")
+			revoked = Revocations{}
 		}
+	} else if found {
+		// Written for other keys (the Secret was replaced): its lists
+		// name users those keys never signed.
+		k.Log.Info("the trust ConfigMap is for other keys; starting new revocation lists")
 	}
-	if len(revoke) > 0 {
-		var early int
-		if revoked, early, err = k.Limits.revoke(revoked, revoke, time.Now()); err != nil {
-			return Trust{}, err
-		}
-		if early > 0 {
-			k.Metrics.droppedEarly.Add(float64(early))
-			k.Log.Info("the revocation list is full: dropped its oldest entries before their retention ended", "dropped", early, "maxEntries", k.Limits.MaxEntries)
-		}
+	before := revoked.Clone()
+	next, folded, err := k.Limits.revoke(revoked, batch, time.Now())
+	if errors.Is(err, errNothingToRevoke) {
+		next, folded, err = k.Limits.compact(revoked, time.Now())
 	}
-	if found && keys.Matches(stored, revoked) {
-		return stored, nil
-	}
-	trust, err := keys.Trust(revoked)
 	if err != nil {
-		return Trust{}, err
+		return nil, err
 	}
-	cm.Data = trust.ConfigMapData()
-	if found {
-		if err := k.Writer.Update(ctx, &cm); err != nil {
-			return Trust{}, fmt.Errorf("writing the ConfigMap %s: %w", key, err)
+	if folded > 0 {
+		k.Metrics.droppedEarly.Add(float64(folded))
+		k.Log.Info("the revocation lists are full: folded their oldest entries into revocations of every older credential of their namespaces", "folded", folded, "maxEntries", k.Limits.MaxEntries)
+	}
+	if !found || !keys.Matches(stored) || !next.Equal(before) || cm.Data[TrustRevocationsKey] == "" {
+		trust := stored
+		if !keys.Matches(stored) {
+			if trust, err = keys.Trust(); err != nil {
+				return nil, err
+			}
 		}
-	} else {
-		cm.ObjectMeta = metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{"app.kubernetes.io/managed-by": FieldManager}}
-		if err := k.Writer.Create(ctx, &cm); err != nil {
-			return Trust{}, fmt.Errorf("creating the ConfigMap %s: %w", key, err)
+		if cm.Data, err = trust.ConfigMapData(next); err != nil {
+			return nil, err
+		}
+		if found {
+			if err := k.Writer.Update(ctx, &cm); err != nil {
+				return nil, fmt.Errorf("writing the ConfigMap %s: %w", key, err)
+			}
+		} else {
+			cm.ObjectMeta = metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{"app.kubernetes.io/managed-by": FieldManager}}
+			if err := k.Writer.Create(ctx, &cm); err != nil {
+				return nil, fmt.Errorf("creating the ConfigMap %s: %w", key, err)
+			}
 		}
 	}
-	k.Metrics.revocationEntries.Set(float64(len(revoked)))
-	return trust, nil
+	k.Metrics.revocationEntries.Set(float64(next.Len()))
+	k.mu.Lock()
+	signedWith := k.revoked
+	k.revoked = next
+	for ns := range k.accounts {
+		if !maps.Equal(unixTimes(signedWith[ns]), unixTimes(next[ns])) {
+			delete(k.accounts, ns) // accountOf signs it again
+		}
+	}
+	k.mu.Unlock()
+	return next, nil
 }
 
 // retry calls do until it succeeds or ctx ends, backing off from

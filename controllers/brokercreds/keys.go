@@ -13,15 +13,16 @@ import (
 
 // Keys of the Secret that holds the operator's NATS keys. The seeds are
 // nkeys' own text form (SO..., SA...); the user key secret is 32 random
-// bytes.
+// bytes, from which every namespace's account key and every pod's user key
+// are derived. (A Secret written by an earlier version also holds
+// "account.nk", the one account all sidecars shared; it is ignored.)
 const (
 	SecretOperatorKey      = "operator.nk"
 	SecretSystemAccountKey = "system-account.nk"
-	SecretAccountKey       = "account.nk"
 	SecretUserKeySecret    = "user-key-secret"
 )
 
-var secretKeys = []string{SecretOperatorKey, SecretSystemAccountKey, SecretAccountKey, SecretUserKeySecret}
+var secretKeys = []string{SecretOperatorKey, SecretSystemAccountKey, SecretUserKeySecret}
 
 // userKeySecretBytes is the length of the secret that derives user keys.
 const userKeySecretBytes = 32
@@ -33,10 +34,8 @@ type Keys struct {
 	// System is the system account: the operator's own user in it pushes
 	// account updates to the brokers.
 	System nkeys.KeyPair
-	// Account is the account every sidecar's user belongs to, and signs
-	// their user JWTs.
-	Account nkeys.KeyPair
-	// userKeySecret derives each pod's user key from its UID (UserKey).
+	// userKeySecret derives each namespace's account key (AccountKey) and
+	// each pod's user key (UserKey).
 	userKeySecret []byte
 }
 
@@ -52,9 +51,6 @@ func GenerateKeys() (Keys, error) {
 	}
 	if k.System, err = nkeys.CreateAccount(); err != nil {
 		return Keys{}, fmt.Errorf("creating the system account key: %w", err)
-	}
-	if k.Account, err = nkeys.CreateAccount(); err != nil {
-		return Keys{}, fmt.Errorf("creating the account key: %w", err)
 	}
 	k.userKeySecret = make([]byte, userKeySecretBytes)
 	if _, err := rand.Read(k.userKeySecret); err != nil {
@@ -88,7 +84,6 @@ func ParseKeys(data map[string][]byte) (Keys, bool, error) {
 	}{
 		{SecretOperatorKey, nkeys.PrefixByteOperator, &k.Operator},
 		{SecretSystemAccountKey, nkeys.PrefixByteAccount, &k.System},
-		{SecretAccountKey, nkeys.PrefixByteAccount, &k.Account},
 	} {
 		kp, err := nkeys.FromSeed(data[s.name])
 		if err != nil {
@@ -109,7 +104,7 @@ func ParseKeys(data map[string][]byte) (Keys, bool, error) {
 // SecretData encodes k as a Secret's data.
 func (k Keys) SecretData() (map[string][]byte, error) {
 	data := map[string][]byte{SecretUserKeySecret: slices.Clone(k.userKeySecret)}
-	for name, kp := range map[string]nkeys.KeyPair{SecretOperatorKey: k.Operator, SecretSystemAccountKey: k.System, SecretAccountKey: k.Account} {
+	for name, kp := range map[string]nkeys.KeyPair{SecretOperatorKey: k.Operator, SecretSystemAccountKey: k.System} {
 		seed, err := kp.Seed()
 		if err != nil {
 			return nil, fmt.Errorf("encoding %s: %w", name, err)
@@ -133,6 +128,25 @@ func (k Keys) UserKey(uid string) (nkeys.KeyPair, error) {
 	kp, err := nkeys.FromRawSeed(nkeys.PrefixByteUser, mac.Sum(nil))
 	if err != nil {
 		return nil, fmt.Errorf("deriving the user key of pod %s: %w", uid, err)
+	}
+	return kp, nil
+}
+
+// AccountKey is the account of namespace: every sidecar of the namespace
+// is a user of it, and subjects of one account are invisible to another
+// unless one exports them and the other imports them. Derived like user
+// keys, so that a new leader signs the same accounts with no record of
+// them.
+func (k Keys) AccountKey(namespace string) (nkeys.KeyPair, error) {
+	if namespace == "" {
+		return nil, errors.New("a namespace is required to derive its account key")
+	}
+	mac := hmac.New(sha256.New, k.userKeySecret)
+	mac.Write([]byte("weighstation namespace account key\x00"))
+	mac.Write([]byte(namespace))
+	kp, err := nkeys.FromRawSeed(nkeys.PrefixByteAccount, mac.Sum(nil))
+	if err != nil {
+		return nil, fmt.Errorf("deriving the account key of namespace %s: %w", namespace, err)
 	}
 	return kp, nil
 }

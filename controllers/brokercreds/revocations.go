@@ -1,44 +1,59 @@
 package brokercreds
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
-	"strings"
 	"time"
+
+	"github.com/nats-io/jwt/v2"
 )
 
-// Limits bound the account's revocation list (the package doc says why
-// it must be bounded, and what an entry dropped early means).
+// Limits bound the credentials and the revocation lists (the package doc
+// says why).
 type Limits struct {
-	// Retention is how long an entry is kept after the pod's deletion.
-	Retention time.Duration
-	// MaxEntries is the most entries; past it the oldest go first.
+	// Lifetime is how long a credential is valid; the sidecar renews it
+	// before. A revocation is kept for Lifetime past its time: by then
+	// every credential it refuses has expired.
+	Lifetime time.Duration
+	// MaxEntries is the most entries over every namespace's list. Past
+	// it, the oldest entries of a namespace are folded into one revocation
+	// of every user of the namespace (jwt.All) at the latest of their
+	// times: no revoked credential comes back, at the cost of renewing the
+	// namespace's sidecars whose credentials are older.
 	MaxEntries int
 }
 
-// DefaultLimits keep a month of deletions, up to 5,000 of them: about
-// 470 KB of account JWT (an entry is a 56-character key and a time, 93
-// bytes once base64-encoded), half of nats-server's default max_payload
-// (1 MiB), which the push to the brokers must fit in, and of the
-// ConfigMap's 1 MiB.
-var DefaultLimits = Limits{Retention: 30 * 24 * time.Hour, MaxEntries: 5_000}
+// DefaultLimits: credentials valid for an hour, and 5,000 revocations (an
+// hour of pod deletions in a busy cluster): about 400 KB of ConfigMap.
+var DefaultLimits = Limits{Lifetime: time.Hour, MaxEntries: 5_000}
 
-// MaxEntriesLimit is the most MaxEntries may be: about 930 KB of JWT
-// (TestTheLargestRevocationListFits).
+// MaxEntriesLimit is the most MaxEntries may be: the trust ConfigMap must
+// stay under 1 MiB (TestTheLargestRevocationListFits), and so must one
+// namespace's account JWT, which the brokers take in one message.
 const MaxEntriesLimit = 10_000
+
+// MinLifetime is the shortest credential lifetime: a sidecar renews at
+// two thirds of it, and a renewal is a new connection.
+const MinLifetime = 5 * time.Second
 
 // Validate names the operator's flags.
 func (l Limits) Validate() error {
 	switch {
-	case l.Retention <= 0:
-		return fmt.Errorf("-broker-revocation-retention must be positive, got %s", l.Retention)
+	case l.Lifetime < MinLifetime:
+		return fmt.Errorf("-broker-credential-lifetime must be at least %s, got %s", MinLifetime, l.Lifetime)
 	case l.MaxEntries < 1 || l.MaxEntries > MaxEntriesLimit:
-		return fmt.Errorf("-broker-max-revocations must be between 1 and %d (the account JWT must fit in 1 MiB), got %d", MaxEntriesLimit, l.MaxEntries)
+		return fmt.Errorf("-broker-max-revocations must be between 1 and %d (the revocation lists must fit in 1 MiB), got %d", MaxEntriesLimit, l.MaxEntries)
 	}
 	return nil
 }
+
+// Retention is how long a revocation is kept past its time: a credential
+// it refuses was issued at or before that time and expires at most
+// Lifetime later, so a revocation dropped after Retention refuses nothing
+// still valid. The minute more allows for the replicas' clocks.
+func (l Limits) Retention() time.Duration { return l.Lifetime + time.Minute }
 
 // RevocationMargin is how far past the deletion a revocation reaches.
 // nats-server refuses a user JWT issued at or before its key's revocation
@@ -52,38 +67,92 @@ const RevocationMargin = time.Minute
 // errNothingToRevoke is returned by revoke for an empty batch.
 var errNothingToRevoke = errors.New("nothing to revoke")
 
-// revoke returns revoked with keys added at now+RevocationMargin, less the
-// entries older
-// than the retention and, past MaxEntries, the oldest; and how many
-// entries were dropped early (before their retention ended).
-func (l Limits) revoke(revoked map[string]time.Time, keys []string, now time.Time) (map[string]time.Time, int, error) {
-	if len(keys) == 0 {
+// revocation is one user key to revoke in a namespace, at a time.
+type revocation struct {
+	namespace, user string
+	at              time.Time
+}
+
+// revoke returns revoked with batch added (a later time wins over an
+// earlier one for the same key), less the entries whose retention ended
+// and, past MaxEntries, with the oldest folded into their namespace's
+// jwt.All entry; and how many entries were folded.
+func (l Limits) revoke(revoked Revocations, batch []revocation, now time.Time) (Revocations, int, error) {
+	if len(batch) == 0 {
 		return revoked, 0, errNothingToRevoke
 	}
-	next := maps.Clone(revoked)
-	if next == nil {
-		next = map[string]time.Time{}
-	}
-	for _, k := range keys {
-		next[k] = now.Add(RevocationMargin)
-	}
-	for k, at := range next {
-		if now.Sub(at) > l.Retention {
-			delete(next, k)
+	next := revoked.Clone()
+	for _, r := range batch {
+		if next[r.namespace] == nil {
+			next[r.namespace] = map[string]time.Time{}
+		}
+		if old, ok := next[r.namespace][r.user]; !ok || r.at.After(old) {
+			next[r.namespace][r.user] = r.at
 		}
 	}
-	early := 0
-	if over := len(next) - l.MaxEntries; over > 0 {
-		oldest := slices.SortedFunc(maps.Keys(next), func(a, b string) int {
-			if c := next[a].Compare(next[b]); c != 0 {
-				return c
+	return l.compact(next, now)
+}
+
+// compact drops what retention allows and folds the oldest entries past
+// MaxEntries.
+func (l Limits) compact(next Revocations, now time.Time) (Revocations, int, error) {
+	type entry struct {
+		namespace, user string
+		at              time.Time
+	}
+	var entries []entry
+	for ns, list := range next {
+		for user, at := range list {
+			if now.Sub(at) > l.Retention() {
+				delete(list, user)
+				continue
 			}
-			return strings.Compare(a, b)
-		})
-		for _, k := range oldest[:over] {
-			delete(next, k)
-			early++
+			if user != jwt.All {
+				entries = append(entries, entry{ns, user, at})
+			}
+		}
+		if len(list) == 0 {
+			delete(next, ns)
 		}
 	}
-	return next, early, nil
+	over := next.Len() - l.MaxEntries
+	if over <= 0 {
+		return next, 0, nil
+	}
+	slices.SortFunc(entries, func(a, b entry) int {
+		return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.user, b.user))
+	})
+	folded := 0
+	for _, e := range entries {
+		if next.Len() <= l.MaxEntries {
+			break
+		}
+		list := next[e.namespace]
+		if _, ok := list[e.user]; !ok {
+			continue // folded with an earlier one
+		}
+		delete(list, e.user)
+		folded++
+		// Every user of the namespace issued at or before e.at: e's key
+		// among them. Not later than a second ago, though: a deletion's
+		// entry reaches RevocationMargin into the future, and a jwt.All
+		// there would refuse the credentials the namespace's sidecars
+		// renew meanwhile. What the fold gives up is that margin for the
+		// folded keys, whose pods are gone.
+		at := e.at
+		if limit := now.Add(-time.Second).Truncate(time.Second); at.After(limit) {
+			at = limit
+		}
+		if all, ok := list[jwt.All]; !ok || at.After(all) {
+			list[jwt.All] = at
+		}
+		// Entries at or before the namespace's jwt.All are redundant.
+		for user, at := range list {
+			if user != jwt.All && !at.After(list[jwt.All]) {
+				delete(list, user)
+				folded++
+			}
+		}
+	}
+	return next, folded, nil
 }

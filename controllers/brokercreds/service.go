@@ -23,6 +23,8 @@ import (
 type Service struct {
 	xdsv1.UnimplementedBrokerCredentialsServer
 	Keeper *Keeper
+	// Bounds are what each pod's credential may allow.
+	Bounds *Bounds
 	// Pods reads pod metadata: the operator's pod cache.
 	Pods    client.Reader
 	Metrics *Metrics
@@ -60,11 +62,21 @@ func (s *Service) Issue(ctx context.Context, req *xdsv1.IssueBrokerCredentialReq
 		s.Metrics.refused.WithLabelValues("not_ready").Inc()
 		return nil, status.Error(codes.Unavailable, "the operator has not read its broker keys yet; retry")
 	}
-	cred, err := keys.Issue(id.Namespace, id.Pod, id.PodUID)
+	user, err := keys.UserKey(id.PodUID)
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "issuing the credential of %s: %v", id.NodeID(), err)
+		return nil, status.Errorf(codes.Internal, "the user key of %s: %v", id.NodeID(), err)
+	}
+	bound, ok := s.Bounds.Of(types.NamespacedName{Namespace: id.Namespace, Name: id.Pod}, InboxPrefix(publicKey(user)))
+	if !ok {
+		s.Metrics.refused.WithLabelValues("not_ready").Inc()
+		return nil, status.Errorf(codes.Unavailable, "the operator has not computed the configuration of pod %s yet; retry", id.NodeID())
+	}
+	cred, err := s.Keeper.Issue(ctx, id.Namespace, id.Pod, id.PodUID, pod.CreationTimestamp.Time, bound, req.GetRenewal())
+	if err != nil {
+		s.Metrics.refused.WithLabelValues("not_ready").Inc()
+		return nil, status.Errorf(codes.Unavailable, "issuing the credential of %s: %v", id.NodeID(), err)
 	}
 	s.Metrics.issued.Inc()
-	s.Log.V(1).Info("issued a broker credential", "pod", id.NodeID(), "user", cred.PublicKey)
-	return &xdsv1.BrokerCredential{UserJwt: cred.JWT, UserSeed: cred.Seed}, nil
+	s.Log.V(1).Info("issued a broker credential", "pod", id.NodeID(), "user", cred.PublicKey, "expires", cred.Expires, "renewal", req.GetRenewal())
+	return &xdsv1.BrokerCredential{UserJwt: cred.JWT, UserSeed: cred.Seed, InboxPrefix: cred.InboxPrefix, ExpiresUnix: cred.Expires.Unix()}, nil
 }

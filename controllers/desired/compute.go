@@ -18,6 +18,10 @@ type Pod struct {
 	Name        string
 	Labels      map[string]string
 	Annotations map[string]string
+	// AccessMode is the pod's access mode, from its namespace's
+	// v1alpha1.AccessModeLabel or the operator's -access-mode; empty:
+	// enforce.
+	AccessMode string
 }
 
 // Compute returns the configuration of pod under the given Topics and
@@ -111,7 +115,7 @@ func (v *View) Compute(pod Pod, defaults meshconfig.Defaults) (meshconfig.PodCon
 	podLabels := labels.Set(pod.Labels)
 	cfg := meshconfig.DefaultConfig(defaults)
 	cfg.Namespace, cfg.Pod = pod.Namespace, pod.Name
-	access, err := accessOf(pod.Annotations)
+	access, err := accessOf(pod.AccessMode, pod.Annotations)
 	if err != nil {
 		return meshconfig.PodConfig{}, nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
@@ -263,14 +267,16 @@ func millis(d *metav1.Duration) int64 {
 	return d.Milliseconds()
 }
 
-// accessOf reads the pod's access annotations.
-func accessOf(annotations map[string]string) (meshconfig.Access, error) {
+// accessOf reads the pod's access mode (its namespace's) and its inbox
+// prefix annotation.
+func accessOf(mode string, annotations map[string]string) (meshconfig.Access, error) {
 	a := meshconfig.Access{Mode: meshconfig.AccessEnforce}
-	if mode, ok := annotations[v1alpha1.AccessModeAnnotation]; ok {
-		if mode != meshconfig.AccessEnforce && mode != meshconfig.AccessAudit {
-			return meshconfig.Access{}, fmt.Errorf("annotation %s is %q: it must be %q or %q", v1alpha1.AccessModeAnnotation, mode, meshconfig.AccessEnforce, meshconfig.AccessAudit)
-		}
+	switch mode {
+	case "":
+	case meshconfig.AccessEnforce, meshconfig.AccessAudit:
 		a.Mode = mode
+	default:
+		return meshconfig.Access{}, fmt.Errorf("namespace label %s is %q: it must be %q or %q", v1alpha1.AccessModeLabel, mode, meshconfig.AccessEnforce, meshconfig.AccessAudit)
 	}
 	if prefix, ok := annotations[v1alpha1.InboxPrefixAnnotation]; ok {
 		if err := meshconfig.ValidateInboxPrefix(prefix); err != nil {

@@ -294,11 +294,11 @@ func TestAnInvalidSelectorStopsOnlyItsResource(t *testing.T) {
 		desired.SubscriptionProblem(&subs[1]) == nil || desired.SubscriptionProblem(&subs[0]) != nil {
 		t.Fatal("TopicProblem or SubscriptionProblem disagrees with Compute")
 	}
-	// The pod's own annotation is the one thing that stops its
-	// configuration: that pod keeps its last good one.
-	_, _, err = desired.Compute(desired.Pod{Namespace: "shop", Name: "p", Annotations: map[string]string{v1alpha1.AccessModeAnnotation: "loose"}}, topics, subs, meshconfig.DefaultPolicy)
-	if err == nil || !strings.Contains(err.Error(), "pod shop/p: annotation "+v1alpha1.AccessModeAnnotation) {
-		t.Fatalf("a bad annotation gave %v, want an error naming the pod and the annotation", err)
+	// The pod's own annotations and its namespace's access mode are what
+	// stops its configuration: that pod keeps its last good one.
+	_, _, err = desired.Compute(desired.Pod{Namespace: "shop", Name: "p", AccessMode: "loose"}, topics, subs, meshconfig.DefaultPolicy)
+	if err == nil || !strings.Contains(err.Error(), "pod shop/p: namespace label "+v1alpha1.AccessModeLabel) {
+		t.Fatalf("a bad access mode gave %v, want an error naming the pod and the namespace label", err)
 	}
 }
 
@@ -319,23 +319,27 @@ func TestStoreReportsChanges(t *testing.T) {
 	}
 }
 
-func TestAccessFromPodAnnotations(t *testing.T) {
+func TestAccessFromNamespaceAndPodAnnotations(t *testing.T) {
 	tests := []struct {
 		name        string
+		mode        string // the namespace's label, or the operator's flag
 		annotations map[string]string
 		want        meshconfig.Access
 		wantErr     string
 	}{
-		{"enforced by default", nil, meshconfig.Access{Mode: meshconfig.AccessEnforce}, ""},
-		{"audit", map[string]string{v1alpha1.AccessModeAnnotation: "audit"}, meshconfig.Access{Mode: meshconfig.AccessAudit}, ""},
-		{"unknown mode", map[string]string{v1alpha1.AccessModeAnnotation: "permissive"}, meshconfig.Access{}, `it must be "enforce" or "audit"`},
-		{"custom inbox prefix", map[string]string{v1alpha1.InboxPrefixAnnotation: "_MY.inbox"}, meshconfig.Access{Mode: meshconfig.AccessEnforce, InboxPrefix: "_MY.inbox"}, ""},
-		{"wildcard inbox prefix", map[string]string{v1alpha1.InboxPrefixAnnotation: "_MY.*"}, meshconfig.Access{}, "inbox prefix"},
-		{"'$' inbox prefix", map[string]string{v1alpha1.InboxPrefixAnnotation: "$JS"}, meshconfig.Access{}, "must not start with '$'"},
+		{"enforced by default", "", nil, meshconfig.Access{Mode: meshconfig.AccessEnforce}, ""},
+		{"audit", "audit", nil, meshconfig.Access{Mode: meshconfig.AccessAudit}, ""},
+		{"unknown mode", "permissive", nil, meshconfig.Access{}, `it must be "enforce" or "audit"`},
+		// A pod cannot turn its own ACLs off: the annotation that earlier
+		// versions read is ignored.
+		{"the pod's own audit annotation", "", map[string]string{v1alpha1.AccessModeLabel: "audit"}, meshconfig.Access{Mode: meshconfig.AccessEnforce}, ""},
+		{"custom inbox prefix", "", map[string]string{v1alpha1.InboxPrefixAnnotation: "_MY.inbox"}, meshconfig.Access{Mode: meshconfig.AccessEnforce, InboxPrefix: "_MY.inbox"}, ""},
+		{"wildcard inbox prefix", "", map[string]string{v1alpha1.InboxPrefixAnnotation: "_MY.*"}, meshconfig.Access{}, "inbox prefix"},
+		{"'$' inbox prefix", "", map[string]string{v1alpha1.InboxPrefixAnnotation: "$JS"}, meshconfig.Access{}, "must not start with '$'"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, _, err := desired.Compute(desired.Pod{Namespace: "ns", Name: "p", Annotations: tc.annotations}, nil, nil, meshconfig.DefaultPolicy)
+			cfg, _, err := desired.Compute(desired.Pod{Namespace: "ns", Name: "p", Annotations: tc.annotations, AccessMode: tc.mode}, nil, nil, meshconfig.DefaultPolicy)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)

@@ -20,6 +20,13 @@ const (
 	DefaultInterval  = 10 * time.Second
 	DefaultMaxSeries = 100_000
 	DefaultMaxBytes  = 1 << 30
+	// DefaultPodReportsPerInterval is twice a sidecar's cadence (one
+	// report per interval), for jitter and resends.
+	DefaultPodReportsPerInterval = 2
+	// DefaultPodReportBurst covers a sidecar that reconnects with its
+	// queue full (the sidecar's report.DefaultMaxPending, 6) and its next
+	// report.
+	DefaultPodReportBurst = 8
 )
 
 // Limits on what one report may carry: they bound what a sidecar can make
@@ -37,6 +44,10 @@ const (
 	// sidecar restarting more often than that is refused rather than let
 	// take the room of every other pod (Options.MaxSeries).
 	MaxSeriesPerPod = 8
+	// maxRatedPods is the most pods with a report rate bucket; past it
+	// the least recently reporting is forgotten (bounded.Limiters), and
+	// starts again with a full bucket.
+	maxRatedPods = 65_536
 )
 
 // Kill causes a sidecar reports (KillState.Cause).
@@ -77,6 +88,15 @@ type Options struct {
 	// refused with RESOURCE_EXHAUSTED while the estimate is past it
 	// (default 1 GiB).
 	MaxBytes int64
+	// PodReportsPerInterval and PodReportBurst bound how fast one pod may
+	// report (a token bucket per pod UID, refilled PodReportsPerInterval
+	// times per Interval): every report costs a decode and a merge, so a
+	// pod reporting faster than a sidecar does would take the operator's
+	// CPU from every other pod. A report over it ends the stream
+	// RESOURCE_EXHAUSTED; the sidecar keeps it and sends it again later.
+	// Defaults DefaultPodReportsPerInterval and DefaultPodReportBurst.
+	PodReportsPerInterval int
+	PodReportBurst        int
 	// Now is the clock; tests inject one (default time.Now).
 	Now func() time.Time
 	Log logr.Logger
@@ -105,6 +125,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.PodReportsPerInterval <= 0 {
+		o.PodReportsPerInterval = DefaultPodReportsPerInterval
+	}
+	if o.PodReportBurst <= 0 {
+		o.PodReportBurst = DefaultPodReportBurst
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -20,6 +20,7 @@ const (
 	refusedSeriesCap    = "series_cap"
 	refusedPodSeriesCap = "pod_series_cap"
 	refusedMemoryCap    = "memory_cap"
+	refusedPodRate      = "pod_rate"
 )
 
 // refusal is why a report was refused: a gRPC status (the stream ends with

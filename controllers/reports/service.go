@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
 	"github.com/weighstation/weighstation/controllers/xds"
+	"github.com/weighstation/weighstation/controllers/xds/bounded"
 )
 
 // Service receives the sidecars' reports: the Reports stream, which the
@@ -27,6 +29,8 @@ type Service struct {
 	opts    Options
 	store   *Store
 	metrics *metrics
+	// podRate is each pod's report bucket (Options.PodReportsPerInterval).
+	podRate *bounded.Limiters[string]
 }
 
 var _ xdsv1.ReportsServer = (*Service)(nil)
@@ -41,7 +45,9 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reports: registering metrics: %w", err)
 	}
-	return &Service{opts: opts, store: newStore(opts, m), metrics: m}, nil
+	perSecond := rate.Limit(float64(opts.PodReportsPerInterval) / opts.Interval.Seconds())
+	return &Service{opts: opts, store: newStore(opts, m), metrics: m,
+		podRate: bounded.NewLimiters[string](perSecond, opts.PodReportBurst, maxRatedPods)}, nil
 }
 
 // Store is what the service keeps: add it to the manager (it needs leader
@@ -77,7 +83,11 @@ func (s *Service) Stream(stream grpc.BidiStreamingServer[xdsv1.Report, xdsv1.Rep
 			s.metrics.refused.WithLabelValues(refusedNotServing).Inc()
 			return errNotServing
 		}
-		if refused := s.accept(id, r); refused != nil {
+		refused := s.allow(id)
+		if refused == nil {
+			refused = s.accept(id, r)
+		}
+		if refused != nil {
 			s.metrics.refused.WithLabelValues(refused.reason).Inc()
 			if refused.reason == refusedHistogram {
 				s.metrics.decodeErrors.Inc()
@@ -89,6 +99,16 @@ func (s *Service) Stream(stream grpc.BidiStreamingServer[xdsv1.Report, xdsv1.Rep
 			return err
 		}
 	}
+}
+
+// allow takes one report from the pod's bucket: a report over it is
+// refused before anything of it is read, resent or not.
+func (s *Service) allow(id xds.Identity) *refusal {
+	if s.podRate.Allow(id.PodUID, s.opts.Now()) {
+		return nil
+	}
+	return refuse(codes.ResourceExhausted, refusedPodRate, "pod %s reports faster than the operator takes: over %d reports per -report-interval (%s) with a burst of %d (-report-pod-rate, -report-pod-burst); send it again later",
+		id.NodeID(), s.opts.PodReportsPerInterval, s.opts.Interval, s.opts.PodReportBurst)
 }
 
 // accept checks and stores one report of the stream's pod id; nil means

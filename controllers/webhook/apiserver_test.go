@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,8 +22,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/yaml"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/controllers/injectionproof"
 	"github.com/weighstation/weighstation/controllers/pki"
 	"github.com/weighstation/weighstation/internal/envtestsuite"
 )
@@ -125,6 +129,111 @@ func TestAPIServerCallsWebhook(t *testing.T) {
 			t.Fatalf("an ephemeral container that mounts only the CA bundle: %v", err)
 		}
 	})
+	t.Run("injected pods carry a proof that verifies as stored", func(t *testing.T) {
+		key, _ := testKey.Key()
+		for _, pod := range []*corev1.Pod{
+			createPod(t, labelledNS, nil, nil),
+			createPod(t, plainNS, map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled}, nil),
+		} {
+			// What the apiserver stored, defaults and all.
+			if err := injectionproof.Verify(pod, key); err != nil {
+				t.Errorf("pod %s/%s: %v", pod.Namespace, pod.Name, err)
+			}
+		}
+	})
+	t.Run("opted out in a labelled namespace: untouched", func(t *testing.T) {
+		checkUntouched(t, createPod(t, labelledNS, map[string]string{v1alpha1.InjectLabel: InjectDisabled}, nil))
+	})
+
+	// The attacks on the sidecar's isolation (issue 30): each is refused,
+	// and the refusal names the pod's field.
+	for _, tc := range []struct {
+		name string
+		edit func(*corev1.Pod)
+		want string
+	}{
+		{"spec.shareProcessNamespace", func(p *corev1.Pod) { p.Spec.ShareProcessNamespace = ptr.To(true) },
+			"spec.shareProcessNamespace: true is not allowed on a pod with the weighstation sidecar: the application could read the sidecar's credentials through /proc"},
+		{"spec.hostPID", func(p *corev1.Pod) { p.Spec.HostPID = true }, "spec.hostPID: true is not allowed on a pod with the weighstation sidecar"},
+		{"spec.hostNetwork", func(p *corev1.Pod) { p.Spec.HostNetwork = true }, "spec.hostNetwork: true is not allowed on a pod with the weighstation sidecar"},
+		{"an application container running as the sidecar's UID", func(p *corev1.Pod) {
+			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{RunAsUser: ptr.To[int64](DefaultRunAsUser)}
+		}, "spec.containers[0].securityContext.runAsUser: 65533 (container app) is the weighstation sidecar's UID"},
+		{"a pod running as the sidecar's UID", func(p *corev1.Pod) {
+			p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](DefaultRunAsUser)}
+		}, "spec.securityContext.runAsUser: 65533, which containers app, migrate inherit, is the weighstation sidecar's UID"},
+	} {
+		t.Run("attack: "+tc.name+" is refused", func(t *testing.T) {
+			for _, opted := range []struct{ ns, label string }{{labelledNS, ""}, {plainNS, v1alpha1.InjectEnabled}} {
+				pod := appPod()
+				pod.Name, pod.Namespace, pod.GenerateName = "", opted.ns, "isolation-"
+				if opted.label != "" {
+					pod.Labels[v1alpha1.InjectLabel] = opted.label
+				}
+				tc.edit(pod)
+				err := k8sClient.Create(ctx, pod)
+				if err == nil || !strings.Contains(err.Error(), Name) || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("creating the pod in %s: %v\nwant a refusal from %s saying %q", opted.ns, err, Name, tc.want)
+				}
+			}
+		})
+	}
+	t.Run("attack: an ephemeral container that targets the sidecar is refused", func(t *testing.T) {
+		pod := createPod(t, labelledNS, nil, nil)
+		debug := func(target string) error {
+			p := pod.DeepCopy()
+			p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{
+				EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "peek-" + target, Image: "busybox"}, TargetContainerName: target})
+			return k8sClient.SubResource("ephemeralcontainers").Update(ctx, p)
+		}
+		err := debug(ContainerName)
+		if want := "spec.ephemeralContainers[0].targetContainerName: weighstation-sidecar (ephemeral container peek-weighstation-sidecar) is not allowed"; err == nil || !strings.Contains(err.Error(), Name) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("an ephemeral container targeting the sidecar: %v; want a refusal from %s saying %q", err, Name, want)
+		}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			t.Fatal(err)
+		}
+		if err := debug("app"); err != nil {
+			t.Fatalf("an ephemeral container targeting the application: %v", err)
+		}
+	})
+	t.Run("attack: a pod labelled after its creation carries no proof", func(t *testing.T) {
+		key, _ := testKey.Key()
+		// Outside the opted-in namespaces, not opted in by its label: the
+		// apiserver does not send it to the webhook. It writes the
+		// injector's annotation itself and mounts a token for the
+		// sidecar's audience into its application.
+		stealer := func(annotations map[string]string) *corev1.Pod {
+			pod := appPod()
+			pod.Name, pod.Namespace, pod.GenerateName = "", plainNS, "late-"
+			pod.Annotations = annotations
+			pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "xds", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: cfg.Audience, Path: "token"}}}}}})
+			pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "xds", MountPath: "/xds"}}
+			if err := k8sClient.Create(ctx, pod); err != nil {
+				t.Fatalf("creating a pod that did not opt in: %v", err)
+			}
+			pod.Labels[v1alpha1.InjectLabel] = v1alpha1.InjectEnabled
+			if err := k8sClient.Update(ctx, pod); err != nil {
+				t.Fatalf("labelling it: %v", err)
+			}
+			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+				t.Fatal(err)
+			}
+			return pod
+		}
+		pod := stealer(map[string]string{InjectedAnnotation: cfg.Version})
+		if err := injectionproof.Verify(pod, key); !errors.Is(err, injectionproof.ErrNotProven) || !strings.Contains(err.Error(), "no "+injectionproof.Annotation+" annotation") {
+			t.Errorf("Verify: %v, want it refused for want of a proof", err)
+		}
+		// A proof copied from an injected pod of the same namespace and
+		// service account does not fit it.
+		injected := createPod(t, plainNS, map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled}, nil)
+		pod = stealer(map[string]string{InjectedAnnotation: cfg.Version, injectionproof.Annotation: injected.Annotations[injectionproof.Annotation]})
+		if err := injectionproof.Verify(pod, key); !errors.Is(err, injectionproof.ErrNotProven) {
+			t.Errorf("Verify with a copied proof: %v, want it refused", err)
+		}
+	})
 	t.Run("refused resource annotations name the annotation", func(t *testing.T) {
 		pod := appPod()
 		pod.Name, pod.Namespace, pod.GenerateName = "", labelledNS, "big-"
@@ -154,7 +263,7 @@ func startWebhook(t *testing.T, operatorNS string) *Injector {
 	if err != nil {
 		t.Fatal(err)
 	}
-	injector := &Injector{Config: testConfig(), Namespaces: k8sClient, Excluded: []string{operatorNS, "kube-system"}}
+	injector := &Injector{Config: testConfig(), Keys: testKey, Namespaces: k8sClient, Excluded: []string{operatorNS, "kube-system"}}
 	srv := &Server{
 		GetCertificate: authority.NewServingCertificate([]string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}).GetCertificate,
 		Injector:       injector,
@@ -164,7 +273,7 @@ func startWebhook(t *testing.T, operatorNS string) *Injector {
 	go func() { served <- srv.Serve(ctx, ln) }()
 
 	name := "sidecar-injector-" + operatorNS
-	cfg := webhookConfiguration(name, fmt.Sprintf("https://%s%s", ln.Addr(), Path), operatorNS)
+	cfg := webhookConfiguration(t, name, fmt.Sprintf("https://%s%s", ln.Addr(), Path), operatorNS)
 	if err := k8sClient.Create(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -189,31 +298,53 @@ func startWebhook(t *testing.T, operatorNS string) *Injector {
 	return injector
 }
 
-// webhookConfiguration is what the chart installs, with a URL instead of
-// the Service.
-func webhookConfiguration(name, url, operatorNS string) *admissionregistrationv1.MutatingWebhookConfiguration {
-	return &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:                    Name,
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url},
-			AdmissionReviewVersions: []string{"v1"},
-			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
-			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
-			MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
-			ReinvocationPolicy:      ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
-			TimeoutSeconds:          ptr.To[int32](5),
-			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-				Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{operatorNS, "kube-system"},
-			}}},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
-			}, {
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/ephemeralcontainers"}},
-			}},
-		}},
+// webhookConfiguration is what the chart renders for a release in
+// operatorNS (bin/helm template), named name, with a URL instead of the
+// Service: the apiserver in envtest cannot reach a Service.
+func webhookConfiguration(t *testing.T, name, url, operatorNS string) *admissionregistrationv1.MutatingWebhookConfiguration {
+	t.Helper()
+	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	renderedObject(t, operatorNS, "MutatingWebhookConfiguration", cfg)
+	cfg.Name, cfg.Labels = name, nil
+	for i := range cfg.Webhooks {
+		cfg.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url}
+	}
+	return cfg
+}
+
+// renderedObject decodes into obj the one object of kind that the chart
+// renders for a release in namespace (bin/helm template, which
+// hack/setup-envtest.sh builds).
+func renderedObject(t *testing.T, namespace, kind string, obj any) {
+	t.Helper()
+	helm, err := filepath.Abs(filepath.Join("..", "..", "bin", "helm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(helm, "template", "weighstation", filepath.Join("..", "..", "charts", "weighstation"), "--namespace", namespace).Output()
+	if err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			err = fmt.Errorf("%w: %s", err, exit.Stderr)
+		}
+		t.Fatalf("helm template (run `make envtest` to build bin/helm): %v", err)
+	}
+	found := 0
+	for doc := range strings.SplitSeq(string(out), "\n---") {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatalf("a rendered document: %v", err)
+		}
+		if meta.Kind != kind {
+			continue
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+			t.Fatalf("the rendered %s: %v", kind, err)
+		}
+		found++
+	}
+	if found != 1 {
+		t.Fatalf("the chart renders %d objects of kind %s, want 1", found, kind)
 	}
 }
 

@@ -33,9 +33,11 @@ func TestCABundleFollowsTheCA(t *testing.T) {
 		bundles[i] = a.Bundle()
 	}
 	// A configuration the apiserver never calls: it selects no object.
-	cfg := webhookConfiguration("cabundle-test", "https://127.0.0.1:1/none", "kube-system")
-	cfg.Webhooks[0].FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
-	cfg.Webhooks[0].ObjectSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"never": "matches"}}
+	cfg := webhookConfiguration(t, "cabundle-test", "https://127.0.0.1:1/none", "kube-system")
+	for i := range cfg.Webhooks {
+		cfg.Webhooks[i].FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+		cfg.Webhooks[i].ObjectSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"never": "matches"}}
+	}
 	if err := k8sClient.Create(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}

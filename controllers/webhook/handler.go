@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/controllers/injectionproof"
 )
 
 // The handler reads namespaces' labels (opt-in), through a metadata-only
@@ -22,9 +23,27 @@ import (
 //
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
-// Name is the webhook's name in the MutatingWebhookConfiguration; the
-// apiserver names it in every refusal.
+// Name is the webhook's name; the MutatingWebhookConfiguration has two
+// entries, NamespaceWebhookName and ObjectWebhookName (one per way a pod
+// opts in), both ending in Name, and the apiserver names the entry in
+// every refusal.
 const Name = "sidecar-injector.weighstation.io"
+
+// The configuration's entries, as Istio's injector has them: a pod opted
+// in by its namespace's label goes to the first, a pod opted in by its
+// own label in a namespace without it to the second, and a pod that opted
+// in neither way to none, so that failurePolicy Fail holds back opted-in
+// pods alone while no operator answers.
+const (
+	NamespaceWebhookName = "namespace." + Name
+	ObjectWebhookName    = "object." + Name
+)
+
+// InjectDisabled is the pod label value (of v1alpha1.InjectLabel) that
+// keeps a pod of an opted-in namespace without the sidecar: the namespace
+// entry's objectSelector leaves it out, and the handler and the
+// missed-injection report agree.
+const InjectDisabled = "disabled"
 
 // Path is where the server answers the webhook.
 const Path = "/inject-sidecar"
@@ -39,11 +58,19 @@ func ExcludedNamespaces(operatorNamespace string) []string {
 // injects the sidecar if so. It is an admission.Handler.
 //
 // A pod opts in by the label weighstation.io/inject: enabled on itself or
-// on its namespace. The webhook configuration's selectors cannot say
-// "either", so the apiserver sends every pod outside the excluded
-// namespaces, and the Injector decides.
+// on its namespace (where the pod's own label weighstation.io/inject:
+// disabled opts it out). The configuration's two entries send only such
+// pods; the Injector decides again, so that a hand-edited configuration
+// injects nothing more.
+//
+// Every pod it injects (or finds injected, on a reinvocation) gets the
+// injection proof (injectionproof.Sign), without which the operator gives
+// its sidecar no configuration and no credential.
 type Injector struct {
 	Config Config
+	// Keys gives the proof's key (the injectionproof.Keeper); pods are
+	// refused (HTTP 503, failurePolicy decides) until it has one.
+	Keys injectionproof.KeySource
 	// Namespaces reads Namespace metadata (the manager's cache).
 	Namespaces client.Reader
 	// APIReader, if set, reads a namespace the cache does not hold yet: a
@@ -73,13 +100,27 @@ func (i *Injector) Handle(ctx context.Context, req admission.Request) admission.
 	if !in {
 		return admission.Allowed("not opted in (label " + v1alpha1.InjectLabel + ": " + v1alpha1.InjectEnabled + " on the pod or its namespace)")
 	}
+	var key []byte
+	if i.Keys != nil {
+		key, _ = i.Keys.Key()
+	}
+	if len(key) == 0 {
+		return admission.Errored(http.StatusServiceUnavailable, injectionproof.ErrNoKey)
+	}
 	changed, err := Inject(&pod, i.Config)
 	if err != nil {
 		return admission.Denied(err.Error())
 	}
-	if !changed {
+	// Signed after every change, and again on a reinvocation: another
+	// webhook may have changed what the proof covers after this one.
+	proof, err := injectionproof.Sign(&pod, i.Config.Audience, key)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if !changed && pod.Annotations[injectionproof.Annotation] == proof {
 		return admission.Allowed("already injected")
 	}
+	pod.Annotations[injectionproof.Annotation] = proof
 	raw, err := json.Marshal(&pod)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("encoding the injected pod: %w", err))
@@ -88,18 +129,29 @@ func (i *Injector) Handle(ctx context.Context, req admission.Request) admission.
 }
 
 // checkEphemeral refuses an ephemeral container (kubectl debug) that
-// mounts the sidecar's token volume: the pod's spec is fixed after
-// creation except for these, which may mount the pod's volumes.
+// mounts the sidecar's token volume, or that targets the sidecar (it would
+// join the sidecar's process namespace, and read its token and memory
+// through /proc): the pod's spec is fixed after creation except for
+// these. The chart's ValidatingAdmissionPolicy refuses the same, also
+// while the operator is down.
 func checkEphemeral(pod *corev1.Pod) admission.Response {
 	if name, ok := mountsVolume(pod, tokenVolume); ok {
 		return admission.Denied(fmt.Sprintf("%v: ephemeral container %s mounts volume %s", ErrSidecarToken, name, tokenVolume))
 	}
-	return admission.Allowed("no container mounts the sidecar's token")
+	for i, c := range pod.Spec.EphemeralContainers {
+		if c.TargetContainerName == ContainerName {
+			return admission.Denied(fmt.Sprintf("spec.ephemeralContainers[%d].targetContainerName: %s (ephemeral container %s) is not allowed: it would share the sidecar's process namespace and could read its credentials through /proc; target the application's container", i, ContainerName, c.Name))
+		}
+	}
+	return admission.Allowed("no ephemeral container mounts the sidecar's token or targets the sidecar")
 }
 
 func (i *Injector) optedIn(ctx context.Context, namespace string, pod *corev1.Pod) (bool, error) {
-	if pod.Labels[v1alpha1.InjectLabel] == v1alpha1.InjectEnabled {
+	switch pod.Labels[v1alpha1.InjectLabel] {
+	case v1alpha1.InjectEnabled:
 		return true, nil
+	case InjectDisabled:
+		return false, nil
 	}
 	ns := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}}
 	key := types.NamespacedName{Name: namespace}

@@ -7,17 +7,19 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/controllers/injectionproof"
 	"github.com/weighstation/weighstation/controllers/pki"
 )
 
 // Names the injection gives a pod. The container's name is what tells an
 // injected pod apart, with InjectedAnnotation.
 const (
-	ContainerName = "weighstation-sidecar"
+	ContainerName = injectionproof.SidecarContainer
 	// InjectedAnnotation records the operator version that injected the
 	// pod. A pod that has it and the container is left as it is; the
 	// operator reports opted-in pods without it (PodsWithoutSidecar).
@@ -27,7 +29,7 @@ const (
 	// packages in memory.
 	SidecarBinary = "/weighstation-sidecar"
 
-	tokenVolume = "weighstation-xds-token"
+	tokenVolume = injectionproof.TokenVolume
 	caVolume    = "weighstation-ca"
 	tokenDir    = "/var/run/secrets/weighstation.io/xds"
 	caDir       = "/etc/weighstation/ca"
@@ -42,6 +44,16 @@ const (
 	// for a projected token (10 minutes).
 	MinTokenExpiration = 600
 )
+
+// DefaultRunAsUser is the sidecar's UID and GID unless -sidecar-run-as-user
+// says otherwise: one of its own, so that no application shares it by
+// accident. Not 65532, the distroless images' nonroot user, which many
+// applications run as; not Istio's 1337 or Linkerd's 2102, whose proxies
+// may share a pod with it.
+const DefaultRunAsUser = 65533
+
+// distrolessNonroot is the UID that distroless images' USER nonroot is.
+const distrolessNonroot = 65532
 
 // Prometheus's pod annotations, the kubernetes_sd convention (one port per
 // pod). Inject adds the first three for the sidecar's /metrics
@@ -76,6 +88,10 @@ func (e forgedSidecar) Is(target error) bool { return target == ErrClaimedSideca
 // broker credential.
 var ErrSidecarToken = errors.New("only the sidecar may hold a token for its audience (it proves the pod to the operator, which issues the pod's broker credential on it)")
 
+// ErrNotIsolated refuses a pod whose other containers could reach into
+// the sidecar; the wrapped injectionproof.IsolationError names the fields.
+var ErrNotIsolated = errors.New("the pod would not keep the weighstation sidecar apart from its other containers")
+
 // Config is what every injected sidecar gets.
 type Config struct {
 	// Image is the operator's own image, which holds SidecarBinary.
@@ -101,6 +117,10 @@ type Config struct {
 	// sidecar (the operator's -sidecar-prometheus-annotations; the chart's
 	// metrics.annotations).
 	PrometheusAnnotations bool
+	// RunAsUser is the sidecar's UID and GID (-sidecar-run-as-user; the
+	// chart's sidecar.runAsUser). No other container of the pod may run
+	// as it (injectionproof.Isolation).
+	RunAsUser int64
 }
 
 // Validate refuses a Config that would inject a broken sidecar, naming
@@ -117,6 +137,10 @@ func (c Config) Validate() error {
 		return errors.New("-xds-audience must not be empty")
 	case c.TokenExpirationSeconds < MinTokenExpiration:
 		return fmt.Errorf("-sidecar-token-expiration must be at least 10m (the apiserver refuses shorter projected tokens), got %ds", c.TokenExpirationSeconds)
+	case c.RunAsUser <= 0:
+		return fmt.Errorf("-sidecar-run-as-user must be a UID above 0 (the sidecar runs as non-root, as a user of its own), got %d", c.RunAsUser)
+	case c.RunAsUser == distrolessNonroot:
+		return fmt.Errorf("-sidecar-run-as-user must not be %d: that is the distroless images' nonroot user, which many applications run as, and the sidecar's UID must be its own", distrolessNonroot)
 	}
 	if err := c.Resources.Validate(); err != nil {
 		return fmt.Errorf("the sidecar's resources: %w", err)
@@ -130,8 +154,12 @@ func (c Config) Validate() error {
 // nothing. It refuses a pod that claims the sidecar's container name
 // without the annotation (ErrClaimedSidecar) or with a container other than
 // the one it would add, a pod whose other containers could read a token
-// for the sidecar's audience (ErrSidecarToken), resource annotations out of
-// bounds, and a pod that already uses the sidecar's volume names.
+// for the sidecar's audience (ErrSidecarToken), a pod that would not keep
+// the sidecar apart from its other containers (injectionproof.Isolation:
+// a shared process namespace, the host's PID namespace or network, a
+// container running as the sidecar's UID), resource annotations out of
+// bounds, and a pod that already uses the sidecar's volume names. Every
+// refusal names the pod's field, annotation, container or volume.
 func Inject(pod *corev1.Pod, c Config) (bool, error) {
 	if hasContainer(pod, ContainerName) {
 		if _, ok := pod.Annotations[InjectedAnnotation]; !ok {
@@ -143,7 +171,10 @@ func Inject(pod *corev1.Pod, c Config) (bool, error) {
 		if err := checkSidecarIsOurs(pod, c); err != nil {
 			return false, err
 		}
-		return false, checkTokenHolders(pod, c)
+		if err := checkTokenHolders(pod, c); err != nil {
+			return false, err
+		}
+		return false, isolated(pod, c)
 	}
 	for _, v := range pod.Spec.Volumes {
 		if v.Name == tokenVolume || v.Name == caVolume {
@@ -151,6 +182,9 @@ func Inject(pod *corev1.Pod, c Config) (bool, error) {
 		}
 	}
 	if err := checkTokenHolders(pod, c); err != nil {
+		return false, err
+	}
+	if err := isolated(pod, c); err != nil {
 		return false, err
 	}
 	res, err := c.Resources.For(pod.Annotations)
@@ -196,6 +230,19 @@ func addPrometheusAnnotations(annotations map[string]string, port int32) {
 	annotations[PrometheusPathAnnotation] = "/metrics"
 }
 
+// isolated refuses a pod that would not keep the sidecar apart from its
+// other containers (injectionproof.Isolation).
+func isolated(pod *corev1.Pod, c Config) error {
+	uid := c.RunAsUser
+	if uid <= 0 {
+		uid = -1 // no UID of its own (a Config that was not validated)
+	}
+	if err := injectionproof.Isolation(pod, uid); err != nil {
+		return fmt.Errorf("%w: %w (a pod that needs this runs without the sidecar: label it %s: %s)", ErrNotIsolated, err, v1alpha1.InjectLabel, InjectDisabled)
+	}
+	return nil
+}
+
 // checkTokenHolders refuses a pod in which a container other than the
 // sidecar mounts the sidecar's token volume, or a volume other than it
 // projects a token for the sidecar's audience.
@@ -226,6 +273,10 @@ func checkSidecarIsOurs(pod *corev1.Pod, c Config) error {
 	have := pod.Spec.InitContainers[i]
 	if have.Image != want.Image || !slices.Equal(have.Command, want.Command) || !slices.Equal(have.Args, want.Args) {
 		return forgedSidecar{"its " + ContainerName + " container does not run the injector's image, command and arguments"}
+	}
+	// As whom it runs is what keeps the application out of it.
+	if !equality.Semantic.DeepEqual(have.SecurityContext, want.SecurityContext) {
+		return forgedSidecar{"its " + ContainerName + " container's securityContext is not the injector's (runAsUser " + strconv.FormatInt(c.RunAsUser, 10) + ", read-only, no privilege)"}
 	}
 	wantToken := volumes(c)[0].Projected.Sources[0].ServiceAccountToken
 	j := slices.IndexFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == tokenVolume })
@@ -337,14 +388,26 @@ func container(c Config, res corev1.ResourceRequirements) corev1.Container {
 			{Name: tokenVolume, MountPath: tokenDir, ReadOnly: true},
 			{Name: caVolume, MountPath: caDir, ReadOnly: true},
 		},
-		SecurityContext: &corev1.SecurityContext{
-			RunAsNonRoot:             ptr.To(true),
-			ReadOnlyRootFilesystem:   ptr.To(true),
-			AllowPrivilegeEscalation: ptr.To(false),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		},
+		SecurityContext: securityContext(c),
 	}
+}
+
+// securityContext is the sidecar's: non-root, as a UID and GID of its own
+// (Config.RunAsUser) whatever the pod's securityContext says, so that the
+// application never runs as the sidecar's user; read-only, with no
+// privilege or capability.
+func securityContext(c Config) *corev1.SecurityContext {
+	sc := &corev1.SecurityContext{
+		RunAsNonRoot:             ptr.To(true),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	if c.RunAsUser > 0 {
+		sc.RunAsUser, sc.RunAsGroup = ptr.To(c.RunAsUser), ptr.To(c.RunAsUser)
+	}
+	return sc
 }
 
 // volumes are the sidecar's identity token, bound to the pod, and the

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
 )
@@ -128,6 +129,8 @@ func checkInjected(t *testing.T, pod *corev1.Pod, c Config) {
 		t.Errorf("capabilities %+v, want drop ALL", sc.Capabilities)
 	case sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
 		t.Errorf("seccompProfile %+v, want RuntimeDefault", sc.SeccompProfile)
+	case sc.RunAsUser == nil || *sc.RunAsUser != c.RunAsUser || sc.RunAsGroup == nil || *sc.RunAsGroup != c.RunAsUser:
+		t.Errorf("runAsUser %v, runAsGroup %v, want both %d: a UID of the sidecar's own", sc.RunAsUser, sc.RunAsGroup, c.RunAsUser)
 	}
 	mounts := map[string]string{}
 	for _, m := range s.VolumeMounts {
@@ -191,6 +194,13 @@ func injectedThen(change func(*corev1.Pod)) *corev1.Pod {
 	if _, err := Inject(p, testConfig()); err != nil {
 		panic(err)
 	}
+	change(p)
+	return p
+}
+
+// isolation is appPod changed by change.
+func isolation(change func(*corev1.Pod)) *corev1.Pod {
+	p := appPod()
 	change(p)
 	return p
 }
@@ -259,6 +269,22 @@ func TestInjectRefuses(t *testing.T) {
 		{"an injected pod whose application mounts the sidecar's token", injectedThen(func(p *corev1.Pod) {
 			p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: tokenVolume, MountPath: "/stolen"})
 		}), ErrSidecarToken},
+		{"an injected pod whose sidecar runs as the application's user", injectedThen(func(p *corev1.Pod) {
+			p.Spec.InitContainers[0].SecurityContext.RunAsUser = ptr.To[int64](1000)
+		}), ErrClaimedSidecar},
+		{"an injected pod that now shares its process namespace", injectedThen(func(p *corev1.Pod) { p.Spec.ShareProcessNamespace = ptr.To(true) }), ErrNotIsolated},
+		{"shareProcessNamespace", isolation(func(p *corev1.Pod) { p.Spec.ShareProcessNamespace = ptr.To(true) }), ErrNotIsolated},
+		{"hostPID", isolation(func(p *corev1.Pod) { p.Spec.HostPID = true }), ErrNotIsolated},
+		{"hostNetwork", isolation(func(p *corev1.Pod) { p.Spec.HostNetwork = true }), ErrNotIsolated},
+		{"an application container as the sidecar's UID", isolation(func(p *corev1.Pod) {
+			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{RunAsUser: ptr.To[int64](DefaultRunAsUser)}
+		}), ErrNotIsolated},
+		{"an init container as the sidecar's UID", isolation(func(p *corev1.Pod) {
+			p.Spec.InitContainers[0].SecurityContext = &corev1.SecurityContext{RunAsUser: ptr.To[int64](DefaultRunAsUser)}
+		}), ErrNotIsolated},
+		{"the pod as the sidecar's UID", isolation(func(p *corev1.Pod) {
+			p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](DefaultRunAsUser)}
+		}), ErrNotIsolated},
 		{"an injected pod whose sidecar token is for another audience", injectedThen(func(p *corev1.Pod) {
 			for i := range p.Spec.Volumes {
 				if p.Spec.Volumes[i].Name == tokenVolume {
@@ -341,5 +367,27 @@ func TestInjectPrometheusAnnotations(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The sidecar's UID must be a non-root user of its own: not root, and not
+// distroless's nonroot, which many applications run as.
+func TestConfigValidateRunAsUser(t *testing.T) {
+	for _, tc := range []struct {
+		uid  int64
+		want string
+	}{
+		{DefaultRunAsUser, ""},
+		{1000, ""},
+		{0, "-sidecar-run-as-user must be a UID above 0"},
+		{-1, "-sidecar-run-as-user must be a UID above 0"},
+		{65532, "-sidecar-run-as-user must not be 65532: that is the distroless images' nonroot user"},
+	} {
+		c := testConfig()
+		c.RunAsUser = tc.uid
+		err := c.Validate()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("RunAsUser %d: Validate = %v, want %q", tc.uid, err, tc.want)
+		}
 	}
 }

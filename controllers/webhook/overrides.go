@@ -17,12 +17,14 @@ const (
 )
 
 // DefaultMemoryMargin is what the sidecar's memory limit must leave above
-// its memory budget (the bytes its pending messages may hold): the Go
-// runtime, the binary, connection buffers and the xDS client measured
-// about 15 MiB idle (make bench-sidecar-rss); twice that leaves room for
-// garbage not yet collected. A limit closer to the budget lets the kernel
-// kill the sidecar before the budget sheds anything.
-var DefaultMemoryMargin = resource.MustParse("32Mi")
+// its memory budget (the bytes its pending messages and large read
+// buffers may hold): the Go runtime, the binary, connection buffers and
+// the xDS client measured about 15 MiB idle (make bench-sidecar-rss), and
+// 256 connections that each announce a 1 MiB body peaked 46 MiB above the
+// budget (cmd/weighstation-sidecar's RSS test, docs/sidecar.md Memory). A
+// limit closer to the budget lets the kernel kill the sidecar before the
+// budget sheds anything.
+var DefaultMemoryMargin = resource.MustParse("48Mi")
 
 // Resources are the sidecar's resources: the defaults every pod gets, and
 // the bounds within which a pod's annotations may change them.

@@ -31,8 +31,8 @@ func TestInjectResourceOverrides(t *testing.T) {
 		{name: "at the bounds exactly", annotations: map[string]string{
 			CPURequestAnnotation: "10m", CPULimitAnnotation: "2", MemoryRequestAnnotation: "32Mi", MemoryLimitAnnotation: "1Gi",
 		}, want: res{"10m", "2", "32Mi", "1Gi"}},
-		{name: "memory limit at budget plus margin exactly", annotations: map[string]string{MemoryRequestAnnotation: "64Mi", MemoryLimitAnnotation: "96Mi"},
-			want: res{"50m", "500m", "64Mi", "96Mi"}},
+		{name: "memory limit at budget plus margin exactly", annotations: map[string]string{MemoryRequestAnnotation: "64Mi", MemoryLimitAnnotation: "112Mi"},
+			want: res{"50m", "500m", "64Mi", "112Mi"}},
 		{name: "cpu request below min", annotations: map[string]string{CPURequestAnnotation: "5m"},
 			wantErr: []string{CPURequestAnnotation, "below the operator's minimum 10m", "-sidecar-cpu-min"}},
 		{name: "cpu limit above max", annotations: map[string]string{CPULimitAnnotation: "3"},
@@ -42,7 +42,7 @@ func TestInjectResourceOverrides(t *testing.T) {
 		{name: "memory limit above max", annotations: map[string]string{MemoryLimitAnnotation: "2Gi"},
 			wantErr: []string{MemoryLimitAnnotation, "above the operator's maximum 1Gi", "-sidecar-memory-max"}},
 		{name: "memory limit below budget plus margin", annotations: map[string]string{MemoryRequestAnnotation: "64Mi", MemoryLimitAnnotation: "80Mi"},
-			wantErr: []string{MemoryLimitAnnotation, "80Mi is below 96Mi", "memory budget (64Mi)", "margin of 32Mi"}},
+			wantErr: []string{MemoryLimitAnnotation, "80Mi is below 112Mi", "memory budget (64Mi)", "margin of 48Mi"}},
 		{name: "unparsable quantity", annotations: map[string]string{CPULimitAnnotation: "lots"},
 			wantErr: []string{CPULimitAnnotation, `"lots" is not a quantity`}},
 		{name: "cpu request above cpu limit", annotations: map[string]string{CPURequestAnnotation: "1", CPULimitAnnotation: "500m"},
@@ -107,7 +107,7 @@ func TestResourcesValidate(t *testing.T) {
 			r.MemoryLimit = resource.MustParse("90Mi")
 			r.MemoryRequest = resource.MustParse("64Mi")
 		},
-			wantErr: "-sidecar-memory-limit: 90Mi is below 96Mi"},
+			wantErr: "-sidecar-memory-limit: 90Mi is below 112Mi"},
 		{name: "min above max", change: func(r *Resources) { r.CPUMin = resource.MustParse("3") },
 			wantErr: "-sidecar-cpu-min (3) must not exceed -sidecar-cpu-max (2)"},
 		{name: "request above limit", change: func(r *Resources) { r.CPURequest = resource.MustParse("1") },

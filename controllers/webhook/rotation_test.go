@@ -59,10 +59,10 @@ func TestInjectionKeepsWorkingThroughRotations(t *testing.T) {
 	}
 	srv := &Server{
 		GetCertificate: authority.NewServingCertificate([]string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}).GetCertificate,
-		Injector:       &Injector{Config: testConfig(), Namespaces: k8sClient, Excluded: ExcludedNamespaces(operatorNS)},
+		Injector:       &Injector{Config: testConfig(), Keys: testKey, Namespaces: k8sClient, Excluded: ExcludedNamespaces(operatorNS)},
 		Log:            testr.New(t),
 	}
-	cfg := webhookConfiguration("rotation-"+operatorNS, fmt.Sprintf("https://%s%s", ln.Addr(), Path), operatorNS)
+	cfg := webhookConfiguration(t, "rotation-"+operatorNS, fmt.Sprintf("https://%s%s", ln.Addr(), Path), operatorNS)
 	cfg.Webhooks[0].NamespaceSelector.MatchLabels = map[string]string{"rotation-test": operatorNS}
 	if err := k8sClient.Create(ctx, cfg); err != nil {
 		t.Fatal(err)

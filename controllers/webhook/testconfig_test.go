@@ -1,5 +1,7 @@
 package webhook
 
+import "github.com/weighstation/weighstation/controllers/injectionproof"
+
 // testConfig is a Config as the operator's flag defaults make it.
 func testConfig() Config {
 	return Config{
@@ -13,5 +15,9 @@ func testConfig() Config {
 		MetricsPort:            DefaultMetricsPort,
 		Resources:              DefaultResources(),
 		PrometheusAnnotations:  true,
+		RunAsUser:              DefaultRunAsUser,
 	}
 }
+
+// testKey is the injection proof key of the tests' injectors.
+var testKey = injectionproof.StaticKey("0123456789abcdef0123456789abcdef")

@@ -62,8 +62,25 @@ type TokenReviewer struct {
 
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 
-// Authenticate implements Authenticator.
+// Authenticate implements Authenticator: a TokenReview, then the pod.
+// It has no cache and no limit: the operator puts a TokenGate in front.
 func (r TokenReviewer) Authenticate(ctx context.Context, token string) (Identity, error) {
+	id, err := r.review(ctx, token)
+	if err != nil {
+		return Identity{}, err
+	}
+	if err := r.checkPod(ctx, id.Namespace, id.Pod, id.PodUID); err != nil {
+		return Identity{}, err
+	}
+	return id, nil
+}
+
+// review asks the apiserver who token is: the identity of a valid token
+// for Audience bound to a pod, an errUnauthenticated for a token it does
+// not accept as that, another error when the review itself failed. What
+// it says of a token holds for that token's life, whatever happens to the
+// pod later (checkPod says that).
+func (r TokenReviewer) review(ctx context.Context, token string) (Identity, error) {
 	review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{r.Audience}}}
 	if err := r.Client.Create(ctx, review); err != nil {
 		return Identity{}, fmt.Errorf("reviewing the token: %w", err)
@@ -87,20 +104,28 @@ func (r TokenReviewer) Authenticate(ctx context.Context, token string) (Identity
 	if err != nil {
 		return Identity{}, fmt.Errorf("%w: %w", errUnauthenticated, err)
 	}
+	return Identity{Namespace: ns, Pod: podName, PodUID: podUID, ServiceAccount: sa, Expiry: expiry}, nil
+}
+
+// checkPod checks that the pod namespace/name exists with uid in the
+// operator's pod cache, which holds the sidecar pods that count: a token
+// of a pod deleted, re-created, finished or without the sidecar label is
+// refused, whatever the token's own validity.
+func (r TokenReviewer) checkPod(ctx context.Context, ns, name, uid string) error {
 	// Metadata is all the check needs, and all the operator's pod cache
 	// holds.
 	pod := &metav1.PartialObjectMetadata{}
 	pod.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
-	if err := r.Pods.Get(ctx, k8stypes.NamespacedName{Namespace: ns, Name: podName}, pod); err != nil {
+	if err := r.Pods.Get(ctx, k8stypes.NamespacedName{Namespace: ns, Name: name}, pod); err != nil {
 		if apierrors.IsNotFound(err) {
-			return Identity{}, fmt.Errorf("%w: pod %s/%s does not exist or does not carry the sidecar label", errUnauthenticated, ns, podName)
+			return fmt.Errorf("%w: pod %s/%s does not exist or does not carry the sidecar label", errUnauthenticated, ns, name)
 		}
-		return Identity{}, fmt.Errorf("reading pod %s/%s: %w", ns, podName, err)
+		return fmt.Errorf("reading pod %s/%s: %w", ns, name, err)
 	}
-	if string(pod.UID) != podUID {
-		return Identity{}, fmt.Errorf("%w: the token is bound to pod %s/%s with UID %s, but that pod's UID is %s", errUnauthenticated, ns, podName, podUID, pod.UID)
+	if string(pod.UID) != uid {
+		return fmt.Errorf("%w: the token is bound to pod %s/%s with UID %s, but that pod's UID is %s", errUnauthenticated, ns, name, uid, pod.UID)
 	}
-	return Identity{Namespace: ns, Pod: podName, PodUID: podUID, ServiceAccount: sa, Expiry: expiry}, nil
+	return nil
 }
 
 func first(v authenticationv1.ExtraValue) string {

@@ -32,6 +32,7 @@ import (
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -39,6 +40,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/weighstation/weighstation/meshconfig/xdsresource"
 )
@@ -67,6 +69,9 @@ type Options struct {
 	// call's pod), keyed by the full names of their methods; each
 	// registers itself on the gRPC server.
 	Services map[string]func(grpc.ServiceRegistrar)
+	// Limits bound each connection and stream; zero fields take
+	// DefaultLimits'.
+	Limits Limits
 }
 
 // connReadBuffer is each sidecar connection's read buffer.
@@ -85,7 +90,18 @@ type Server struct {
 	listener net.Listener
 	conns    *connTracker
 	ready    chan struct{} // closed once listening
+
+	// refusalLog samples the log of refused calls: a flood of junk tokens
+	// is counted in full (refused_total), but logging each line would cost
+	// more than refusing it.
+	refusalLog *rate.Limiter
 }
+
+// Refused calls logged per second (and burst); the rest are counted only.
+const (
+	refusalLogRate  = 1
+	refusalLogBurst = 10
+)
 
 // streamState is one stream's identity and what it was sent. Callbacks of
 // one stream run on that stream's goroutine, so only the map that holds it
@@ -120,7 +136,9 @@ func NewServer(pub *Publisher, tracker *Tracker, opts Options) *Server {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Server{opts: opts, pub: pub, tracker: tracker, metrics: newServerMetrics(opts.Registerer), streams: map[int64]*streamState{}, ready: make(chan struct{})}
+	opts.Limits = opts.Limits.withDefaults()
+	return &Server{opts: opts, pub: pub, tracker: tracker, metrics: newServerMetrics(opts.Registerer), streams: map[int64]*streamState{}, ready: make(chan struct{}),
+		refusalLog: rate.NewLimiter(refusalLogRate, refusalLogBurst)}
 }
 
 // NeedLeaderElection is false: every replica listens, so that a sidecar
@@ -152,8 +170,20 @@ func (s *Server) Start(ctx context.Context) error {
 		grpc.UnaryInterceptor(s.authenticateUnary),
 		// Sidecars hold one stream each for their lifetime; keepalives find
 		// the ones whose pod vanished without a FIN.
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		// A connection without a stream for maxConnectionIdle is closed: a
+		// sidecar always holds one, a junk caller holds only the socket.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, MaxConnectionIdle: maxConnectionIdle}),
+		// A client pinging more often than every 10 s is closed
+		// (GOAWAY too_many_pings): the sidecars' KeepaliveTime is longer.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		// What one connection can make the server hold: its streams, the
+		// size of each message and of a call's metadata, and how long its
+		// handshakes may take (Limits).
+		grpc.MaxConcurrentStreams(uint32(s.opts.Limits.MaxConcurrentStreams)),
+		grpc.MaxRecvMsgSize(s.opts.Limits.MaxRecvMsgSize),
+		grpc.MaxSendMsgSize(s.opts.Limits.MaxSendMsgSize),
+		grpc.MaxHeaderListSize(maxHeaderListSize),
+		grpc.ConnectionTimeout(handshakeTimeout),
 		// Thousands of sidecars hold a connection each, idle between a
 		// report or a push every few seconds: a write buffer per connection
 		// held for life (32 KiB by default) is 32 MiB per thousand. Shared,
@@ -242,16 +272,23 @@ func (s *Server) admit(ctx context.Context, method string) (Identity, time.Durat
 	}
 	id, err := s.opts.Authenticator.Authenticate(ctx, token)
 	if err != nil {
-		reason := "unauthenticated"
-		if !errors.Is(err, errUnauthenticated) {
-			reason = "review_failed" // the apiserver, not the caller
+		code, reason := codes.Unauthenticated, "unauthenticated"
+		var r *refusal
+		switch {
+		case errors.As(err, &r):
+			// A TokenGate's: a local check, the cache, or a rate limit.
+			code, reason = r.code, r.reason
+		case !errors.Is(err, errUnauthenticated):
+			code, reason = codes.Unavailable, "review_failed" // the apiserver, not the caller
 		}
 		s.metrics.refused.WithLabelValues(reason).Inc()
-		s.opts.Log.Info("refused an xDS call", "method", method, "reason", err.Error(), "peer", peerOf(ctx))
-		if reason == "review_failed" {
+		if s.refusalLog.Allow() {
+			s.opts.Log.Info("refused an xDS call (sampled: weighstation_operator_xds_refused_total counts them all)", "method", method, "reason", err.Error(), "peer", peerOf(ctx))
+		}
+		if reason == "review_failed" && r == nil {
 			return Identity{}, 0, status.Errorf(codes.Unavailable, "checking the token: %v", err)
 		}
-		return Identity{}, 0, status.Error(codes.Unauthenticated, err.Error())
+		return Identity{}, 0, status.Error(code, err.Error())
 	}
 	remaining := id.Expiry.Sub(s.opts.Now())
 	if remaining <= 0 {
@@ -287,7 +324,7 @@ func (s *Server) authenticate(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 	timer := time.AfterFunc(remaining, func() { close(expired) })
 	defer timer.Stop()
 	ctx := context.WithValue(ss.Context(), identityKey{}, id)
-	err = handler(srv, &expiringStream{ServerStream: ss, ctx: ctx, expired: expired, node: id.NodeID()})
+	err = handler(srv, &expiringStream{ServerStream: ss, ctx: ctx, expired: expired, node: id.NodeID(), srv: s})
 	select {
 	case <-expired:
 		// go-control-plane ends a stream whose receive failed without an
@@ -306,6 +343,7 @@ type expiringStream struct {
 	ctx     context.Context
 	expired <-chan struct{}
 	node    string
+	srv     *Server
 	// recv carries the result of the one RecvMsg in flight.
 	recv chan error
 }
@@ -319,12 +357,40 @@ func (e *expiringStream) RecvMsg(m any) error {
 	go func() { e.recv <- e.ServerStream.RecvMsg(m) }()
 	select {
 	case err := <-e.recv:
+		if isSizeError(err) {
+			// gRPC has already ended the stream with its own message, which
+			// gives the limit's value but not the flag: say it here.
+			e.srv.metrics.refused.WithLabelValues("recv_msg_size").Inc()
+			if e.srv.refusalLog.Allow() {
+				e.srv.opts.Log.Info("a sidecar sent a message over the limit", "pod", e.node, "limit", "-xds-max-recv-msg-size", "bytes", e.srv.opts.Limits.MaxRecvMsgSize, "reason", err.Error())
+			}
+		}
 		return err
 	case <-e.expired:
 		// The RecvMsg in flight returns when the handler has returned and
 		// gRPC cancels the stream; m is abandoned with it.
 		return status.Errorf(codes.Unauthenticated, "the token of %s expired; reconnect with a fresh one", e.node)
 	}
+}
+
+// SendMsg refuses a message over -xds-max-send-msg-size itself, naming
+// the flag: gRPC's own refusal names neither the flag nor whose limit it
+// is.
+func (e *expiringStream) SendMsg(m any) error {
+	if msg, ok := m.(proto.Message); ok {
+		if n, limit := proto.Size(msg), e.srv.opts.Limits.MaxSendMsgSize; n > limit {
+			e.srv.metrics.refused.WithLabelValues("send_msg_size").Inc()
+			e.srv.opts.Log.Info("a response is over the limit: the stream ends", "pod", e.node, "limit", "-xds-max-send-msg-size", "bytes", n)
+			return status.Errorf(codes.ResourceExhausted, "the operator's response is %d bytes: over its -xds-max-send-msg-size (%d bytes)", n, limit)
+		}
+	}
+	return e.ServerStream.SendMsg(m)
+}
+
+// isSizeError is gRPC's refusal of a message over a size limit.
+func isSizeError(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.ResourceExhausted && strings.Contains(st.Message(), "larger than max")
 }
 
 func bearerToken(ctx context.Context) (string, error) {
@@ -378,6 +444,11 @@ func (s *Server) onRequest(streamID int64, req *discoveryRequest) error {
 	if err != nil {
 		return err
 	}
+	if n := max(len(req.GetInitialResourceVersions()), len(req.GetResourceNamesSubscribe())); n > s.opts.Limits.MaxStreamResources {
+		// Refused before its names are looked at one by one.
+		s.metrics.refused.WithLabelValues("stream_resources").Inc()
+		return status.Errorf(codes.ResourceExhausted, "the request names %d resources: over the operator's -xds-max-stream-resources (%d)", n, s.opts.Limits.MaxStreamResources)
+	}
 	err = s.checkRequest(st, req)
 	if err == nil {
 		err = s.checkIncarnation(st)
@@ -400,11 +471,6 @@ func (s *Server) onRequest(streamID int64, req *discoveryRequest) error {
 		s.tracker.hold(st.id.key(), st.held)
 	}
 	now := time.Now()
-	for _, name := range req.GetResourceNamesSubscribe() {
-		if _, ok := st.subscribedAt[name]; !ok {
-			st.subscribedAt[name] = now
-		}
-	}
 	for _, name := range req.GetResourceNamesUnsubscribe() {
 		delete(st.subscribedAt, name)
 		delete(st.sent, name)
@@ -412,8 +478,27 @@ func (s *Server) onRequest(streamID int64, req *discoveryRequest) error {
 			delete(p.versions, name)
 		}
 	}
+	for _, name := range req.GetResourceNamesSubscribe() {
+		if _, ok := st.subscribedAt[name]; !ok {
+			st.subscribedAt[name] = now
+		}
+	}
+	if n := len(st.subscribedAt); n > s.opts.Limits.MaxStreamResources {
+		// The stream ends here: nothing of this request is served.
+		s.metrics.refused.WithLabelValues("stream_resources").Inc()
+		s.opts.Log.Info("ended an xDS stream subscribed to too many resources", "pod", st.id.NodeID(), "resources", n)
+		return status.Errorf(codes.ResourceExhausted, "this stream subscribes to %d resources: over the operator's -xds-max-stream-resources (%d)", n, s.opts.Limits.MaxStreamResources)
+	}
 	if nonce := req.GetResponseNonce(); nonce != "" {
 		s.settle(st, nonce, req)
+	}
+	if n := len(st.pending); n >= s.opts.Limits.MaxUnackedPushes {
+		// A sidecar answers every response before it asks again (each
+		// request may bring one more): one that keeps asking without
+		// answering grows what is held for it.
+		s.metrics.refused.WithLabelValues("unacked_pushes").Inc()
+		s.opts.Log.Info("ended an xDS stream with too many unacknowledged responses", "pod", st.id.NodeID(), "unacknowledged", n)
+		return status.Errorf(codes.ResourceExhausted, "%d responses on this stream are neither acknowledged nor refused: at the operator's -xds-max-unacked-pushes (%d); reconnect", n, s.opts.Limits.MaxUnackedPushes)
 	}
 	return nil
 }
@@ -499,8 +584,14 @@ func (s *Server) settle(st *streamState, nonce string, req *discoveryRequest) {
 			}
 		}
 		s.metrics.nacks.Inc()
-		s.tracker.nack(st.id.key(), suspects, detail.GetMessage(), time.Now())
-		s.opts.Log.Info("a sidecar refused its configuration (NACK)", "pod", st.id.NodeID(), "reason", detail.GetMessage(), "resources", len(suspects))
+		// The reason is the sidecar's to write, and is kept per resource
+		// and pod, shown in status and logged: cut to a stated length.
+		reason, truncated := truncateReason(detail.GetMessage())
+		if truncated {
+			s.metrics.nackReasonsTruncated.Inc()
+		}
+		s.tracker.nack(st.id.key(), suspects, reason, time.Now())
+		s.opts.Log.Info("a sidecar refused its configuration (NACK)", "pod", st.id.NodeID(), "reason", reason, "resources", len(suspects))
 		return
 	}
 	s.metrics.acks.Inc()

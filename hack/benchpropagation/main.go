@@ -12,6 +12,14 @@
 // state. It reports HdrHistogram percentiles against the issue's targets,
 // the operator's CPU per change from /proc (less its idle CPU over the same
 // wall time), and the swarm's memory.
+//
+// With -flood R, the same changes are made again while a flood generator
+// (hack/benchpropagation/flood, its own process) sends R junk xDS calls a
+// second, and the two distributions are reported side by side, with the
+// generator's own CPU, the TokenReviews the apiserver received, and
+// whether the operator (then run with leader election) kept its Lease.
+// Each sidecar dials from a loopback address of its own, as pods have
+// their own IPs, so that the operator's per-peer limits see one pod each.
 package main
 
 import (
@@ -53,6 +61,11 @@ type options struct {
 	swarmPprof                 string
 	profile                    bool
 	operatorMetrics            bool
+	flood                      float64
+	floodPeers                 int
+	floodWarmup, floodMin      time.Duration
+	floodBin                   string
+	operatorArgs               []string
 }
 
 func main() {
@@ -71,7 +84,17 @@ func main() {
 	flag.StringVar(&o.swarmPprof, "swarm-pprof", "", "serve the swarm's net/http/pprof at this loopback address, for diagnosis")
 	flag.BoolVar(&o.profile, "profile", false, "profile the change phase (its numbers then include the profilers' cost): the operator with `perf record -g` (it serves no pprof), the swarm with pprof (CPU and heap), into -out/n<N>-profile/")
 	flag.BoolVar(&o.operatorMetrics, "operator-metrics", false, "serve the operator's /metrics on a loopback port (instead of -metrics-bind-address 0) and report its reconciles, pushes and ACKs per change")
+	flag.Float64Var(&o.flood, "flood", 0, "after the changes, make them again while junk xDS calls arrive at this many per second (forged tokens of real pods, one valid token replayed; hack/benchpropagation/flood), and report both side by side; 0: no flood. The operator then runs with leader election, and its /metrics on")
+	flag.IntVar(&o.floodPeers, "flood-peers", 64, "the flood's connections, each from a loopback address of its own")
+	flag.DurationVar(&o.floodWarmup, "flood-warmup", 3*time.Second, "how long the flood runs before the changes under it start")
+	flag.DurationVar(&o.floodMin, "flood-min", 30*time.Second, "the least time the flood runs, the changes done or not: the Lease is watched all along (the operator gives it up after 10 s without a renewal)")
+	flag.StringVar(&o.floodBin, "flood-bin", "", "the flood binary (empty: go build ./hack/benchpropagation/flood into -out)")
+	operatorArgs := flag.String("operator-args", "", "more flags for the operator, space-separated (e.g. -xds-tokenreview-rate=50)")
 	flag.Parse()
+	o.operatorArgs = strings.Fields(*operatorArgs)
+	if o.flood > 0 {
+		o.operatorMetrics = true
+	}
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 {
@@ -99,6 +122,14 @@ func benchmark(o options) error {
 			return fmt.Errorf("building the swarm: %w", err)
 		}
 	}
+	if o.flood > 0 && o.floodBin == "" {
+		o.floodBin = filepath.Join(o.outDir, "flood")
+		build := exec.Command("go", "build", "-o", o.floodBin, "./hack/benchpropagation/flood")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("building the flood: %w", err)
+		}
+	}
 	fmt.Printf("# bench-propagation: %d kill switch changes per sidecar count, %d cores; %s\n\n", o.changes, numCPU(), time.Now().UTC().Format("2006-01-02"))
 	var results []*result
 	var failures []string
@@ -117,6 +148,16 @@ func benchmark(o options) error {
 			failures = append(failures, fmt.Sprintf("%d sidecars: %s", n, r.Failure))
 		} else if r.Target > 0 && !r.TargetMet {
 			failures = append(failures, fmt.Sprintf("%d sidecars: p99 %.1f ms over the %.0f ms target", n, r.PerSidecar.P99, r.Target))
+		}
+		if f := r.Flood; f != nil {
+			switch {
+			case f.Failure != "":
+				failures = append(failures, fmt.Sprintf("%d sidecars under the flood: %s", n, f.Failure))
+			case !f.LeaseKept:
+				failures = append(failures, fmt.Sprintf("%d sidecars under the flood: the operator lost its Lease", n))
+			case r.Target > 0 && f.PerSidecar.P99 > r.Target:
+				failures = append(failures, fmt.Sprintf("%d sidecars under the flood: p99 %.1f ms over the %.0f ms target", n, f.PerSidecar.P99, r.Target))
+			}
 		}
 	}
 	summary(results)
@@ -166,9 +207,13 @@ func measure(o options, n int) (*result, error) {
 	if err := os.Setenv("KUBECONFIG", cl.Kubeconfig); err != nil {
 		return nil, err
 	}
-	op, err := benchharness.Start("operator", o.bin, "operator", "-namespace", operatorNamespace, "-xds-listen", xdsAddr,
-		"-metrics-bind-address", metricsAddr, "-health-probe-bind-address", probeAddr, "-leader-elect=false",
-		"-zap-time-encoding=rfc3339nano") // a log that lines up with the changes' timeline
+	// Under a flood the operator elects itself, so that the bench can
+	// tell whether the flood cost it its Lease.
+	opArgs := append([]string{"operator", "-namespace", operatorNamespace, "-xds-listen", xdsAddr,
+		"-metrics-bind-address", metricsAddr, "-health-probe-bind-address", probeAddr, fmt.Sprintf("-leader-elect=%t", o.flood > 0),
+		"-zap-time-encoding=rfc3339nano"}, // a log that lines up with the changes' timeline
+		o.operatorArgs...)
+	op, err := benchharness.Start("operator", o.bin, opArgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +252,7 @@ func measure(o options, n int) (*result, error) {
 	if err := os.WriteFile(manifestFile, b, 0o600); err != nil {
 		return nil, err
 	}
-	args := []string{"-manifest", manifestFile, "-report", ln.Addr().String(), fmt.Sprintf("-start=%t", o.startSidecars)}
+	args := []string{"-manifest", manifestFile, "-report", ln.Addr().String(), fmt.Sprintf("-start=%t", o.startSidecars), "-own-ips"}
 	if o.swarmPprof != "" {
 		args = append(args, "-pprof", o.swarmPprof)
 	}
@@ -266,9 +311,6 @@ func measure(o options, n int) (*result, error) {
 	idleWall := time.Since(idleStart)
 
 	// The changes.
-	perSidecar := newHist()
-	lastSidecar := newHist()
-	patchCall := newHist()
 	before, err := procs.cpu()
 	if err != nil {
 		return nil, err
@@ -286,38 +328,9 @@ func measure(o options, n int) (*result, error) {
 	}
 	changesStart := time.Now()
 	engaged := false
-	for k := range o.changes {
-		engaged = !engaged
-		called := time.Now()
-		if err := cl.setKillSwitch(ctx, engaged); err != nil {
-			return nil, fmt.Errorf("change %d: %w", k+1, err)
-		}
-		t0 := time.Now()
-		_ = patchCall.RecordValue(t0.Sub(called).Microseconds())
-		applied, err := ev.waitAll(n, engaged, t0.Add(o.changeTimeout))
-		if err != nil {
-			r.Failure = fmt.Sprintf("change %d (engaged=%t): %v", k+1, engaged, err)
-			progress("FAILED: %s", r.Failure)
-			break
-		}
-		var last int64
-		ct := changeTimes{Engaged: engaged, PatchCalled: called.UnixNano(), PatchReturned: t0.UnixNano(), FirstApplied: 1<<63 - 1}
-		for _, at := range applied {
-			ct.FirstApplied, ct.LastApplied = min(ct.FirstApplied, at), max(ct.LastApplied, at)
-			d := (at - t0.UnixNano()) / int64(time.Microsecond)
-			if d < 0 {
-				r.AppliedBeforePatchReturned++
-				d = 0
-			}
-			_ = perSidecar.RecordValue(max(d, 1))
-			last = max(last, d)
-		}
-		_ = lastSidecar.RecordValue(max(last, 1))
-		r.Timeline = append(r.Timeline, ct)
-		r.Changes++
-		progress("change %d (engaged=%t): last sidecar after %.1f ms", k+1, engaged, float64(last)/1000)
-		time.Sleep(o.gap)
-	}
+	run := runChanges(ctx, o, n, cl, ev, &engaged, opAlive, progress)
+	r.Failure, r.Changes, r.Timeline, r.AppliedBeforePatchReturned = run.failure, run.changes, run.timeline, run.appliedBefore
+	perSidecar, lastSidecar, patchCall := run.perSidecar, run.lastSidecar, run.patchCall
 	changesWall := time.Since(changesStart)
 	after, err := procs.cpu()
 	if err != nil {
@@ -339,6 +352,15 @@ func measure(o options, n int) (*result, error) {
 	r.TargetMet = r.Failure == "" && r.Target > 0 && r.PerSidecar.P99 <= r.Target
 	cpuPerChange(r, procs.names, idleBefore, idleAfter, idleWall, before, after, changesWall, max(r.Changes, 1))
 	r.ChangesWallSeconds, r.IdleWallSeconds = changesWall.Seconds(), idleWall.Seconds()
+	r.CoresUsed = coresUsed(procs.names, before, after, changesWall)
+
+	if o.flood > 0 && r.Failure == "" {
+		progress("the same %d changes under a flood of %.0f junk xDS calls a second", o.changes, o.flood)
+		r.Flood, err = floodPhase(ctx, o, n, cl, ev, &engaged, procs, manifestFile, metricsAddr, op, opAlive, progress)
+		if err != nil {
+			return nil, fmt.Errorf("the flood: %w", err)
+		}
+	}
 
 	if r.Memory.SwarmRSS, err = swarm.RSS(); err != nil {
 		return nil, err
@@ -346,10 +368,12 @@ func measure(o options, n int) (*result, error) {
 	if r.Memory.SwarmPeakRSS, err = swarm.PeakRSS(); err != nil {
 		return nil, err
 	}
-	if r.Memory.OperatorRSS, err = op.RSS(); err != nil {
+	// An operator that a flood brought down has no memory to read.
+	operatorGone := r.Flood != nil && !r.Flood.OperatorAlive
+	if r.Memory.OperatorRSS, err = op.RSS(); err != nil && !operatorGone {
 		return nil, err
 	}
-	if r.Memory.OperatorPeakRSS, err = op.PeakRSS(); err != nil {
+	if r.Memory.OperatorPeakRSS, err = op.PeakRSS(); err != nil && !operatorGone {
 		return nil, err
 	}
 	stopSwarm()
@@ -359,12 +383,75 @@ func measure(o options, n int) (*result, error) {
 	}
 	r.Refused = ev.refused
 	stopOperator()
-	for name, log := range map[string]string{"operator": op.Log(), "swarm": swarm.Log()} {
+	logs := map[string]string{"operator": op.Log(), "swarm": swarm.Log()}
+	if r.Flood != nil {
+		logs["flood"] = r.Flood.log
+	}
+	for name, log := range logs {
+		if log == "" {
+			continue
+		}
 		if err := os.WriteFile(filepath.Join(o.outDir, fmt.Sprintf("n%d.%s.log", n, name)), []byte(log), 0o644); err != nil {
 			return nil, err
 		}
 	}
 	return r, nil
+}
+
+// changeRun is one run of kill switch changes.
+type changeRun struct {
+	perSidecar, lastSidecar, patchCall *hdrhistogram.Histogram
+	timeline                           []changeTimes
+	changes, appliedBefore             int
+	failure                            string
+}
+
+// runChanges flips the kill switch o.changes times from *engaged, waiting
+// for each change to reach every sidecar, and measures each; it stops at
+// the first change that does not (or when alive says the operator is
+// gone).
+func runChanges(ctx context.Context, o options, n int, cl *cluster, ev *events, engaged *bool, alive func() error, progress func(string, ...any)) changeRun {
+	run := changeRun{perSidecar: newHist(), lastSidecar: newHist(), patchCall: newHist()}
+	for k := range o.changes {
+		if err := alive(); err != nil {
+			run.failure = fmt.Sprintf("before change %d: %v", k+1, err)
+			progress("FAILED: %s", run.failure)
+			break
+		}
+		*engaged = !*engaged
+		called := time.Now()
+		if err := cl.setKillSwitch(ctx, *engaged); err != nil {
+			run.failure = fmt.Sprintf("change %d: %v", k+1, err)
+			progress("FAILED: %s", run.failure)
+			break
+		}
+		t0 := time.Now()
+		_ = run.patchCall.RecordValue(t0.Sub(called).Microseconds())
+		applied, err := ev.waitAll(n, *engaged, t0.Add(o.changeTimeout))
+		if err != nil {
+			run.failure = fmt.Sprintf("change %d (engaged=%t): %v", k+1, *engaged, err)
+			progress("FAILED: %s", run.failure)
+			break
+		}
+		var last int64
+		ct := changeTimes{Engaged: *engaged, PatchCalled: called.UnixNano(), PatchReturned: t0.UnixNano(), FirstApplied: 1<<63 - 1}
+		for _, at := range applied {
+			ct.FirstApplied, ct.LastApplied = min(ct.FirstApplied, at), max(ct.LastApplied, at)
+			d := (at - t0.UnixNano()) / int64(time.Microsecond)
+			if d < 0 {
+				run.appliedBefore++
+				d = 0
+			}
+			_ = run.perSidecar.RecordValue(max(d, 1))
+			last = max(last, d)
+		}
+		_ = run.lastSidecar.RecordValue(max(last, 1))
+		run.timeline = append(run.timeline, ct)
+		run.changes++
+		progress("change %d (engaged=%t): last sidecar after %.1f ms", k+1, *engaged, float64(last)/1000)
+		time.Sleep(o.gap)
+	}
+	return run
 }
 
 // startProfiles records the operator with perf (its binary serves no

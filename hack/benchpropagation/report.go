@@ -50,6 +50,10 @@ type result struct {
 	// Timeline is each change's moments (UnixNano), to line up with the
 	// operator's log (n<N>.operator.log, RFC 3339 nano timestamps).
 	Timeline []changeTimes `json:"timeline"`
+	// CoresUsed is each process's CPU over the changes, in cores.
+	CoresUsed map[string]float64 `json:"coresUsed"`
+	// Flood is the same changes under a flood (-flood).
+	Flood *floodResult `json:"flood,omitempty"`
 
 	perSidecarHist, lastSidecarHist *hdrhistogram.Histogram
 }
@@ -261,6 +265,9 @@ func report(r *result) {
 		fmt.Printf(" xDS clients: %d stream opens for %d sidecars, %d configurations applied, %d refused.", s.Connects, r.Sidecars, s.Applied, s.Refused)
 	}
 	fmt.Print("\n\n")
+	if r.Flood != nil {
+		reportFlood(r)
+	}
 }
 
 func summary(results []*result) {

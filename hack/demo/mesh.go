@@ -47,8 +47,13 @@ func (d *demo) mesh(ctx context.Context) error {
 	// webhook's certificate names 127.0.0.1 for this.
 	webhookURL := "https://" + webhookAddr + webhook.Path
 	d.p.say("pointing the chart's webhook configuration at the operator's local address (on a cluster: the Service %s)", webhookConfiguration)
-	if _, err := d.tools.kubectlShow(d.p, "patch", "mutatingwebhookconfiguration", webhookConfiguration, "--type=json", "-p",
-		`[{"op":"remove","path":"/webhooks/0/clientConfig/service"},{"op":"add","path":"/webhooks/0/clientConfig/url","value":"`+webhookURL+`"}]`); err != nil {
+	// Both of its entries: pods opted in by their namespace's label, and by
+	// their own.
+	var ops []string
+	for _, i := range []string{"0", "1"} {
+		ops = append(ops, `{"op":"remove","path":"/webhooks/`+i+`/clientConfig/service"}`, `{"op":"add","path":"/webhooks/`+i+`/clientConfig/url","value":"`+webhookURL+`"}`)
+	}
+	if _, err := d.tools.kubectlShow(d.p, "patch", "mutatingwebhookconfiguration", webhookConfiguration, "--type=json", "-p", "["+strings.Join(ops, ",")+"]"); err != nil {
 		return err
 	}
 	// Reports every second, written at most every second, over a short
@@ -179,7 +184,7 @@ func (d *demo) startBroker(ctx context.Context, addr, metricsAddr string) error 
 	if err := d.cl.WaitConfigMap(ctx, releaseNamespace, brokercreds.TrustConfigMapName, trustDir, d.o.wait, d.op.Alive); err != nil {
 		return err
 	}
-	broker, err := benchharness.StartLogged("broker", filepath.Join(d.dir, "broker.log"), d.o.bin, "broker", "-listen", addr, "-trust-dir", trustDir, "-metrics-listen", metricsAddr)
+	broker, err := benchharness.StartLogged("broker", filepath.Join(d.dir, "broker.log"), d.o.bin, "broker", "-listen", addr, "-trust-dir", trustDir, "-account-dir", filepath.Join(d.dir, "broker-accounts"), "-metrics-listen", metricsAddr)
 	if err != nil {
 		return err
 	}

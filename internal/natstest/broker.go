@@ -106,7 +106,7 @@ func StartTrustingBroker(t testing.TB, files map[string]string, listen string) *
 		t.Fatal(err)
 	}
 	o := broker.DefaultOptions
-	o.Listen, o.Trust = listen, trust
+	o.Listen, o.Trust, o.AccountDir = listen, trust, t.TempDir()
 	s, err := broker.New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -116,8 +116,5 @@ func StartTrustingBroker(t testing.TB, files map[string]string, listen string) *
 		t.Fatal("the broker did not start within 10s")
 	}
 	t.Cleanup(s.Shutdown)
-	if err := trust.LoadAccount(s); err != nil {
-		t.Fatal(err)
-	}
 	return s
 }

@@ -29,6 +29,8 @@ func TestInvalidLimitFlagsStopTheSidecar(t *testing.T) {
 		{"zero memory budget", []string{"-memory-budget", "0"}, "-memory-budget must be at least 1 byte, got 0"},
 		{"negative drain grace", []string{"-drain-grace", "-1s"}, "-drain-grace must not be negative"},
 		{"negative send buffer", []string{"-app-send-buffer", "-1"}, "-app-send-buffer must be 0"},
+		{"negative read budget wait", []string{"-read-budget-wait", "-1ms"}, "-read-budget-wait must not be negative"},
+		{"go memory limit with a unit", []string{"-go-memory-limit", "96Mi"}, "-go-memory-limit must be auto, off or a number of bytes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

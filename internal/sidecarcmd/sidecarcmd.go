@@ -55,7 +55,10 @@ func Run(args []string) error {
 	configPath := fs.String("config", "", "pod configuration file (JSON or YAML), reloaded on change; empty: the documented defaults, and the sidecar is ready at once")
 	reload := fs.Duration("reload-interval", time.Second, "how often the configuration file is checked")
 	fs.IntVar(&opts.MaxConnections, "max-connections", opts.MaxConnections, "most application connections")
-	fs.Int64Var(&opts.MemoryBudget, "memory-budget", opts.MemoryBudget, "bytes all pending messages may hold together; past it, non-essential subscriptions are shed first")
+	fs.Int64Var(&opts.MemoryBudget, "memory-budget", opts.MemoryBudget, "bytes all pending messages, and the application connections' read buffers past their first 4 KiB each, may hold together; past it, non-essential subscriptions are shed first")
+	goMemLimit := fs.String("go-memory-limit", "auto", "Go's soft memory limit (GOMEMLIMIT), near which the garbage collector works harder rather than let the heap grow to twice what is live: "+
+		"auto, -memory-budget plus 32 MiB (unless GOMEMLIMIT is set in the environment); off, none; or a number of bytes. Keep the container's memory limit at least 16 MiB above it (docs/sidecar.md, \"Memory\")")
+	fs.DurationVar(&opts.ReadBudgetWait, "read-budget-wait", opts.ReadBudgetWait, "how long a PUB whose body needs a larger read buffer waits for room in -memory-budget; past it, the body is skipped unread and the publish refused with a Permissions Violation, the connection kept")
 	fs.IntVar(&opts.AppSendBuffer, "app-send-buffer", opts.AppSendBuffer, "kernel send buffer (SO_SNDBUF) of each application connection, in bytes, and the most its write batches hold; 0: the kernel's autotuning (megabytes on loopback, where queued messages escape the sidecar's limits, drop counts and latency)")
 	metricsListen := fs.String("metrics-listen", "127.0.0.1:9091", "address of /metrics (Prometheus) and /debug/latency; empty disables them. "+
 		"Loopback by default, for a sidecar run by hand: in a pod, give :9091 (or $(POD_IP):9091) for Prometheus to scrape")
@@ -109,6 +112,10 @@ func Run(args []string) error {
 	if opts.MemoryBudget < 1 {
 		return fmt.Errorf("-memory-budget must be at least 1 byte, got %d", opts.MemoryBudget)
 	}
+	goMemLimitInForce, err := applyGoMemoryLimit(*goMemLimit, opts.MemoryBudget)
+	if err != nil {
+		return err
+	}
 	if *finalReport < 0 {
 		return fmt.Errorf("-final-report-timeout must not be negative (0 sends no last report), got %s", *finalReport)
 	}
@@ -146,6 +153,7 @@ func Run(args []string) error {
 	default:
 		issued = brokercred.New()
 		upOpts.Credentials = issued.Credentials()
+		upOpts.OnRefused = func(err error) { issued.Renew("the broker refused the credential: " + err.Error()) }
 	}
 	if *brokerTLSCA != "" {
 		cfg, err := upstream.TLSFromCAFile(*brokerTLSCA)
@@ -167,6 +175,18 @@ func Run(args []string) error {
 			"retryEvery", upstream.ReconnectWait.String(), "outageBufferBytes", upstream.OutageBufferBytes)
 	}
 	opts.Log = log
+	if issued != nil {
+		// The pod's inbox space comes with its credential, which the
+		// broker lets subscribe under it alone: the sidecar translates its
+		// applications' inboxes into it (docs/sidecar.md, "Subject
+		// permissions"), and is not ready before it knows it.
+		opts.InboxPrefix = func() (string, bool) {
+			if _, err := issued.UserJWT(); err != nil {
+				return "", false
+			}
+			return issued.InboxPrefix(), true
+		}
+	}
 	s, err := sidecar.New(up, opts)
 	if err != nil {
 		return err
@@ -193,8 +213,22 @@ func Run(args []string) error {
 		// The operator's configuration: not ready until it arrives; the
 		// documented defaults govern meanwhile.
 		xdsOpts.Apply = s.SetConfig
+		var switchBroker func()
+		if issued != nil {
+			// A configuration that widens the pod's subjects waits for a
+			// credential that allows them, and the broker connection
+			// moves to it first; a narrower one applies at once (the
+			// sidecar enforces it before the broker does).
+			xdsOpts.Apply = func(cfg meshconfig.PodConfig) error {
+				if !issued.WaitCovers(operatorCtx, cfg, credentialWideningTimeout) {
+					log.Info("applying a configuration that the broker credential does not allow yet: the broker refuses its new subjects until the credential is renewed", "timeout", credentialWideningTimeout.String())
+				}
+				return s.SetConfig(cfg)
+			}
+			switchBroker = func() { up.Interrupt(errCredentialRenewed) }
+		}
 		xdsOpts.Log = log.WithName("xds")
-		if err := startXDS(operatorCtx, xdsOpts, *caFile, *serverName, reporter, issued, log); err != nil {
+		if err := startXDS(operatorCtx, xdsOpts, *caFile, *serverName, reporter, issued, switchBroker, log); err != nil {
 			return err
 		}
 	case *configPath == "":
@@ -237,7 +271,8 @@ func Run(args []string) error {
 		}
 		metrics.serve(handler, log)
 	}
-	log.Info("serving", "listen", s.Addr().String(), "broker", *brokerURL, "metrics", metrics.addr(), "health", health.addr())
+	log.Info("serving", "listen", s.Addr().String(), "broker", *brokerURL, "metrics", metrics.addr(), "health", health.addr(),
+		"memoryBudget", opts.MemoryBudget, "goMemoryLimit", goMemLimitInForce)
 	<-ctx.Done()
 	stop() // a second signal stops the process at once
 	log.Info("shutting down: draining what the sidecar holds", "drainGrace", drainGrace.String())
@@ -265,12 +300,23 @@ func withMetrics(h http.Handler, collectors ...prometheus.Collector) http.Handle
 	return mux
 }
 
+// credentialWideningTimeout bounds how long a configuration that needs a
+// wider broker credential waits for it before it applies anyway.
+const credentialWideningTimeout = 10 * time.Second
+
+// errCredentialRenewed is why the broker connection is replaced when the
+// credential is renewed: nats-server reads a user's permissions and expiry
+// at CONNECT only. Publishes are held meanwhile, and those written but not
+// confirmed are counted in doubt, as after any reconnection.
+var errCredentialRenewed = errors.New("the broker credential was renewed; reconnecting with the new one")
+
 // startXDS runs the xDS client, the reporter unless it is nil, and the
-// request for the broker credential unless issued is nil, in the
+// request for the broker credential (and its renewals, each followed by
+// switchBroker) unless issued is nil, in the
 // background, on one connection to the operator. Its trust comes from the
 // CA bundle file, which may not be mounted yet when the pod starts (the
 // operator publishes it into the namespace): it is retried until it is.
-func startXDS(ctx context.Context, opts xdsclient.Options, caFile, serverName string, reporter *report.Reporter, issued *brokercred.Holder, log logr.Logger) error {
+func startXDS(ctx context.Context, opts xdsclient.Options, caFile, serverName string, reporter *report.Reporter, issued *brokercred.Holder, switchBroker func(), log logr.Logger) error {
 	if serverName == "" {
 		host, _, err := net.SplitHostPort(opts.Address)
 		if err != nil {
@@ -317,7 +363,7 @@ func startXDS(ctx context.Context, opts xdsclient.Options, caFile, serverName st
 		var wg sync.WaitGroup
 		if issued != nil {
 			wg.Go(func() {
-				if err := issued.Fetch(ctx, conn, opts.TokenFile, opts.PodUID, log.WithName("broker-credential")); err != nil && ctx.Err() == nil {
+				if err := issued.Maintain(ctx, conn, opts.TokenFile, opts.PodUID, switchBroker, log.WithName("broker-credential")); err != nil && ctx.Err() == nil {
 					log.Error(err, "the broker credential")
 				}
 			})

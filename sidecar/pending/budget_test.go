@@ -1,7 +1,9 @@
 package pending_test
 
 import (
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/weighstation/weighstation/sidecar/pending"
 )
@@ -212,5 +214,79 @@ func TestABudgetRefusalCountsTheQueuesOwnReason(t *testing.T) {
 				t.Fatalf("counted %+v, want the arrival dropped for reason %d", c, tc.want)
 			}
 		})
+	}
+}
+
+// TestBudgetChargesMemoryOutsideTheQueues: TryReserve takes only room
+// there is; Acquire sheds non-essential queues as an essential queue
+// would, then waits for a release (woken by it, not by its timeout), and
+// gives up at its timeout or when cancelled; nothing is ever charged past
+// the budget.
+func TestBudgetChargesMemoryOutsideTheQueues(t *testing.T) {
+	const long = time.Minute // a wait that must end early, woken
+	budget := pending.NewBudget(100)
+	roomy := pending.Limits{MaxMessages: 100, MaxBytes: 1000, Overflow: pending.DropNewest}
+	optional := pending.New(roomy).WithBudget(budget, false)
+	if !optional.Push(msg(0, 30)) {
+		t.Fatal("push refused")
+	}
+	steps := []struct {
+		name  string
+		do    func() bool
+		want  bool
+		used  int64
+		queue int // what the non-essential queue still holds
+	}{
+		{"TryReserve within", func() bool { return budget.TryReserve(60) }, true, 90, 1},
+		{"TryReserve past it sheds nothing", func() bool { return budget.TryReserve(20) }, false, 90, 1},
+		{"Acquire sheds the non-essential queue", func() bool { return budget.Acquire(20, 0, nil) }, true, 80, 0},
+		{"Acquire without wait", func() bool { return budget.Acquire(30, 0, nil) }, false, 80, 0},
+		{"Acquire over the whole budget", func() bool { return budget.Acquire(101, long, nil) }, false, 80, 0},
+	}
+	for _, s := range steps {
+		if got := s.do(); got != s.want || budget.Used() != s.used || optional.Counts().Pending != uint64(s.queue) {
+			t.Fatalf("%s: %v with %d used, %d pending; want %v, %d used, %d pending", s.name, got, budget.Used(), optional.Counts().Pending, s.want, s.used, s.queue)
+		}
+	}
+
+	// A waiter gets its room when someone releases it.
+	got := make(chan bool)
+	go func() { got <- budget.Acquire(50, long, nil) }()
+	waitForWaiter(t, budget)
+	budget.Release(60)
+	select {
+	case ok := <-got:
+		if !ok || budget.Used() != 70 {
+			t.Fatalf("Acquire after a release: %v with %d used; want true, 70", ok, budget.Used())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Acquire was not woken by the release")
+	}
+
+	// Cancelled, and timed out.
+	cancel := make(chan struct{})
+	go func() { got <- budget.Acquire(50, long, cancel) }()
+	waitForWaiter(t, budget)
+	close(cancel)
+	if ok := <-got; ok || budget.Used() != 70 {
+		t.Fatalf("cancelled Acquire: %v with %d used", ok, budget.Used())
+	}
+	if ok := budget.Acquire(50, time.Millisecond, nil); ok || budget.Used() != 70 {
+		t.Fatalf("timed-out Acquire: %v with %d used", ok, budget.Used())
+	}
+	if budget.Waits() != 3 || budget.Waiting() != 0 {
+		t.Fatalf("Waits %d, Waiting %d; want 3 and 0", budget.Waits(), budget.Waiting())
+	}
+}
+
+// waitForWaiter returns once an Acquire waits on b.
+func waitForWaiter(t *testing.T, b *pending.Budget) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for b.Waiting() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no Acquire waited within 10s")
+		}
+		runtime.Gosched()
 	}
 }

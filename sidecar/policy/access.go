@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/weighstation/weighstation/meshconfig"
@@ -11,7 +12,9 @@ import (
 // Subscriptions selecting it cover (matcher.Covers), and its own inboxes:
 // "_INBOX.<token>..." (or under its declared custom prefix) where the token
 // after the prefix is a literal. "_INBOX.>" and "_INBOX.*" would read every
-// reply in the cluster. It may PUB where the governing Topic's publishers
+// reply in the cluster without the sidecar, which translates every inbox
+// SUB into its pod's own inbox space (sidecar/inbox.go); the rule stays, for
+// a sidecar whose broker does not pin inboxes. It may PUB where the governing Topic's publishers
 // selector admits it (or there is none). '$' subjects (JetStream $JS, $KV,
 // $SYS) are open only where a Topic or Subscription names them: its pattern
 // starts with the same '$' token. Subjects under ReservedToken belong to
@@ -83,8 +86,10 @@ func (r Rule) Explain() string {
 // access is the compiled Access of a configuration.
 type access struct {
 	audit bool
-	// inboxes are the inbox prefixes, split into tokens.
-	inboxes [][]string
+	// inboxes are the inbox prefixes, split into tokens; prefixes the same
+	// whole, longest first.
+	inboxes  [][]string
+	prefixes []string
 }
 
 func compileAccess(a meshconfig.Access) (access, error) {
@@ -103,8 +108,19 @@ func compileAccess(a meshconfig.Access) (access, error) {
 		}
 		out.inboxes = append(out.inboxes, strings.Split(a.InboxPrefix, "."))
 	}
+	for _, p := range out.inboxes {
+		out.prefixes = append(out.prefixes, strings.Join(p, "."))
+	}
+	// The longest first, so that a custom prefix under _INBOX ("_INBOX.app")
+	// is found before _INBOX.
+	slices.SortStableFunc(out.prefixes, func(a, b string) int { return len(b) - len(a) })
 	return out, nil
 }
+
+// InboxPrefixes are the application's inbox prefixes: Inbox, and the
+// configuration's custom one (Access.InboxPrefix), longest first. The
+// sidecar translates subjects under them into its pod's own inbox space.
+func (p *Publish) InboxPrefixes() []string { return p.access.prefixes }
 
 // Audit reports whether refusals are only counted and logged.
 func (p *Publish) Audit() bool { return p.access.audit }

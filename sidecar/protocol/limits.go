@@ -26,8 +26,11 @@ var DefaultLimits = Limits{MaxControlLine: 4096, ForwardedLineRoom: UpstreamLine
 // UpstreamLineRoom is what the sidecar may add to a command's arguments on
 // their way to the broker, whose max_control_line (4,096 by default) they
 // must fit: a PUB becomes an HPUB with a header size, and its total size
-// may gain a digit; a SUB's sid becomes the sidecar's, up to 20 digits.
-const UpstreamLineRoom = 32
+// may gain a digit; a SUB's sid becomes the sidecar's, up to 20 digits (32
+// bytes for these); and an inbox in a SUB's subject or a publish's reply
+// subject is translated into the pod's inbox space, which may add up to 48
+// (sidecar.MaxInboxPrefixBytes).
+const UpstreamLineRoom = 32 + 48
 
 // verbRoom bounds what comes before a control line's arguments: the verb
 // (CONNECT is the longest) and the spaces after it.

@@ -76,7 +76,34 @@ func (c *Command) Payload() []byte { return c.Body[c.HeaderSize:] }
 type Reader struct {
 	buf    *Buffer
 	limits Limits
+	// refused holds the subject and reply of a body refused for want of
+	// memory (BodyRefused): the buffer they were read into is reused as the
+	// body is skipped.
+	refused []byte
 }
+
+// BodyRefused is Next's error for a PUB or HPUB whose body its read
+// buffer's memory budget had no room for (ChargeTo): the body was skipped
+// unread, and cmd holds the command's Op, Subject and Reply (no Body), so
+// that the caller can refuse the publish and go on reading the
+// connection's next command.
+type BodyRefused struct {
+	Size   int
+	Budget *BudgetError
+}
+
+func (e *BodyRefused) Error() string {
+	return fmt.Sprintf("a body of %d bytes was skipped unread: %v", e.Size, e.Budget)
+}
+
+// ChargeTo takes the read buffer's memory past InitialReadBuffer from m
+// from here on (Buffer.ChargeTo): a body m has no room for is skipped and
+// refused (BodyRefused) rather than read. Call it before the first Next.
+func (r *Reader) ChargeTo(m Memory) { r.buf.ChargeTo(m) }
+
+// Release gives back the read buffer's memory; the Reader is not used
+// again.
+func (r *Reader) Release() { r.buf.Release() }
 
 // Read buffer sizes of a client connection: 4 KiB while it is quiet, up to
 // 64 KiB while it streams, and one whole frame for a larger message.
@@ -101,8 +128,9 @@ func (r *Reader) Buffered() int { return len(r.buf.Bytes()) }
 func (r *Reader) BufferSize() int { return r.buf.Size() }
 
 // Next reads the next command into cmd. A *Error means the client broke the
-// protocol or a limit; other errors are I/O errors (io.EOF: the client
-// left).
+// protocol or a limit; a *BodyRefused, that a body was skipped for want of
+// memory (the connection may go on); other errors are I/O errors (io.EOF:
+// the client left).
 func (r *Reader) Next(cmd *Command) error {
 	*cmd = Command{}
 	n, err := r.buf.LineLen(verbRoom + r.limits.MaxControlLine + 1) // +1: the line's CR
@@ -137,6 +165,10 @@ func (r *Reader) Next(cmd *Command) error {
 	size := cmd.bodySize
 	lineAt := &r.buf.Bytes()[0] // the line starts the buffered bytes, and its '\n' is there
 	if err := r.buf.Ensure(n + 1 + size + 2); err != nil {
+		var budget *BudgetError
+		if errors.As(err, &budget) {
+			return r.skipBody(n, cmd, budget)
+		}
 		return err
 	}
 	frame := r.buf.Bytes()
@@ -151,6 +183,30 @@ func (r *Reader) Next(cmd *Command) error {
 	cmd.Body = frame[n+1 : n+1+size]
 	r.buf.Consume(n + 1 + size + 2)
 	return nil
+}
+
+// skipBody skips the body of the command whose line of n bytes starts the
+// buffered bytes, keeping a copy of its subject and reply in cmd, and
+// returns BodyRefused. A body not followed by CRLF is the client's protocol
+// error, as if it had been read.
+func (r *Reader) skipBody(n int, cmd *Command, budget *BudgetError) error {
+	// Ensure may have moved the line: parse it where it is now.
+	if err := r.parse(controlLine(r.buf.Bytes(), n), cmd); err != nil {
+		return err
+	}
+	size := cmd.bodySize
+	r.refused = append(append(r.refused[:0], cmd.Subject...), cmd.Reply...)
+	cmd.Subject, cmd.Reply = r.refused[:len(cmd.Subject)], r.refused[len(cmd.Subject):]
+	r.buf.Consume(n + 1)
+	last, err := r.buf.Skip(size + 2)
+	if err != nil {
+		return err
+	}
+	if last != [2]byte{'\r', '\n'} {
+		return malformed("%s body of %d bytes is not followed by CRLF", cmd.Op, size)
+	}
+	cmd.HeaderSize, cmd.bodySize, cmd.hasBody = 0, 0, false
+	return &BodyRefused{Size: size, Budget: budget}
 }
 
 // argumentsAndLimit returns what follows a control line's verb and the

@@ -30,13 +30,22 @@ func AppendErr(dst []byte, text string) []byte {
 // and sids are strings: the sidecar keeps them as such per subscription,
 // and converting them would cost an allocation per message.
 func AppendMsgHead(dst []byte, subject, sid, reply string, header []byte, payloadLen int) []byte {
+	return AppendMsgHeadPrefixed(dst, "", subject, sid, reply, header, payloadLen)
+}
+
+// AppendMsgHeadPrefixed is AppendMsgHead for the subject prefix+subject,
+// without joining them first: the sidecar delivers a message on its pod's
+// inbox space under the application's own inbox prefix.
+func AppendMsgHeadPrefixed(dst []byte, prefix, subject, sid, reply string, header []byte, payloadLen int) []byte {
 	if header == nil {
 		dst = append(dst, "MSG "...)
+		dst = append(dst, prefix...)
 		dst = appendSubjectSIDReply(dst, subject, sid, reply)
 		dst = strconv.AppendInt(dst, int64(payloadLen), 10)
 		return append(dst, "\r\n"...)
 	}
 	dst = append(dst, "HMSG "...)
+	dst = append(dst, prefix...)
 	dst = appendSubjectSIDReply(dst, subject, sid, reply)
 	dst = strconv.AppendInt(dst, int64(len(header)), 10)
 	dst = append(dst, ' ')

@@ -93,6 +93,11 @@ type Options struct {
 	ConfirmInterval time.Duration
 	// Log receives the connection's losses and returns.
 	Log logr.Logger
+	// OnRefused, when set, is called with each refusal of the credential
+	// by the broker (an authorization violation at connection: revoked,
+	// expired), on the reconnection goroutine; it must not block. The
+	// sidecar asks the operator for a new credential there.
+	OnRefused func(error)
 }
 
 // DefaultOptions: nats.go's reconnection and ping defaults (2 minutes, 2

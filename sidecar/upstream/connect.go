@@ -407,6 +407,10 @@ func (c *Client) keepConnected() {
 // refuses the credential is retried every ReconnectWait, and one line per
 // attempt would flood the log.
 func (c *Client) noteFailure(err error) {
+	var refused *BrokerError
+	if c.opts.OnRefused != nil && errors.As(err, &refused) && refused.IsAuthorization() {
+		c.opts.OnRefused(err)
+	}
 	c.mu.Lock()
 	repeat := c.lastAuthErr == err.Error()
 	c.lastAuthErr = err.Error()

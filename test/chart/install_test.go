@@ -51,7 +51,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	t.Run("kubeVersion is checked against the apiserver", func(t *testing.T) {
 		future := copyChart(t, func(name, text string) string {
 			if name == "Chart.yaml" {
-				return replaceOnce(t, text, `kubeVersion: ">=1.29.0-0"`, `kubeVersion: ">=1.38.0-0"`)
+				return replaceOnce(t, text, `kubeVersion: ">=1.30.0-0"`, `kubeVersion: ">=1.38.0-0"`)
 			}
 			return text
 		})
@@ -87,6 +87,9 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	appNS := envtestsuite.NewNamespace(t, c, "apps-")
 	t.Run("the sidecar-injection webhook", func(t *testing.T) {
 		checkWebhookInstalled(t, c, ns, appNS)
+	})
+	t.Run("the sidecar-integrity policy", func(t *testing.T) {
+		checkIntegrityPolicy(t, c, ns, appNS)
 	})
 	topic := &v1alpha1.Topic{ObjectMeta: metav1.ObjectMeta{Namespace: appNS, Name: "orders"}, Spec: v1alpha1.TopicSpec{Subject: "orders.created"}}
 	envtestsuite.Eventually(t, waitTimeout, 50*time.Millisecond, "creating a Topic", func() error { return c.Create(ctx, topic) })

@@ -396,7 +396,7 @@ func TestConfigurations(t *testing.T) {
 			routeTLSMounted(false),
 			// The operator issues each sidecar its broker credential and
 			// pushes revocations to the brokers.
-			operatorArgs([]string{"-broker-url=nats://weighstation-broker.mesh.svc:4222", "-broker-revocation-retention=720h", "-broker-max-revocations=5000"}, "-broker-routes-service"),
+			operatorArgs([]string{"-broker-url=nats://weighstation-broker.mesh.svc:4222", "-broker-credential-lifetime=1h", "-broker-max-revocations=5000", "-broker-account-max-connections=2000", "-broker-user-max-subscriptions=50000"}, "-broker-routes-service"),
 			trustMounted(true),
 			func(t *testing.T, objs []*unstructured.Unstructured) {
 				if n := len(find(objs, "PodDisruptionBudget")); n != 1 {
@@ -417,7 +417,13 @@ func TestConfigurations(t *testing.T) {
 			routeTLSMounted(false), operatorArgs(nil, "-broker-routes-service"),
 		}},
 		{"external NATS", []string{"broker.enabled=false", "externalNATS.url=nats://nats.example:4222"}, []check{
-			kept, none("StatefulSet"), none("NetworkPolicy"), none("Secret"),
+			kept, none("StatefulSet"), none("Secret"),
+			// No broker's NetworkPolicy; the operator's xDS one stays.
+			func(t *testing.T, objs []*unstructured.Unstructured) {
+				if nps := find(objs, "NetworkPolicy"); len(nps) != 1 || nps[0].GetName() != "weighstation-xds" {
+					t.Errorf("%d NetworkPolicies rendered, want the operator's weighstation-xds alone", len(nps))
+				}
+			},
 			has("Deployment", "weighstation-operator"), has("Service", "weighstation-xds"),
 		}},
 		{"broker token", []string{"webhook.enabled=false", "broker.auth.mode=token"}, []check{
@@ -478,6 +484,8 @@ func TestBadValuesAreRefused(t *testing.T) {
 		{[]string{"webhook.failurePolicy=Sometimes"}, "/webhook/failurePolicy"},
 		{[]string{"webhook.timeoutSeconds=31"}, "/webhook/timeoutSeconds"},
 		{[]string{"sidecar.tokenExpirationSeconds=300"}, "/sidecar/tokenExpirationSeconds"},
+		{[]string{"sidecar.runAsUser=0"}, "/sidecar/runAsUser"},
+		{[]string{"sidecar.runAsUser=65532"}, "/sidecar/runAsUser"},
 		{[]string{"sidecar.resources.limits.memory=lots"}, "/sidecar/resources/limits/memory"},
 		{[]string{"sidecar.resourceBounds.cpu.max=null"}, "missing property 'max'"},
 		{[]string{"webhook.certManager.enable=true"}, "additional properties 'enable' not allowed"},
@@ -498,12 +506,14 @@ func TestBadValuesAreRefused(t *testing.T) {
 	}
 }
 
-// kubeVersion refuses clusters without native sidecars.
+// kubeVersion refuses clusters without native sidecars (1.29) or
+// ValidatingAdmissionPolicy v1 (1.30), which the chart's
+// sidecar-integrity policy is.
 func TestKubeVersion(t *testing.T) {
 	for _, c := range []struct {
 		version string
 		ok      bool
-	}{{"1.28.9", false}, {"1.29.0", true}, {"1.37.0", true}} {
+	}{{"1.28.9", false}, {"1.29.9", false}, {"1.30.0", true}, {"1.37.0", true}} {
 		_, err := helm(t, nil, "template", "weighstation", chartDir, "--kube-version", c.version)
 		if (err == nil) != c.ok {
 			t.Errorf("Kubernetes %s: %v, want ok=%v", c.version, err, c.ok)

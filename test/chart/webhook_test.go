@@ -2,6 +2,7 @@ package chart_test
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -21,36 +23,60 @@ const webhookName = "sidecar-injector.weighstation.io"
 
 // The sidecar-injection webhook: its configuration calls the Service in
 // front of every operator replica, on the port the operator serves it,
-// never for the release's namespace or kube-system; the operator's flags
-// name the configuration, the Service and its own image for the sidecar.
+// never for the release's namespace or kube-system, and only for pods that
+// opted in: two entries, by namespace label and by the pod's own label, as
+// Istio's injector has them. The operator's flags name the configuration,
+// the Service and its own image for the sidecar.
 func TestWebhook(t *testing.T) {
 	objs := render(t)
 	cfg := typed[admissionregistrationv1.MutatingWebhookConfiguration](t, one(t, objs, "MutatingWebhookConfiguration", "weighstation-sidecar-injector"))
-	if len(cfg.Webhooks) != 1 {
-		t.Fatalf("%d webhooks, want 1", len(cfg.Webhooks))
+	if len(cfg.Webhooks) != 2 {
+		t.Fatalf("%d webhooks, want 2 (by namespace label, by pod label)", len(cfg.Webhooks))
+	}
+	// The selectors of each entry, besides the excluded namespaces.
+	wantSelectors := map[string]struct {
+		namespace, object metav1.LabelSelectorRequirement
+	}{
+		"namespace." + webhookName: {
+			namespace: metav1.LabelSelectorRequirement{Key: "weighstation.io/inject", Operator: metav1.LabelSelectorOpIn, Values: []string{"enabled"}},
+			object:    metav1.LabelSelectorRequirement{Key: "weighstation.io/inject", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"disabled"}},
+		},
+		"object." + webhookName: {
+			namespace: metav1.LabelSelectorRequirement{Key: "weighstation.io/inject", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"enabled"}},
+			object:    metav1.LabelSelectorRequirement{Key: "weighstation.io/inject", Operator: metav1.LabelSelectorOpIn, Values: []string{"enabled"}},
+		},
+	}
+	for _, wh := range cfg.Webhooks {
+		want, ok := wantSelectors[wh.Name]
+		switch {
+		case !ok:
+			t.Errorf("webhook name %q, want one of %v", wh.Name, slices.Sorted(maps.Keys(wantSelectors)))
+			continue
+		case wh.FailurePolicy == nil || *wh.FailurePolicy != admissionregistrationv1.Fail:
+			t.Errorf("%s: failurePolicy %v, want Fail by default", wh.Name, wh.FailurePolicy)
+		case wh.TimeoutSeconds == nil || *wh.TimeoutSeconds != 5:
+			t.Errorf("%s: timeoutSeconds %v, want 5 by default", wh.Name, wh.TimeoutSeconds)
+		case wh.SideEffects == nil || *wh.SideEffects != admissionregistrationv1.SideEffectClassNone:
+			t.Errorf("%s: sideEffects %v, want None", wh.Name, wh.SideEffects)
+		case wh.ReinvocationPolicy == nil || *wh.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy:
+			t.Errorf("%s: reinvocationPolicy %v, want IfNeeded", wh.Name, wh.ReinvocationPolicy)
+		case len(wh.Rules) != 2 || !slices.Equal(wh.Rules[0].Resources, []string{"pods"}) || !slices.Equal(wh.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) ||
+			!slices.Equal(wh.Rules[1].Resources, []string{"pods/ephemeralcontainers"}) || !slices.Equal(wh.Rules[1].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}):
+			t.Errorf("%s: rules %+v, want Pod CREATE and pods/ephemeralcontainers UPDATE", wh.Name, wh.Rules)
+		}
+		ns := wh.NamespaceSelector.MatchExpressions
+		if len(ns) != 2 || ns[0].Key != "kubernetes.io/metadata.name" || ns[0].Operator != metav1.LabelSelectorOpNotIn || !slices.Equal(ns[0].Values, []string{"mesh", "kube-system"}) ||
+			!equality.Semantic.DeepEqual(ns[1], want.namespace) {
+			t.Errorf("%s: namespaceSelector %+v, want kubernetes.io/metadata.name NotIn [mesh kube-system] and %+v", wh.Name, wh.NamespaceSelector, want.namespace)
+		}
+		if wh.ObjectSelector == nil || len(wh.ObjectSelector.MatchLabels) > 0 || len(wh.ObjectSelector.MatchExpressions) != 1 || !equality.Semantic.DeepEqual(wh.ObjectSelector.MatchExpressions[0], want.object) {
+			t.Errorf("%s: objectSelector %+v, want %+v", wh.Name, wh.ObjectSelector, want.object)
+		}
+		if !equality.Semantic.DeepEqual(wh.ClientConfig, cfg.Webhooks[0].ClientConfig) {
+			t.Errorf("%s calls %+v, %s calls %+v: want one server", wh.Name, wh.ClientConfig, cfg.Webhooks[0].Name, cfg.Webhooks[0].ClientConfig)
+		}
 	}
 	wh := cfg.Webhooks[0]
-	switch {
-	case wh.Name != webhookName:
-		t.Errorf("webhook name %q, want %q", wh.Name, webhookName)
-	case wh.FailurePolicy == nil || *wh.FailurePolicy != admissionregistrationv1.Fail:
-		t.Errorf("failurePolicy %v, want Fail by default", wh.FailurePolicy)
-	case wh.TimeoutSeconds == nil || *wh.TimeoutSeconds != 5:
-		t.Errorf("timeoutSeconds %v, want 5 by default", wh.TimeoutSeconds)
-	case wh.SideEffects == nil || *wh.SideEffects != admissionregistrationv1.SideEffectClassNone:
-		t.Errorf("sideEffects %v, want None", wh.SideEffects)
-	case wh.ReinvocationPolicy == nil || *wh.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy:
-		t.Errorf("reinvocationPolicy %v, want IfNeeded", wh.ReinvocationPolicy)
-	case len(wh.Rules) != 2 || !slices.Equal(wh.Rules[0].Resources, []string{"pods"}) || !slices.Equal(wh.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) ||
-		!slices.Equal(wh.Rules[1].Resources, []string{"pods/ephemeralcontainers"}) || !slices.Equal(wh.Rules[1].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}):
-		t.Errorf("rules %+v, want Pod CREATE and pods/ephemeralcontainers UPDATE", wh.Rules)
-	case wh.ObjectSelector != nil:
-		t.Errorf("objectSelector %+v: the handler decides opt-in (pod or namespace label)", wh.ObjectSelector)
-	}
-	excluded := wh.NamespaceSelector.MatchExpressions
-	if len(excluded) != 1 || excluded[0].Key != "kubernetes.io/metadata.name" || excluded[0].Operator != metav1.LabelSelectorOpNotIn || !slices.Equal(excluded[0].Values, []string{"mesh", "kube-system"}) {
-		t.Errorf("namespaceSelector %+v, want kubernetes.io/metadata.name NotIn [mesh kube-system]", wh.NamespaceSelector)
-	}
 
 	ref := wh.ClientConfig.Service
 	if ref == nil || ref.Namespace != "mesh" || ref.Path == nil || *ref.Path != "/inject-sidecar" {
@@ -85,6 +111,7 @@ func TestWebhook(t *testing.T) {
 		"-sidecar-operator-address=weighstation-xds.mesh.svc:9443",
 		"-sidecar-memory-limit=128Mi",
 		"-sidecar-memory-max=1Gi",
+		"-sidecar-run-as-user=65533",
 	} {
 		if !slices.Contains(operator.Args, want) {
 			t.Errorf("operator args lack %s: %q", want, operator.Args)
@@ -92,16 +119,23 @@ func TestWebhook(t *testing.T) {
 	}
 
 	t.Run("values", func(t *testing.T) {
-		objs := render(t, "webhook.failurePolicy=Ignore", "webhook.timeoutSeconds=10", "webhook.namespaceSelector.matchLabels.team=shop")
-		wh := typed[admissionregistrationv1.MutatingWebhookConfiguration](t, one(t, objs, "MutatingWebhookConfiguration", "weighstation-sidecar-injector")).Webhooks[0]
-		if *wh.FailurePolicy != admissionregistrationv1.Ignore || *wh.TimeoutSeconds != 10 || wh.NamespaceSelector.MatchLabels["team"] != "shop" || len(wh.NamespaceSelector.MatchExpressions) != 1 {
-			t.Errorf("failurePolicy %v, timeoutSeconds %v, namespaceSelector %+v", *wh.FailurePolicy, *wh.TimeoutSeconds, wh.NamespaceSelector)
+		objs := render(t, "webhook.failurePolicy=Ignore", "webhook.timeoutSeconds=10", "webhook.namespaceSelector.matchLabels.team=shop", "sidecar.runAsUser=4242")
+		for _, wh := range typed[admissionregistrationv1.MutatingWebhookConfiguration](t, one(t, objs, "MutatingWebhookConfiguration", "weighstation-sidecar-injector")).Webhooks {
+			if *wh.FailurePolicy != admissionregistrationv1.Ignore || *wh.TimeoutSeconds != 10 || wh.NamespaceSelector.MatchLabels["team"] != "shop" || len(wh.NamespaceSelector.MatchExpressions) != 2 {
+				t.Errorf("%s: failurePolicy %v, timeoutSeconds %v, namespaceSelector %+v", wh.Name, *wh.FailurePolicy, *wh.TimeoutSeconds, wh.NamespaceSelector)
+			}
+		}
+		args := typed[appsv1.Deployment](t, one(t, objs, "Deployment", "weighstation-operator")).Spec.Template.Spec.Containers[0].Args
+		if !slices.Contains(args, "-sidecar-run-as-user=4242") {
+			t.Errorf("operator args %q lack -sidecar-run-as-user=4242", args)
 		}
 	})
 	t.Run("disabled", func(t *testing.T) {
 		objs := render(t, "webhook.enabled=false")
-		if len(find(objs, "MutatingWebhookConfiguration")) != 0 {
-			t.Error("webhook.enabled=false still renders the configuration")
+		for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+			if len(find(objs, kind)) != 0 {
+				t.Errorf("webhook.enabled=false still renders a %s", kind)
+			}
 		}
 		for _, s := range find(objs, "Service") {
 			if strings.Contains(s.GetName(), "sidecar-injector") {
@@ -118,9 +152,12 @@ func TestWebhook(t *testing.T) {
 }
 
 // checkWebhookInstalled: in the real apiserver, with nothing serving the
-// webhook, a pod that is sent to it is refused by name (failurePolicy
-// Fail), and a pod in the release's namespace is never sent. No other
-// test of this package creates Pods.
+// webhook (failurePolicy Fail), a pod that opted in, by its namespace's
+// label or its own, is refused by name; a pod that opted in neither way
+// (issue 30's attack: the webhook stopped every pod in the cluster) is
+// created, and so is one that opted out in an opted-in namespace, and a
+// pod in the release's namespace even with the label. No other test of
+// this package creates Pods.
 func checkWebhookInstalled(t *testing.T, c client.Client, ns, appNS string) {
 	t.Helper()
 	ctx := context.Background()
@@ -128,18 +165,41 @@ func checkWebhookInstalled(t *testing.T, c client.Client, ns, appNS string) {
 	if err := c.Get(ctx, client.ObjectKey{Name: "weighstation-sidecar-injector"}, cfg); err != nil {
 		t.Fatalf("the webhook configuration: %v", err)
 	}
-	pod := func(namespace string) *corev1.Pod {
-		return &corev1.Pod{
+	optedInNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "opted-in-", Labels: map[string]string{"weighstation.io/inject": "enabled"}}}
+	if err := c.Create(ctx, optedInNS); err != nil {
+		t.Fatal(err)
+	}
+	pod := func(namespace, inject string) *corev1.Pod {
+		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, GenerateName: "app-"},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}},
 		}
+		if inject != "" {
+			p.Labels = map[string]string{"weighstation.io/inject": inject}
+		}
+		return p
 	}
-	err := c.Create(ctx, pod(appNS))
-	if err == nil || !strings.Contains(err.Error(), `failed calling webhook "`+webhookName+`"`) {
-		t.Errorf("a pod in %s with no operator running: %v, want a refusal by %s (failurePolicy Fail)", appNS, err, webhookName)
-	}
-	if err := c.Create(ctx, pod(ns)); err != nil {
-		t.Errorf("a pod in the release's namespace %s: %v, want it admitted without the webhook", ns, err)
+	for _, tc := range []struct {
+		name, namespace, label string
+		refusedBy              string // empty: created
+	}{
+		{"opted in neither way", appNS, "", ""},
+		{"opted out in a namespace without the label", appNS, "disabled", ""},
+		{"opted in by its label", appNS, "enabled", "object." + webhookName},
+		{"opted in by its namespace's label", optedInNS.Name, "", "namespace." + webhookName},
+		{"opted in by both", optedInNS.Name, "enabled", "namespace." + webhookName},
+		{"opted out in an opted-in namespace", optedInNS.Name, "disabled", ""},
+		{"in the release's namespace, with the label", ns, "enabled", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := c.Create(ctx, pod(tc.namespace, tc.label))
+			switch {
+			case tc.refusedBy == "" && err != nil:
+				t.Errorf("with no operator running: %v, want it created without the webhook", err)
+			case tc.refusedBy != "" && (err == nil || !strings.Contains(err.Error(), `failed calling webhook "`+tc.refusedBy+`"`)):
+				t.Errorf("with no operator running: %v, want a refusal by %s (failurePolicy Fail)", err, tc.refusedBy)
+			}
+		})
 	}
 }
 

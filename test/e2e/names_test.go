@@ -25,14 +25,15 @@ func TestAssumedNamesMatchTheirSources(t *testing.T) {
 		{"main.go", []string{`LeaderElectionID = "` + LeaseName + `"`, `"leader-elect-lease-duration", 15*time.Second`, "zapOpts.BindFlags(fs)"}},
 		{"charts/weighstation/templates/operator/deployment.yaml", []string{"- name: " + OperatorContainer, "-leader-elect-lease-duration="}},
 		{"charts/weighstation/templates/_helpers.tpl", []string{ComponentLabel + ": " + ComponentOperator, ComponentLabel + ": " + ComponentBroker, InstanceLabel + ": {{ .Release.Name }}", WebhookConfiguration, `printf "%s-sidecar-injector"`}},
-		{"controllers/webhook/inject.go", []string{`ContainerName = "` + SidecarContainer + `"`, "DefaultMetricsPort = 9091", "RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)"}},
+		{"controllers/injectionproof/proof.go", []string{`SidecarContainer = "` + SidecarContainer + `"`}},
+		{"controllers/webhook/inject.go", []string{"DefaultMetricsPort = 9091", "RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)"}},
 		{"charts/weighstation/values.yaml", []string{"metrics:\n    port: 9092", "metrics:\n    port: 8080", "pullPolicy: IfNotPresent", "  extraArgs: []", "  replicas: 1", "leaseDuration: 15s"}},
 		{"api/v1alpha1/subscription_types.go", []string{"Engaged bool `json:\"engaged,omitempty\"`", "KillSwitch *KillSwitch `json:\"killSwitch,omitempty\"`", `name="P99.9",type=string,JSONPath=` + "`.status.aggregate.p999`"}},
 		{"sidecar/metrics.go", []string{MetricBrokerConnected, MetricBrokerReconnects, MetricBrokerInDoubt, MetricDropped, MetricPending, MetricArrived, MetricDelivered}},
 		{"broker/metrics.go", []string{`"` + MetricBrokerConnections + `"`}},
 		{"controllers/brokercreds/metrics.go", []string{MetricCredentialsRevoke}},
 		{"controllers/brokercreds/keeper.go", []string{`TrustConfigMapName = "` + TrustConfigMapName + `"`}},
-		{"broker/trust.go", []string{`TrustAccountFile       = "` + TrustAccountKey + `"`}},
+		{"controllers/brokercreds/trust.go", []string{`TrustRevocationsKey = "` + TrustRevocationsKey + `"`}},
 		{"hack/demo/apps/main.go", []string{`fs.String("nats"`, `fs.String("control"`, `"orders-api":`, `"billing":`, `"spam-filter":`}},
 	} {
 		b, err := os.ReadFile(filepath.Join(repoRoot, c.file))

@@ -1,35 +1,41 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
-
-	"github.com/nats-io/jwt/v2"
 )
 
 // The operator's broker trust: the ConfigMap it writes in its namespace
 // (controllers/brokercreds/keeper.go TrustConfigMapName) and the key of
-// the sidecars' account JWT in it (broker/trust.go TrustAccountFile),
-// whose revocation list holds every deleted pod's user key.
+// the revocation lists in it (controllers/brokercreds/trust.go
+// TrustRevocationsKey): per namespace, each revoked user key with the time
+// at or before which the broker refuses its credentials.
 const (
-	TrustConfigMapName = "weighstation-broker-trust"
-	TrustAccountKey    = "account.jwt"
+	TrustConfigMapName    = "weighstation-broker-trust"
+	TrustRevocationsKey   = "revocations.json"
+	revokeEveryCredential = "*" // jwt.All: every user of the namespace
 )
 
-// Revocations reads the account JWT of the trust ConfigMap's data: each
-// revoked user key, with the time (Unix seconds) at or before which the
-// broker refuses its credentials.
+// Revocations reads the revocation lists of the trust ConfigMap's data:
+// each revoked user key (of any namespace; "*" entries, which revoke every
+// older credential of a namespace, left out), with the time (Unix
+// seconds) at or before which the broker refuses its credentials.
 func Revocations(data map[string]string) (map[string]int64, error) {
-	token := data[TrustAccountKey]
-	if token == "" {
-		return nil, fmt.Errorf("the trust ConfigMap has no %s", TrustAccountKey)
+	text, ok := data[TrustRevocationsKey]
+	if !ok {
+		return nil, fmt.Errorf("the trust ConfigMap has no %s", TrustRevocationsKey)
 	}
-	claims, err := jwt.DecodeAccountClaims(token)
-	if err != nil {
-		return nil, fmt.Errorf("decoding %s: %w", TrustAccountKey, err)
+	var lists map[string]map[string]int64
+	if err := json.Unmarshal([]byte(text), &lists); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", TrustRevocationsKey, err)
 	}
-	out := make(map[string]int64, len(claims.Revocations))
-	for k, at := range claims.Revocations {
-		out[k] = at
+	out := map[string]int64{}
+	for _, list := range lists {
+		for k, at := range list {
+			if k != revokeEveryCredential {
+				out[k] = at
+			}
+		}
 	}
 	return out, nil
 }

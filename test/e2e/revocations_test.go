@@ -1,42 +1,27 @@
 package e2e
 
-import (
-	"testing"
-	"time"
-
-	"github.com/nats-io/jwt/v2"
-	"github.com/nats-io/nkeys"
-)
+import "testing"
 
 func TestRevocations(t *testing.T) {
-	operator, _ := nkeys.CreateOperator()
-	account, _ := nkeys.CreateAccount()
-	user, _ := nkeys.CreateUser()
-	accountPub, _ := account.PublicKey()
-	userPub, _ := user.PublicKey()
-	claims := jwt.NewAccountClaims(accountPub)
-	revokedAt := time.Unix(1_800_000_060, 0)
-	claims.RevokeAt(userPub, revokedAt)
-	token, err := claims.Encode(operator)
-	if err != nil {
-		t.Fatal(err)
-	}
 	before := map[string]int64{}
-	after, err := Revocations(map[string]string{TrustAccountKey: token, "operator.jwt": "x"})
+	after, err := Revocations(map[string]string{
+		TrustRevocationsKey: `{"shop":{"UAAA":1800000060,"*":1800000000},"billing":{"UBBB":1800000070}}`,
+		"operator.jwt":      "x",
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	fresh := NewRevocations(before, after)
-	if len(fresh) != 1 || fresh[userPub] != revokedAt.Unix() {
-		t.Fatalf("new revocations %v, want %s at %d", fresh, userPub, revokedAt.Unix())
+	if len(fresh) != 2 || fresh["UAAA"] != 1_800_000_060 || fresh["UBBB"] != 1_800_000_070 {
+		t.Fatalf("new revocations %v, want UAAA and UBBB of both namespaces, without the namespace-wide entry", fresh)
 	}
 	if len(NewRevocations(after, after)) != 0 {
 		t.Fatal("the same list has new revocations")
 	}
 	if _, err := Revocations(map[string]string{}); err == nil {
-		t.Fatal("a ConfigMap without the account JWT was read")
+		t.Fatal("a ConfigMap without the revocation lists was read")
 	}
-	if _, err := Revocations(map[string]string{TrustAccountKey: "not.a.jwt"}); err == nil {
+	if _, err := Revocations(map[string]string{TrustRevocationsKey: "not json"}); err == nil {
 		t.Fatal("garbage was read")
 	}
 }

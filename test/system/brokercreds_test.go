@@ -5,11 +5,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -50,7 +52,7 @@ func tokenFileFor(t *testing.T, token string) string {
 
 // issue asks the operator at xdsAddr for a credential with token, for the
 // pod with uid, once.
-func issue(t *testing.T, xdsAddr, token, uid string) error {
+func issue(t *testing.T, xdsAddr, token, uid string) (*xdsv1.BrokerCredential, error) {
 	t.Helper()
 	conn, err := xdsclient.Dial(xdsAddr, insecure.NewCredentials())
 	if err != nil {
@@ -59,29 +61,76 @@ func issue(t *testing.T, xdsAddr, token, uid string) error {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(background(), "authorization", "Bearer "+token), 10*time.Second)
 	defer cancel()
-	_, err = xdsv1.NewBrokerCredentialsClient(conn).Issue(ctx, &xdsv1.IssueBrokerCredentialRequest{PodUid: uid})
-	return err
+	return xdsv1.NewBrokerCredentialsClient(conn).Issue(ctx, &xdsv1.IssueBrokerCredentialRequest{PodUid: uid})
 }
 
 func isAuthorizationViolation(err error) bool {
 	return err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization violation")
 }
 
+// sidecarConn is a connection with a sidecar's credential, and what the
+// broker told it.
+type sidecarConn struct {
+	*nats.Conn
+	errs   chan error
+	closed chan struct{}
+}
+
+func connectSidecar(t *testing.T, brokerURL string, h *brokercred.Holder) *sidecarConn {
+	t.Helper()
+	c := &sidecarConn{errs: make(chan error, 16), closed: make(chan struct{})}
+	nc, err := nats.Connect(brokerURL, append(credOptions(h), nats.NoReconnect(),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			select {
+			case c.errs <- err:
+			default:
+			}
+		}),
+		nats.ClosedHandler(func(*nats.Conn) { close(c.closed) }))...)
+	if err != nil {
+		t.Fatalf("a sidecar with its issued credential: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	c.Conn = nc
+	return c
+}
+
+// waitError waits for an error from the broker that mentions want.
+func (c *sidecarConn) waitError(t *testing.T, what, want string) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case err := <-c.errs:
+			if strings.Contains(strings.ToLower(err.Error()), strings.ToLower(want)) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("%s: the broker said nothing of %q within 20s", what, want)
+		}
+	}
+}
+
 // TestBrokerCredentials: a sidecar connects to the broker with the
-// credential the operator issued it; a client with none is refused; only
-// a pod the webhook injected gets one, and only with a token for the
-// sidecar's audience, for its own UID; and once the pod is deleted, the
-// broker closes its connection and refuses its credential.
+// credential the operator issued it, a user of its namespace's account
+// bounded by its pod's policy, with its own inboxes and an expiry; a
+// client with none is refused; only a pod the webhook injected gets one,
+// and only with a token for the sidecar's audience, for its own UID; and
+// once the pod is deleted, or leaves the mesh (its label removed), the
+// broker closes its connection and refuses its credential, while a pod
+// that is terminating keeps its own.
 func TestBrokerCredentials(t *testing.T) {
 	ns := newNamespace(t)
 	xdsAddr, brokerAddr := natstest.FreeAddr(t), natstest.FreeAddr(t)
 	brokerURL := "nats://" + brokerAddr
-	op := startOperator(t, xdsAddr, withBrokerURL(brokerURL))
+	const lifetime = 10 * time.Minute
+	op := startOperator(t, xdsAddr, withBrokerURL(brokerURL), withCredentialLifetime(lifetime))
 	startTrustingBroker(t, brokerAddr)
 
 	injected, injectedToken := createInjectedPod(t, ns, "injected")
 	draining, drainingToken := createInjectedPod(t, ns, "draining")
 	relabelled, relabelledToken := createInjectedPod(t, ns, "relabelled")
+	checked, checkedToken := createInjectedPod(t, ns, "checked")
 	notInjected, notInjectedToken := createPod(t, ns, "not-injected", audience)
 	_, wrongAudience := createPod(t, ns, "wrong-audience", "https://kubernetes.default.svc")
 	eventually(t, "the operator computed every pod", func() error {
@@ -91,43 +140,58 @@ func TestBrokerCredentials(t *testing.T) {
 		return nil
 	})
 
+	// The credential as the operator sends it: a user of the namespace's
+	// account, its inbox prefix the only inboxes it may subscribe under,
+	// expiring after the operator's lifetime.
+	asked := time.Now()
+	var cred *xdsv1.BrokerCredential
+	eventually(t, "the operator issued a credential", func() error {
+		var err error
+		cred, err = issue(t, xdsAddr, checkedToken, string(checked.UID))
+		return err
+	})
+	claims, err := jwt.DecodeUserClaims(cred.GetUserJwt())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var secret corev1.Secret
+	if err := k8sClient.Get(background(), types.NamespacedName{Namespace: operatorNamespace, Name: brokercreds.KeysSecretName}, &secret); err != nil {
+		t.Fatal(err)
+	}
+	keys, _, err := brokercreds.ParseKeys(secret.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	account, err := keys.AccountKey(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pub, _ := account.PublicKey(); claims.Issuer != pub {
+		t.Errorf("the credential is signed by %s, want namespace %s's account %s", claims.Issuer, ns, pub)
+	}
+	if cred.GetInboxPrefix() != brokercreds.InboxPrefix(claims.Subject) || !slices.Contains(claims.Sub.Allow, cred.GetInboxPrefix()+".>") {
+		t.Errorf("inbox prefix %q, subscribe permissions %q: want the user key's inbox prefix, allowed", cred.GetInboxPrefix(), claims.Sub.Allow)
+	}
+	if expires := time.Unix(cred.GetExpiresUnix(), 0); claims.Expires != cred.GetExpiresUnix() ||
+		expires.Before(asked.Add(lifetime).Add(-time.Second)) || expires.After(time.Now().Add(lifetime)) {
+		t.Errorf("expires %s (JWT exp %d), want %s after it was asked for (%s)", expires, claims.Expires, lifetime, asked)
+	}
+
 	holder := fetchCredential(t, xdsAddr, injectedToken, injected)
 	drainingHolder := fetchCredential(t, xdsAddr, drainingToken, draining)
-	drainingConn, err := nats.Connect(brokerURL, credOptions(drainingHolder)...)
-	if err != nil {
-		t.Fatalf("the second sidecar with its issued credential: %v", err)
-	}
-	defer drainingConn.Close()
+	drainingConn := connectSidecar(t, brokerURL, drainingHolder)
 	relabelledHolder := fetchCredential(t, xdsAddr, relabelledToken, relabelled)
-	relabelledConn, err := nats.Connect(brokerURL, credOptions(relabelledHolder)...)
-	if err != nil {
-		t.Fatalf("the third sidecar with its issued credential: %v", err)
-	}
-	defer relabelledConn.Close()
-	reason := make(chan error, 1)
-	closed := make(chan struct{})
-	sidecarConn, err := nats.Connect(brokerURL, append(credOptions(holder), nats.NoReconnect(),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			select {
-			case reason <- err:
-			default:
-			}
-		}),
-		nats.ClosedHandler(func(*nats.Conn) { close(closed) }))...)
-	if err != nil {
-		t.Fatalf("the sidecar with its issued credential: %v", err)
-	}
-	defer sidecarConn.Close()
-	sub, err := sidecarConn.SubscribeSync("orders.created")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sidecarConn.Publish("orders.created", []byte("1")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sub.NextMsg(5 * time.Second); err != nil {
+	relabelledConn := connectSidecar(t, brokerURL, relabelledHolder)
+	injectedConn := connectSidecar(t, brokerURL, holder)
+	if err := roundTrip(injectedConn.Conn, holder.InboxPrefix()+".x"); err != nil {
 		t.Fatalf("a message through the broker with the issued credential: %v", err)
 	}
+	// The pod has no Subscription: its credential may subscribe to its
+	// inboxes alone.
+	if _, err := injectedConn.SubscribeSync(">"); err != nil {
+		t.Fatal(err)
+	}
+	injectedConn.waitError(t, "a subscription to every subject", `permissions violation for subscription to ">"`)
 
 	if _, err := nats.Connect(brokerURL); !isAuthorizationViolation(err) {
 		t.Errorf("a client without a credential: %v, want an authorization violation", err)
@@ -147,13 +211,13 @@ func TestBrokerCredentials(t *testing.T) {
 		{"another pod's UID", notInjectedToken, string(injected.UID), codes.PermissionDenied},
 		{"no token", "", string(injected.UID), codes.Unauthenticated},
 	} {
-		if err := issue(t, xdsAddr, tc.token, tc.uid); status.Code(err) != tc.want {
+		if _, err := issue(t, xdsAddr, tc.token, tc.uid); status.Code(err) != tc.want {
 			t.Errorf("%s: %v, want %s", tc.name, err, tc.want)
 		}
 	}
 
-	// A pod whose label is removed leaves the operator's pod cache, but
-	// still runs, with its sidecar: it keeps its credential.
+	// A pod whose label is removed leaves the operator's pod cache and
+	// the mesh, though it still runs: its credential is revoked.
 	unlabel := ctrlclient.MergeFrom(relabelled.DeepCopy())
 	delete(relabelled.Labels, v1alpha1.InjectLabel)
 	if err := k8sClient.Patch(background(), relabelled, unlabel); err != nil {
@@ -171,29 +235,24 @@ func TestBrokerCredentials(t *testing.T) {
 	if err := k8sClient.Delete(background(), injected, ctrlclient.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-closed:
-		t.Logf("the broker closed the deleted pod's connection %s after the delete", time.Since(deleted).Round(time.Millisecond))
-	case <-time.After(20 * time.Second):
-		t.Fatal("the deleted pod's broker connection was not closed within 20s")
-	}
-	select {
-	case err := <-reason:
-		if !strings.Contains(strings.ToLower(err.Error()), "revoked") {
-			t.Errorf("the broker closed the deleted pod's connection for %v, want its revocation", err)
+	for name, c := range map[string]*sidecarConn{"deleted": injectedConn, "relabelled": relabelledConn} {
+		select {
+		case <-c.closed:
+			t.Logf("the broker closed the %s pod's connection %s after the delete", name, time.Since(deleted).Round(time.Millisecond))
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the %s pod's broker connection was not closed within 20s", name)
 		}
-	default:
-		t.Error("the broker gave no reason for closing the deleted pod's connection")
+		c.waitError(t, "the reason the broker closed the "+name+" pod's connection", "revoked")
 	}
-	if _, err := nats.Connect(brokerURL, credOptions(holder)...); !isAuthorizationViolation(err) {
-		t.Errorf("the deleted pod's credential: %v, want an authorization violation", err)
-	}
-	// The revocation that came after the terminating pod's deletion and
-	// the other's unlabelling is the sentinel: neither was revoked with it.
-	for name, nc := range map[string]*nats.Conn{"terminating": drainingConn, "relabelled": relabelledConn} {
-		if err := roundTrip(nc, "still.running."+name); err != nil {
-			t.Errorf("the %s pod's sidecar lost its broker connection: %v", name, err)
+	for name, h := range map[string]*brokercred.Holder{"deleted": holder, "relabelled": relabelledHolder} {
+		if _, err := nats.Connect(brokerURL, credOptions(h)...); !isAuthorizationViolation(err) {
+			t.Errorf("the %s pod's credential: %v, want an authorization violation", name, err)
 		}
+	}
+	// The revocations that came after the terminating pod's deletion are
+	// the sentinel: it was not revoked with them.
+	if err := roundTrip(drainingConn.Conn, drainingHolder.InboxPrefix()+".still"); err != nil {
+		t.Errorf("the terminating pod's sidecar lost its broker connection: %v", err)
 	}
 	again, err := nats.Connect(brokerURL, credOptions(drainingHolder)...)
 	if err != nil {

@@ -28,6 +28,7 @@ import (
 	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
 	"github.com/weighstation/weighstation/controllers"
 	"github.com/weighstation/weighstation/controllers/brokercreds"
+	"github.com/weighstation/weighstation/controllers/injectionproof"
 	"github.com/weighstation/weighstation/controllers/reports"
 	"github.com/weighstation/weighstation/controllers/xds"
 	"github.com/weighstation/weighstation/internal/natstest"
@@ -61,9 +62,33 @@ type operatorSettings struct {
 	// reportWindow is the operator's -report-window (default
 	// reportWindow).
 	reportWindow time.Duration
-	// brokerURL is the operator's -broker-url: where it pushes
-	// revocations (empty: it pushes none).
+	// brokerURL is the operator's -broker-url: where it pushes the
+	// namespaces' accounts (empty: it issues no broker credentials).
 	brokerURL string
+	// credentialLifetime is -broker-credential-lifetime (0: default).
+	credentialLifetime time.Duration
+	// proofKey, when set, is the injection proof's key: the operator then
+	// serves only pods with a proof.
+	proofKey []byte
+}
+
+// withCredentialLifetime sets the operator's -broker-credential-lifetime.
+func withCredentialLifetime(d time.Duration) func(*operatorSettings) {
+	return func(s *operatorSettings) { s.credentialLifetime = d }
+}
+
+func (s operatorSettings) credentialLimits() brokercreds.Limits {
+	l := brokercreds.DefaultLimits
+	if s.credentialLifetime > 0 {
+		l.Lifetime = s.credentialLifetime
+	}
+	return l
+}
+
+// withInjectionProof has the operator serve only the sidecars whose pods
+// carry an injection proof made with key, as it does with its webhook.
+func withInjectionProof(key []byte) func(*operatorSettings) {
+	return func(s *operatorSettings) { s.proofKey = key }
 }
 
 // withBrokerURL sets the operator's -broker-url.
@@ -107,21 +132,26 @@ func startOperator(t *testing.T, xdsAddr string, opts ...func(*operatorSettings)
 	if err != nil {
 		t.Fatal(err)
 	}
+	bounds := brokercreds.NewBounds(pub)
 	if err := controllers.SetupReconcilers(mgr, controllers.Setup{
-		Sink: pub, Defaults: meshconfig.DefaultPolicy, OnSynced: pub.MarkSynced, Tracker: tracker, Served: pub.ChangedAt,
+		Sink: bounds, Defaults: meshconfig.DefaultPolicy, OnSynced: pub.MarkSynced, Tracker: tracker, Served: pub.ChangedAt,
 		Reports: reportService.Store(), ReportWriteInterval: 100 * time.Millisecond,
 	}); err != nil {
 		t.Fatal(err)
 	}
 	credentialMetrics := brokercreds.NewMetrics(nil)
 	keeper := &brokercreds.Keeper{
-		Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: operatorNamespace, Pods: mgr.GetCache(),
-		BrokerURL: settings.brokerURL, Limits: brokercreds.DefaultLimits, Metrics: credentialMetrics, Log: mgr.GetLogger().WithName("broker-credentials"),
+		Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: operatorNamespace, Pods: mgr.GetCache(), Policies: mgr.GetCache(),
+		BrokerURL: settings.brokerURL, Limits: settings.credentialLimits(), Metrics: credentialMetrics, Log: mgr.GetLogger().WithName("broker-credentials"),
 	}
-	credentials := &brokercreds.Service{Keeper: keeper, Pods: mgr.GetCache(), Metrics: credentialMetrics, Log: mgr.GetLogger().WithName("broker-credentials")}
+	credentials := &brokercreds.Service{Keeper: keeper, Bounds: bounds, Pods: mgr.GetCache(), Metrics: credentialMetrics, Log: mgr.GetLogger().WithName("broker-credentials")}
+	var authenticator xds.Authenticator = xds.TokenReviewer{Client: mgr.GetClient(), Pods: mgr.GetCache(), Audience: audience}
+	if settings.proofKey != nil {
+		authenticator = &injectionproof.Authenticator{Next: authenticator, Reader: mgr.GetAPIReader(), Keys: injectionproof.StaticKey(settings.proofKey)}
+	}
 	srv := xds.NewServer(pub, tracker, xds.Options{
 		Listen:        xdsAddr,
-		Authenticator: xds.TokenReviewer{Client: mgr.GetClient(), Pods: mgr.GetCache(), Audience: audience},
+		Authenticator: authenticator,
 		Log:           mgr.GetLogger().WithName("xds"),
 		Services: map[string]func(grpc.ServiceRegistrar){
 			xdsv1.Reports_Stream_FullMethodName:          reportService.Register,

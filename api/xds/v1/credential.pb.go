@@ -37,7 +37,12 @@ type IssueBrokerCredentialRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// pod_uid is the sidecar's pod, as its downward API says: it must be
 	// the UID the token is bound to.
-	PodUid        string `protobuf:"bytes,1,opt,name=pod_uid,json=podUid,proto3" json:"pod_uid,omitempty"`
+	PodUid string `protobuf:"bytes,1,opt,name=pod_uid,json=podUid,proto3" json:"pod_uid,omitempty"`
+	// renewal is true when the sidecar asks again, holding a credential it
+	// received earlier (before expiry, or for a wider bound). A request
+	// without it is a new sidecar process: the operator revokes every
+	// credential issued to the pod before, which a replaced sidecar held.
+	Renewal       bool `protobuf:"varint,2,opt,name=renewal,proto3" json:"renewal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -77,6 +82,13 @@ func (x *IssueBrokerCredentialRequest) GetPodUid() string {
 		return x.PodUid
 	}
 	return ""
+}
+
+func (x *IssueBrokerCredentialRequest) GetRenewal() bool {
+	if x != nil {
+		return x.Renewal
+	}
+	return false
 }
 
 type BrokerCredential struct {
@@ -160,9 +172,10 @@ var File_xds_v1_credential_proto protoreflect.FileDescriptor
 
 const file_xds_v1_credential_proto_rawDesc = "" +
 	"\n" +
-	"\x17xds/v1/credential.proto\x12\x13weighstation.xds.v1\"7\n" +
+	"\x17xds/v1/credential.proto\x12\x13weighstation.xds.v1\"Q\n" +
 	"\x1cIssueBrokerCredentialRequest\x12\x17\n" +
-	"\apod_uid\x18\x01 \x01(\tR\x06podUid\"\x90\x01\n" +
+	"\apod_uid\x18\x01 \x01(\tR\x06podUid\x12\x18\n" +
+	"\arenewal\x18\x02 \x01(\bR\arenewal\"\x90\x01\n" +
 	"\x10BrokerCredential\x12\x19\n" +
 	"\buser_jwt\x18\x01 \x01(\tR\auserJwt\x12\x1b\n" +
 	"\tuser_seed\x18\x02 \x01(\fR\buserSeed\x12!\n" +

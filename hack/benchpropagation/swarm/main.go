@@ -38,7 +38,10 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/nats-io/nats-server/v2/server"
+	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/weighstation/weighstation/hack/benchpropagation/swarmproto"
 	"github.com/weighstation/weighstation/internal/tlsreload"
@@ -56,6 +59,7 @@ func main() {
 	profileDir := flag.String("profile-dir", "", "on SIGUSR1 start a CPU profile (swarm.cpu.pprof) here; on SIGUSR2 stop it and write a heap profile (swarm.heap.pprof)")
 	initialBackoff := flag.Duration("initial-backoff", xdsclient.DefaultInitialBackoff, "the xDS clients' first retry wait")
 	maxBackoff := flag.Duration("max-backoff", 2*time.Second, "the xDS clients' longest retry wait")
+	flag.BoolVar(&ownIPs, "own-ips", false, "dial the operator from a loopback address of each sidecar's own (127.1.0.0/16), as pods have their own IPs: the operator's per-peer limits then see one peer per pod")
 	flag.Parse()
 	if *profileDir != "" {
 		profileOnSignal(*profileDir)
@@ -66,11 +70,18 @@ func main() {
 	}
 }
 
+// ownIPs is -own-ips.
+var ownIPs bool
+
+// SidecarIP is the loopback address sidecar i dials from with -own-ips.
+func SidecarIP(i int) net.IP { return net.IPv4(127, 1, byte(i/250), byte(i%250+1)) }
+
 // pod is one running sidecar.
 type pod struct {
 	nc     *upstream.Client
 	side   *sidecar.Server
 	client *xdsclient.Client
+	conn   *grpc.ClientConn // with -own-ips
 }
 
 func run(manifestPath, reportAddr string, start bool, pprofAddr string, initialBackoff, maxBackoff time.Duration) error {
@@ -110,6 +121,9 @@ func run(manifestPath, reportAddr string, start bool, pprofAddr string, initialB
 			}
 			p.side.Close()
 			p.nc.Close()
+			if p.conn != nil {
+				_ = p.conn.Close()
+			}
 		}
 	}()
 	for i, spec := range m.Pods {
@@ -201,17 +215,45 @@ func newPod(i int, spec swarmproto.Pod, m *swarmproto.Manifest, brokerURL string
 			Error: fmt.Sprintf("applied, but without the Subscription %s", m.Subscription)})
 		return nil
 	}
-	client, err := xdsclient.New(xdsclient.Options{
+	xopts := xdsclient.Options{
 		Address: m.XDSAddress, Namespace: m.Namespace, Pod: spec.Name, PodUID: spec.UID, TokenFile: spec.TokenFile,
 		Credentials: credentials.NewTLS(pool.ClientConfig(m.ServerName)), Apply: apply,
 		InitialBackoff: initialBackoff, MaxBackoff: maxBackoff, Log: logr.Discard(),
-	})
+	}
+	var conn *grpc.ClientConn
+	if ownIPs {
+		if conn, err = dialFrom(SidecarIP(i), xopts); err != nil {
+			side.Close()
+			nc.Close()
+			return nil, err
+		}
+		xopts.Conn = conn
+	}
+	client, err := xdsclient.New(xopts)
 	if err != nil {
 		side.Close()
 		nc.Close()
 		return nil, err
 	}
-	return &pod{nc: nc, side: side, client: client}, nil
+	return &pod{nc: nc, side: side, client: client, conn: conn}, nil
+}
+
+// dialFrom is xdsclient.Options.Dial from a local address of its own: the
+// same backoff, connect timeout and keepalive (xdsclient's defaults).
+func dialFrom(ip net.IP, o xdsclient.Options) (*grpc.ClientConn, error) {
+	const jitter = 0.2 // xdsclient's
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}
+	return grpc.NewClient(o.Address,
+		grpc.WithTransportCredentials(o.Credentials),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", addr) }),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: grpcbackoff.Config{
+				BaseDelay: o.InitialBackoff, Multiplier: 2, Jitter: jitter,
+				MaxDelay: time.Duration(float64(min(xdsclient.DefaultRedialMaxBackoff, o.MaxBackoff)) / (1 + jitter)),
+			},
+			MinConnectTimeout: xdsclient.DefaultDialTimeout,
+		}),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: xdsclient.DefaultKeepaliveTime, Timeout: xdsclient.DefaultKeepaliveTimeout}))
 }
 
 // profileOnSignal lets the bench bracket its change phase with a CPU

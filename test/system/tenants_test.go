@@ -1,0 +1,447 @@
+package system_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/controllers"
+	"github.com/weighstation/weighstation/controllers/brokercreds"
+	"github.com/weighstation/weighstation/controllers/injectionproof"
+	"github.com/weighstation/weighstation/controllers/webhook"
+	"github.com/weighstation/weighstation/internal/natstest"
+	"github.com/weighstation/weighstation/meshconfig"
+	"github.com/weighstation/weighstation/sidecar/brokercred"
+)
+
+// The attacks of a hostile tenant on what a namespace may reach, run
+// against the real apiserver, the operator under its RBAC and the broker
+// as the chart runs it. Each credential here is what a sidecar holds: an
+// attacker who copied it out of a sidecar's memory (or a namespace editor
+// who minted the pod's token) uses it directly against the broker.
+
+// labelPod adds labels to a pod.
+func labelPod(t *testing.T, p *corev1.Pod, labels map[string]string) {
+	t.Helper()
+	patch := ctrlclient.MergeFrom(p.DeepCopy())
+	if p.Labels == nil {
+		p.Labels = map[string]string{}
+	}
+	for k, v := range labels {
+		p.Labels[k] = v
+	}
+	if err := k8sClient.Patch(background(), p, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// podConfigured waits until the operator computed p's configuration and
+// check holds of it.
+func podConfigured(t *testing.T, op *operator, p *corev1.Pod, what string, check func(meshconfig.PodConfig) error) {
+	t.Helper()
+	eventually(t, p.Name+": "+what, func() error {
+		cfg, ok := op.pub.Get(types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
+		if !ok {
+			return errors.New("not computed yet")
+		}
+		return check(cfg)
+	})
+}
+
+func hasSubscription(subject string) func(meshconfig.PodConfig) error {
+	return func(cfg meshconfig.PodConfig) error {
+		for _, s := range cfg.Subscriptions {
+			if s.Subject == subject {
+				return nil
+			}
+		}
+		return fmt.Errorf("no subscription to %q in %+v", subject, cfg.Subscriptions)
+	}
+}
+
+// violations connects with h's credential and collects the broker's
+// asynchronous errors (permissions violations name the subject).
+func violations(t *testing.T, url string, h *brokercred.Holder) (*nats.Conn, <-chan error) {
+	t.Helper()
+	errs := make(chan error, 16)
+	nc, err := nats.Connect(url, append(credOptions(h), nats.NoReconnect(),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			select {
+			case errs <- err:
+			default:
+			}
+		}))...)
+	if err != nil {
+		t.Fatalf("connecting with the issued credential: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, errs
+}
+
+// expectViolation waits for the broker's permissions violation naming
+// subject.
+func expectViolation(t *testing.T, errs <-chan error, what, subject string) {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case err := <-errs:
+			msg := strings.ToLower(err.Error())
+			if strings.Contains(msg, "permissions violation") && strings.Contains(err.Error(), subject) {
+				return
+			}
+		case <-timeout:
+			t.Errorf("%s: no permissions violation naming %q from the broker within 5s", what, subject)
+			return
+		}
+	}
+}
+
+// TestALeakedCredentialCanDoNoMoreThanItsPod: at the broker, the pod's
+// credential subscribes to its Subscriptions and its own inboxes only, and
+// publishes nowhere its Topics forbid it.
+func TestALeakedCredentialCanDoNoMoreThanItsPod(t *testing.T) {
+	ns := newNamespace(t)
+	xdsAddr, brokerAddr := natstest.FreeAddr(t), natstest.FreeAddr(t)
+	url := "nats://" + brokerAddr
+	op := startOperator(t, xdsAddr, withBrokerURL(url))
+	startTrustingBroker(t, brokerAddr)
+	for _, obj := range []ctrlclient.Object{
+		&v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"}, Spec: v1alpha1.SubscriptionSpec{
+			Subject: "orders.*", Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "billing"}}}},
+		&v1alpha1.Topic{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "payroll"}, Spec: v1alpha1.TopicSpec{
+			Subject: "payroll.>", Publishers: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "hr"}}}},
+	} {
+		if err := k8sClient.Create(background(), obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	billing, billingToken := createInjectedPod(t, ns, "billing")
+	labelPod(t, billing, map[string]string{"app": "billing"})
+	other, otherToken := createInjectedPod(t, ns, "other")
+	podConfigured(t, op, billing, "its Subscription", hasSubscription("orders.*"))
+	podConfigured(t, op, other, "computed", func(meshconfig.PodConfig) error { return nil })
+
+	leaked := fetchCredential(t, xdsAddr, billingToken, billing)
+	otherCred := fetchCredential(t, xdsAddr, otherToken, other)
+	if !strings.HasPrefix(leaked.InboxPrefix(), "_INBOX.") || leaked.InboxPrefix() == otherCred.InboxPrefix() {
+		t.Fatalf("inbox prefixes %q and %q: want one _INBOX space per pod", leaked.InboxPrefix(), otherCred.InboxPrefix())
+	}
+	nc, errs := violations(t, url, leaked)
+
+	for _, tc := range []struct{ what, subject string }{
+		{"every subject", ">"},
+		{"every inbox", "_INBOX.>"},
+		{"another pod's inboxes", otherCred.InboxPrefix() + ".>"},
+		{"a subject no Subscription of the pod covers", "payroll.salaries"},
+	} {
+		if _, err := nc.SubscribeSync(tc.subject); err != nil {
+			t.Fatal(err)
+		}
+		expectViolation(t, errs, "subscribing to "+tc.what, tc.subject)
+	}
+	for _, tc := range []struct{ what, subject string }{
+		{"a Topic whose publishers exclude the pod", "payroll.salaries"},
+		{"the JetStream API", "$JS.API.INFO"},
+		{"the reserved $WEIGHSTATION space", "$WEIGHSTATION.stamp"},
+	} {
+		if err := nc.Publish(tc.subject, []byte("forged")); err != nil {
+			t.Fatal(err)
+		}
+		expectViolation(t, errs, "publishing to "+tc.what, tc.subject)
+	}
+	// What the pod may do, it still may: its Subscription's subject and its
+	// own inbox space, round trips through the broker.
+	for _, subject := range []string{"orders.created", leaked.InboxPrefix() + ".reply"} {
+		if err := roundTrip(nc, subject); err != nil {
+			t.Errorf("the pod's own %q: %v", subject, err)
+		}
+	}
+}
+
+// TestNamespacesAreIsolatedUnlessTheyExportAndImport: a Subscription ">"
+// in namespace A receives nothing that namespace B publishes, until B's
+// Topic exports to A and A's Subscription imports from B; an import
+// without its export is Valid=False and imports nothing.
+func TestNamespacesAreIsolatedUnlessTheyExportAndImport(t *testing.T) {
+	nsA, nsB := newNamespace(t), newNamespace(t)
+	xdsAddr, brokerAddr := natstest.FreeAddr(t), natstest.FreeAddr(t)
+	url := "nats://" + brokerAddr
+	op := startOperator(t, xdsAddr, withBrokerURL(url))
+	startTrustingBroker(t, brokerAddr)
+	everything := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "everything"}, Spec: v1alpha1.SubscriptionSpec{
+		Subject: ">", Selector: metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled}}}}
+	if err := k8sClient.Create(background(), everything); err != nil {
+		t.Fatal(err)
+	}
+	reader, readerToken := createInjectedPod(t, nsA, "reader")
+	writer, writerToken := createInjectedPod(t, nsB, "writer")
+	podConfigured(t, op, reader, "its Subscription to everything", hasSubscription(">"))
+	podConfigured(t, op, writer, "computed", func(meshconfig.PodConfig) error { return nil })
+	readerConn, _ := violations(t, url, fetchCredential(t, xdsAddr, readerToken, reader))
+	writerCred := fetchCredential(t, xdsAddr, writerToken, writer)
+	writerConn, _ := violations(t, url, writerCred)
+
+	seen, err := readerConn.SubscribeSync(">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// nextOrders returns the subjects of the orders messages the reader
+	// received before its own sentinel, published after writer's own
+	// sentinel came back to writer: what B published before it has been
+	// routed by then.
+	round := 0
+	nextOrders := func() []string {
+		t.Helper()
+		round++
+		if err := roundTrip(writerConn, fmt.Sprintf("%s.sentinel%d", writerCred.InboxPrefix(), round)); err != nil {
+			t.Fatal(err)
+		}
+		sentinel := fmt.Sprintf("a.sentinel%d", round)
+		if err := readerConn.Publish(sentinel, nil); err != nil {
+			t.Fatal(err)
+		}
+		var orders []string
+		for {
+			m, err := seen.NextMsg(5 * time.Second)
+			if err != nil {
+				t.Fatalf("the reader's own sentinel %s: %v", sentinel, err)
+			}
+			if m.Subject == sentinel {
+				return orders
+			}
+			if strings.HasPrefix(m.Subject, "orders.") {
+				orders = append(orders, m.Subject)
+			}
+		}
+	}
+
+	if err := writerConn.Publish("orders.1", []byte("B's")); err != nil {
+		t.Fatal(err)
+	}
+	if got := nextOrders(); len(got) != 0 {
+		t.Fatalf("namespace A's Subscription > received B's %v without an export and an import", got)
+	}
+
+	// An import that B does not export is refused, by name.
+	imports := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "orders-from-b"}, Spec: v1alpha1.SubscriptionSpec{
+		Subject: "orders.>", Import: &v1alpha1.SubscriptionImport{Namespace: nsB},
+		Selector: metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled}}}}
+	if err := k8sClient.Create(background(), imports); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the import without an export is Valid=False", func() error {
+		var got v1alpha1.Subscription
+		if err := k8sClient.Get(background(), ctrlclient.ObjectKeyFromObject(imports), &got); err != nil {
+			return err
+		}
+		c := conditionIs(got.Status.Conditions, v1alpha1.ConditionValid, metav1.ConditionFalse, "spec.import.namespace "+nsB+" exports no Topic")
+		if c == nil && got.Status.Conditions[0].Reason != controllers.ReasonImportNotExported {
+			// Valid is the first condition the reconciler sets.
+			return fmt.Errorf("reason %s", got.Status.Conditions[0].Reason)
+		}
+		return c
+	})
+	if err := writerConn.Publish("orders.2", []byte("B's")); err != nil {
+		t.Fatal(err)
+	}
+	if got := nextOrders(); len(got) != 0 {
+		t.Fatalf("an import without its export received %v", got)
+	}
+
+	// B exports its orders to A: A's import now receives them.
+	export := &v1alpha1.Topic{ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: "orders"}, Spec: v1alpha1.TopicSpec{
+		Subject: "orders.>", Export: &v1alpha1.TopicExport{Namespaces: []string{nsA}}}}
+	if err := k8sClient.Create(background(), export); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the import with its export is Valid=True", func() error {
+		var got v1alpha1.Subscription
+		if err := k8sClient.Get(background(), ctrlclient.ObjectKeyFromObject(imports), &got); err != nil {
+			return err
+		}
+		return conditionIs(got.Status.Conditions, v1alpha1.ConditionValid, metav1.ConditionTrue, "")
+	})
+	eventually(t, "B's orders reach A through the export and the import", func() error {
+		if err := writerConn.Publish("orders.3", []byte("B's")); err != nil {
+			return err
+		}
+		if got := nextOrders(); len(got) == 0 {
+			return errors.New("none arrived")
+		}
+		return nil
+	})
+}
+
+// TestAuditModeIsTheNamespacesChoice: a pod cannot turn its own ACLs off
+// with an annotation; its namespace's label can.
+func TestAuditModeIsTheNamespacesChoice(t *testing.T) {
+	ns := newNamespace(t)
+	xdsAddr := natstest.FreeAddr(t)
+	op := startOperator(t, xdsAddr)
+	p, _ := createInjectedPod(t, ns, "sneaky")
+	patch := ctrlclient.MergeFrom(p.DeepCopy())
+	p.Annotations[v1alpha1.AccessModeLabel] = meshconfig.AccessAudit
+	if err := k8sClient.Patch(background(), p, patch); err != nil {
+		t.Fatal(err)
+	}
+	mode := func(want string) func(meshconfig.PodConfig) error {
+		return func(cfg meshconfig.PodConfig) error {
+			if cfg.Access.Mode != want {
+				return fmt.Errorf("access mode %q, want %q", cfg.Access.Mode, want)
+			}
+			return nil
+		}
+	}
+	// The annotation changed the pod: it was computed again, enforced.
+	podConfigured(t, op, p, "enforced despite its own audit annotation", func(cfg meshconfig.PodConfig) error {
+		if cfg.Access.Mode != meshconfig.AccessEnforce {
+			return fmt.Errorf("the pod's own annotation set access mode %q", cfg.Access.Mode)
+		}
+		return nil
+	})
+	var namespace corev1.Namespace
+	if err := k8sClient.Get(background(), types.NamespacedName{Name: ns}, &namespace); err != nil {
+		t.Fatal(err)
+	}
+	nsPatch := ctrlclient.MergeFrom(namespace.DeepCopy())
+	if namespace.Labels == nil {
+		namespace.Labels = map[string]string{}
+	}
+	namespace.Labels[v1alpha1.AccessModeLabel] = meshconfig.AccessAudit
+	if err := k8sClient.Patch(background(), &namespace, nsPatch); err != nil {
+		t.Fatal(err)
+	}
+	podConfigured(t, op, p, "in audit mode by its namespace's label", mode(meshconfig.AccessAudit))
+}
+
+// TestAnExpiredCredentialStopsWorking: the broker closes a connection
+// whose credential expired, and refuses the credential after.
+func TestAnExpiredCredentialStopsWorking(t *testing.T) {
+	ns := newNamespace(t)
+	xdsAddr, brokerAddr := natstest.FreeAddr(t), natstest.FreeAddr(t)
+	url := "nats://" + brokerAddr
+	op := startOperator(t, xdsAddr, withBrokerURL(url), withCredentialLifetime(brokercreds.MinLifetime))
+	startTrustingBroker(t, brokerAddr)
+	p, token := createInjectedPod(t, ns, "short-lived")
+	podConfigured(t, op, p, "computed", func(meshconfig.PodConfig) error { return nil })
+	cred := fetchCredential(t, xdsAddr, token, p)
+	reason := make(chan error, 1)
+	closed := make(chan struct{})
+	nc, err := nats.Connect(url, append(credOptions(cred), nats.NoReconnect(),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			select {
+			case reason <- err:
+			default:
+			}
+		}),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }))...)
+	if err != nil {
+		t.Fatalf("the fresh credential: %v", err)
+	}
+	defer nc.Close()
+	select {
+	case <-closed:
+	case <-time.After(brokercreds.MinLifetime + 10*time.Second):
+		t.Fatalf("the broker kept the connection past the credential's expiry (%s)", brokercreds.MinLifetime)
+	}
+	select {
+	case err := <-reason:
+		if !strings.Contains(strings.ToLower(err.Error()), "expired") {
+			t.Errorf("the broker closed the connection for %v, want the credential's expiry", err)
+		}
+	default:
+		t.Error("the broker gave no reason for closing the connection")
+	}
+	// nats-server compares the expiry in whole seconds: within the second
+	// it expired in, a connection is admitted and closed at once.
+	eventually(t, "the expired credential is refused", func() error {
+		nc, err := nats.Connect(url, credOptions(cred)...)
+		if err == nil {
+			nc.Close()
+			return errors.New("admitted")
+		}
+		if !isAuthorizationViolation(err) {
+			return fmt.Errorf("%v, want an authorization violation", err)
+		}
+		return nil
+	})
+}
+
+// TestOnlyInjectedSidecarsGetACredential: a pod that was not opted in when
+// it was created, but carries the injector's annotation, a token for the
+// sidecar's audience in its application container, and the opt-in label
+// added later, gets no credential (nor configuration: the same
+// authentication fronts both); a pod the injector made does.
+func TestOnlyInjectedSidecarsGetACredential(t *testing.T) {
+	ns := newNamespace(t)
+	xdsAddr, brokerAddr := natstest.FreeAddr(t), natstest.FreeAddr(t)
+	url := "nats://" + brokerAddr
+	key := []byte("0123456789abcdef0123456789abcdef")
+	op := startOperator(t, xdsAddr, withBrokerURL(url), withInjectionProof(key))
+	startTrustingBroker(t, brokerAddr)
+
+	// The attack: created without the label (so the webhook never saw it),
+	// with the annotation, then labelled.
+	forged, forgedToken := createPod(t, ns, "forged", audience)
+	patch := ctrlclient.MergeFrom(forged.DeepCopy())
+	delete(forged.Labels, v1alpha1.InjectLabel)
+	forged.Annotations = map[string]string{v1alpha1.InjectedAnnotation: "v1.0.0"}
+	if err := k8sClient.Patch(background(), forged, patch); err != nil {
+		t.Fatal(err)
+	}
+	labelPod(t, forged, map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled})
+	podConfigured(t, op, forged, "computed (its configuration is refused at the stream)", func(meshconfig.PodConfig) error { return nil })
+	if _, err := issue(t, xdsAddr, forgedToken, string(forged.UID)); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "injector") {
+		t.Errorf("the label-after-create pod's credential request: %v, want PermissionDenied naming the injector", err)
+	}
+
+	// A pod as the webhook injects it, with its proof.
+	made := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "made", Labels: map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled}},
+		Spec:       corev1.PodSpec{NodeName: "node-1", ServiceAccountName: "made", Containers: []corev1.Container{{Name: "app", Image: "app"}}},
+	}
+	if _, err := webhook.Inject(made, webhook.Config{
+		Image: "weighstation:test", ImagePullPolicy: corev1.PullIfNotPresent, Operator: xdsAddr, Broker: url,
+		Audience: audience, TokenExpirationSeconds: 3600, Version: "v1.0.0", Resources: webhook.DefaultResources(),
+		HealthPort: webhook.DefaultHealthPort, MetricsPort: webhook.DefaultMetricsPort, RunAsUser: webhook.DefaultRunAsUser,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	proof, err := injectionproof.Sign(made, audience, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	made.Annotations[injectionproof.Annotation] = proof
+	if err := k8sClient.Create(background(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "made"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8sClient.Create(background(), made); err != nil {
+		t.Fatal(err)
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		Audiences: []string{audience}, ExpirationSeconds: ptr.To[int64](3600),
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: "made", UID: made.UID},
+	}}
+	if err := k8sClient.SubResource("token").Create(background(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "made"}}, tr); err != nil {
+		t.Fatal(err)
+	}
+	podConfigured(t, op, made, "computed", func(meshconfig.PodConfig) error { return nil })
+	eventually(t, "the injected pod gets its credential", func() error {
+		_, err := issue(t, xdsAddr, tr.Status.Token, string(made.UID))
+		return err
+	})
+}
