@@ -2,6 +2,7 @@ package system_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/nats-io/nats.go"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +24,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
@@ -34,10 +37,10 @@ import (
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar"
+	"github.com/weighstation/weighstation/sidecar/brokercred"
 	"github.com/weighstation/weighstation/sidecar/report"
+	"github.com/weighstation/weighstation/sidecar/upstream"
 	"github.com/weighstation/weighstation/sidecar/xdsclient"
-	"google.golang.org/grpc"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
 // operator is the operator's manager and xDS server in this process.
@@ -198,6 +201,8 @@ type pod struct {
 	// refuse, when set, is asked before each configuration is applied and
 	// refuses it with its error: a sidecar that cannot apply what it got.
 	refuse atomic.Pointer[func(meshconfig.PodConfig) error]
+	// issued is the sidecar's broker credential (podSettings.issued).
+	issued *brokercred.Holder
 }
 
 // startPod creates a ServiceAccount and a scheduled Pod (there is no
@@ -205,6 +210,21 @@ type pod struct {
 // the pod from the apiserver, and starts the pod's sidecar with it; opts
 // change the sidecar's options (its flags) before it starts.
 func startPod(t *testing.T, ns, name string, labels map[string]string, brokerURL, xdsAddr string, opts ...func(*sidecar.Options)) *pod {
+	t.Helper()
+	return startPodWith(t, podSettings{}, ns, name, labels, brokerURL, xdsAddr, opts...)
+}
+
+// podSettings are what startPodWith does beyond startPod.
+type podSettings struct {
+	// issued: the sidecar presents the broker credential the operator
+	// issues it, renews it and moves its broker connection to each new
+	// one, as the sidecar command does (internal/sidecarcmd); else it
+	// presents none (a broker without authentication).
+	issued bool
+}
+
+// startPodWith is startPod with settings.
+func startPodWith(t *testing.T, settings podSettings, ns, name string, labels map[string]string, brokerURL, xdsAddr string, opts ...func(*sidecar.Options)) *pod {
 	t.Helper()
 	ctx := background()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -246,9 +266,25 @@ func startPod(t *testing.T, ns, name string, labels map[string]string, brokerURL
 	for _, o := range opts {
 		o(&sideOpts)
 	}
+	var issued *brokercred.Holder
+	var configureUpstream []func(*upstream.Options)
+	if settings.issued {
+		issued = brokercred.New()
+		configureUpstream = append(configureUpstream, func(o *upstream.Options) {
+			o.Credentials = issued.Credentials()
+			o.OnRefused = func(err error) { issued.Renew("the broker refused the credential: " + err.Error()) }
+		})
+		sideOpts.InboxPrefix = func() (string, bool) {
+			if _, err := issued.UserJWT(); err != nil {
+				return "", false
+			}
+			return issued.InboxPrefix(), true
+		}
+	}
 	// The broker may not be there yet: the sidecar serves and holds
 	// publishes until it is, as in a pod.
-	side, err := sidecar.New(natstest.DialUpstream(t, brokerURL), sideOpts)
+	up := natstest.DialUpstream(t, brokerURL, configureUpstream...)
+	side, err := sidecar.New(up, sideOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,12 +292,15 @@ func startPod(t *testing.T, ns, name string, labels map[string]string, brokerURL
 		t.Fatal(err)
 	}
 	t.Cleanup(side.Close)
-	pd := &pod{name: name, uid: string(p.UID), side: side}
+	pd := &pod{name: name, uid: string(p.UID), side: side, issued: issued}
 	apply := func(cfg meshconfig.PodConfig) error {
 		if refuse := pd.refuse.Load(); refuse != nil {
 			if err := (*refuse)(cfg); err != nil {
 				return err
 			}
+		}
+		if issued != nil {
+			issued.WaitCovers(background(), cfg, 10*time.Second)
 		}
 		return side.SetConfig(cfg)
 	}
@@ -293,7 +332,16 @@ func startPod(t *testing.T, ns, name string, labels map[string]string, brokerURL
 	reportCtx, stopReports := context.WithCancel(ctx)
 	reported := make(chan struct{})
 	go func() { defer close(reported); _ = reporter.Run(reportCtx, conn) }()
-	t.Cleanup(func() { cancel(); <-stopped; <-reported })
+	maintained := make(chan struct{})
+	if issued != nil {
+		go func() {
+			defer close(maintained)
+			_ = issued.Maintain(ctx, conn, tokenFile, string(p.UID), func() { up.Interrupt(errors.New("the broker credential was renewed")) }, logr.Discard())
+		}()
+	} else {
+		close(maintained)
+	}
+	t.Cleanup(func() { cancel(); <-stopped; <-reported; <-maintained })
 	pd.client, pd.reporter = c, reporter
 	pd.stopReports = func() { stopReports(); <-reported }
 	return pd
