@@ -66,8 +66,8 @@ func SetupReconcilers(mgr ctrl.Manager, setup Setup) error {
 	if err := indexTopicsBySubject(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("indexing topics by subject: %w", err)
 	}
-	if err := indexSubscriptionsByImport(context.Background(), mgr.GetFieldIndexer()); err != nil {
-		return fmt.Errorf("indexing subscriptions by import: %w", err)
+	if err := indexImports(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return fmt.Errorf("indexing subscriptions and topics by import: %w", err)
 	}
 	events := mgr.GetEventRecorder(v1alpha1.FieldManagerReconciler)
 	if err := (&TopicReconciler{Client: mgr.GetClient(), Recorder: events}).SetupWithManager(mgr); err != nil {

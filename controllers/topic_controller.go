@@ -57,7 +57,11 @@ func (r *TopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.List(ctx, &subscriptions, client.InNamespace(req.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing subscriptions in %s: %w", req.Namespace, err)
 	}
-	status := topicStatus(&topic, topics.Items, subscriptions.Items, &r.governed)
+	importIssue, err := topicImportProblem(ctx, r.Client, &topic)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	status := topicStatus(&topic, topics.Items, subscriptions.Items, &r.governed, importIssue)
 	if err := topicReconcilerStatus.apply(ctx, r.Client, &topic, v1alpha1.GroupVersion.WithKind("Topic"), &topic.Status, &status); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -93,6 +97,9 @@ func (r *TopicReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.Topic{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Topic{}, topicsInNamespace, builder.WithPredicates(subjectChanged)).
 		Watches(&v1alpha1.Subscription{}, topicsInNamespace, builder.WithPredicates(subjectChanged)).
+		// An exporter's Subscription decides whether a service import is
+		// valid.
+		Watches(&v1alpha1.Subscription{}, importersOfSubscription(r.Client), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("topic").
 		Complete(r)
 }

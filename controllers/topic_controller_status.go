@@ -23,7 +23,10 @@ const (
 // topicStatus computes what the reconciler owns of a Topic's status from its
 // namespace's Topics and Subscriptions; governed counts what Topics in
 // force govern.
-func topicStatus(topic *v1alpha1.Topic, topics []v1alpha1.Topic, subscriptions []v1alpha1.Subscription, governed *governedCounts) v1alpha1.TopicStatus {
+//
+// importIssue is why its service import imports nothing (topicImportProblem),
+// or "".
+func topicStatus(topic *v1alpha1.Topic, topics []v1alpha1.Topic, subscriptions []v1alpha1.Subscription, governed *governedCounts, importIssue string) v1alpha1.TopicStatus {
 	status := *topic.Status.DeepCopy()
 	status.ObservedGeneration = topic.Generation
 	gen := topic.Generation
@@ -55,6 +58,8 @@ func topicStatus(topic *v1alpha1.Topic, topics []v1alpha1.Topic, subscriptions [
 	case !isInForce:
 		setCondition(&status.Conditions, gen, v1alpha1.ConditionValid, metav1.ConditionFalse, ReasonShadowed,
 			fmt.Sprintf("Topic %s has the same subject pattern and is in force", inForceInstead.Name))
+	case importIssue != "":
+		setCondition(&status.Conditions, gen, v1alpha1.ConditionValid, metav1.ConditionFalse, ReasonImportNotExported, importIssue)
 	default:
 		setCondition(&status.Conditions, gen, v1alpha1.ConditionValid, metav1.ConditionTrue, ReasonInForce,
 			fmt.Sprintf("governs the subjects matching %q that no more specific Topic matches", topic.Spec.Subject))

@@ -221,13 +221,22 @@ func (s *Server) translateReply(dst []byte, reply string, pol *policy.Publish) (
 	return dst, true, nil
 }
 
+// serviceReplyPrefix is where nats-server maps the reply subjects of
+// requests that reach an account through a service import (another
+// namespace's Topic that imports from this one): it carries the reply
+// back to the requester's inbox.
+const serviceReplyPrefix = "_R_"
+
 // inInboxSpace reports whether subject lies in an inbox space as a reply
-// subject arrives from the broker, translated: "_INBOX.<token>." and at
-// least one token more. The one-reply allowance is granted there alone.
+// subject arrives from the broker, translated: "_INBOX.<token>." or
+// "_R_.<token>." (a request from another namespace), and at least one
+// token more. The one-reply allowance is granted there alone.
 func inInboxSpace(subject string) bool {
 	rest, ok := underPrefix(subject, policy.Inbox)
 	if !ok {
-		return false
+		if rest, ok = underPrefix(subject, serviceReplyPrefix); !ok {
+			return false
+		}
 	}
 	token, more, found := strings.Cut(rest, ".")
 	return found && token != "" && more != ""

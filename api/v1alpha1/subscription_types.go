@@ -48,18 +48,14 @@ type SubscriptionSpec struct {
 	// an export that matches, the Subscription is Valid=False and imports
 	// nothing.
 	// +optional
-	Import *SubscriptionImport `json:"import,omitempty"`
-}
+	Import *NamespaceRef `json:"import,omitempty"`
 
-// SubscriptionImport names the namespace a Subscription imports from.
-type SubscriptionImport struct {
-	// Namespace is the exporting namespace, by name: another one (the
-	// reconciler marks an import from its own namespace Valid=False; CEL
-	// cannot read an object's namespace).
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
-	Namespace string `json:"namespace"`
+	// Export lets the named namespaces send requests to this
+	// Subscription's subject (a NATS service export): their Topics that
+	// import from this namespace route what their pods publish there to
+	// this Subscription's pods, and the replies back.
+	// +optional
+	Export *Export `json:"export,omitempty"`
 }
 
 // IsEssential reports whether the subscription is essential (the default).
@@ -379,6 +375,7 @@ type SubscriptionStatus struct {
 // +kubebuilder:printcolumn:name="MAX",type=string,JSONPath=`.status.aggregate.max`
 // +kubebuilder:printcolumn:name="DROPPED",type=integer,JSONPath=`.status.dropped`
 // +kubebuilder:printcolumn:name="IMPORT-FROM",type=string,JSONPath=`.spec.import.namespace`,priority=1,description="the namespace whose exported Topics it consumes"
+// +kubebuilder:printcolumn:name="EXPORTED-TO",type=string,JSONPath=`.spec.export.namespaces`,priority=1,description="namespaces that may send it requests"
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 type Subscription struct {

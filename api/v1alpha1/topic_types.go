@@ -35,11 +35,32 @@ type TopicSpec struct {
 	// export, with an activation per importing namespace). Without it the
 	// subjects stay in this namespace.
 	// +optional
-	Export *TopicExport `json:"export,omitempty"`
+	Export *Export `json:"export,omitempty"`
+
+	// Import sends what this namespace's pods publish to the governed
+	// subjects, as requests, to another namespace's responders: those of
+	// its Subscriptions that export to this namespace and overlap subject
+	// (a NATS service import; the replies come back to the requester).
+	// Without an export that matches, the Topic is Valid=False and
+	// imports nothing.
+	// +optional
+	Import *NamespaceRef `json:"import,omitempty"`
 }
 
-// TopicExport names the namespaces that may import a Topic's subjects.
-type TopicExport struct {
+// NamespaceRef names another namespace.
+type NamespaceRef struct {
+	// Namespace is the other namespace, by name (the reconciler marks a
+	// reference to the object's own namespace Valid=False; CEL cannot
+	// read an object's namespace).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace"`
+}
+
+// Export names the namespaces that may import a Topic's subjects (a
+// stream) or send requests to a Subscription's (a service).
+type Export struct {
 	// Namespaces are the namespaces that may import, by name.
 	// +listType=set
 	// +kubebuilder:validation:MinItems=1
@@ -178,6 +199,7 @@ type PublishStatus struct {
 // +kubebuilder:printcolumn:name="RATE",type=integer,JSONPath=`.spec.limits.publishRate.messagesPerSecond`,description="messages per second per pod"
 // +kubebuilder:printcolumn:name="PUBLISHED",type=integer,JSONPath=`.status.publish.forwarded`,description="messages forwarded in the window"
 // +kubebuilder:printcolumn:name="EXPORTED-TO",type=string,JSONPath=`.spec.export.namespaces`,priority=1,description="namespaces that may import the subjects"
+// +kubebuilder:printcolumn:name="IMPORT-FROM",type=string,JSONPath=`.spec.import.namespace`,priority=1,description="the namespace whose exported Subscriptions answer the requests published here"
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 type Topic struct {

@@ -1,6 +1,7 @@
 package brokercreds
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -13,26 +14,29 @@ import (
 	"github.com/weighstation/weighstation/matcher"
 )
 
-// Sharing is what one namespace's account shares with others: the
-// subjects it exports (Topics with spec.export) and those it imports
-// (Subscriptions with spec.import, each matched with the exporter's
-// Topics that export to it).
+// Sharing is what one namespace's account shares with others: streams
+// (a Topic's spec.export, a Subscription's spec.import matched with the
+// exporter's Topics that export to it) and services (a Subscription's
+// spec.export, a Topic's spec.import matched with the exporter's
+// Subscriptions that export to it).
 type Sharing struct {
-	// Exports are the stream exports, each to the namespaces named.
+	// Exports are the exported subjects, each to the namespaces named.
 	Exports []Export
-	// Imports are the stream imports.
+	// Imports are the imported subjects.
 	Imports []Import
 }
 
 // Export is one exported subject and who may import it.
 type Export struct {
 	Subject    string
+	Service    bool // a service (requests in, replies out), else a stream
 	Namespaces []string
 }
 
 // Import is one subject imported from a namespace.
 type Import struct {
 	Namespace, Subject string
+	Service            bool
 }
 
 // ExportsTo returns the subjects of exporter's Topics (topics) that
@@ -53,6 +57,24 @@ func ExportsTo(namespace, subject string, topics []v1alpha1.Topic) []string {
 	return out
 }
 
+// ServicesTo returns the subjects of exporter's Subscriptions (subs) that
+// export to namespace and overlap subject: what a Topic of namespace with
+// that subject imports from exporter as services. None: the import is not
+// exported (the Topic is Valid=False).
+func ServicesTo(namespace, subject string, subs []v1alpha1.Subscription) []string {
+	var out []string
+	for _, s := range subs {
+		if s.Spec.Export == nil || !slices.Contains(s.Spec.Export.Namespaces, namespace) {
+			continue
+		}
+		if matcher.Overlaps(string(s.Spec.Subject), subject) && !slices.Contains(out, string(s.Spec.Subject)) {
+			out = append(out, string(s.Spec.Subject))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // SharingOf reads namespace's sharing from c (the operator's cache).
 func SharingOf(ctx context.Context, c client.Reader, namespace string) (Sharing, error) {
 	var s Sharing
@@ -60,63 +82,113 @@ func SharingOf(ctx context.Context, c client.Reader, namespace string) (Sharing,
 	if err := c.List(ctx, &topics, client.InNamespace(namespace)); err != nil {
 		return Sharing{}, fmt.Errorf("listing the Topics of %s: %w", namespace, err)
 	}
-	for _, t := range topics.Items {
-		if t.Spec.Export != nil {
-			s.Exports = append(s.Exports, Export{Subject: string(t.Spec.Subject), Namespaces: slices.Sorted(slices.Values(t.Spec.Export.Namespaces))})
-		}
-	}
 	var subs v1alpha1.SubscriptionList
 	if err := c.List(ctx, &subs, client.InNamespace(namespace)); err != nil {
 		return Sharing{}, fmt.Errorf("listing the Subscriptions of %s: %w", namespace, err)
 	}
-	exporters := map[string][]v1alpha1.Topic{}
-	seen := map[Import]bool{}
+	type exportKey struct {
+		subject string
+		service bool
+	}
+	exported := map[exportKey]bool{}
+	export := func(subject string, service bool, namespaces []string) {
+		k := exportKey{subject, service}
+		if exported[k] {
+			return // the same subject twice (conflicting Topics): the first
+		}
+		exported[k] = true
+		s.Exports = append(s.Exports, Export{Subject: subject, Service: service, Namespaces: slices.Sorted(slices.Values(namespaces))})
+	}
+	for _, t := range topics.Items {
+		if t.Spec.Export != nil {
+			export(string(t.Spec.Subject), false, t.Spec.Export.Namespaces)
+		}
+	}
 	for _, sub := range subs.Items {
-		if sub.Spec.Import == nil {
+		if sub.Spec.Export != nil {
+			export(string(sub.Spec.Subject), true, sub.Spec.Export.Namespaces)
+		}
+	}
+	exporterTopics := map[string][]v1alpha1.Topic{}
+	exporterSubs := map[string][]v1alpha1.Subscription{}
+	seen := map[Import]bool{}
+	add := func(i Import) {
+		if !seen[i] {
+			seen[i] = true
+			s.Imports = append(s.Imports, i)
+		}
+	}
+	for _, sub := range subs.Items {
+		if sub.Spec.Import == nil || sub.Spec.Import.Namespace == namespace {
 			continue
 		}
 		from := sub.Spec.Import.Namespace
-		if _, ok := exporters[from]; !ok {
+		if _, ok := exporterTopics[from]; !ok {
 			var list v1alpha1.TopicList
 			if err := c.List(ctx, &list, client.InNamespace(from)); err != nil {
 				return Sharing{}, fmt.Errorf("listing the Topics of %s: %w", from, err)
 			}
-			exporters[from] = list.Items
+			exporterTopics[from] = list.Items
 		}
-		for _, subject := range ExportsTo(namespace, string(sub.Spec.Subject), exporters[from]) {
-			if i := (Import{Namespace: from, Subject: subject}); !seen[i] {
-				seen[i] = true
-				s.Imports = append(s.Imports, i)
-			}
+		for _, subject := range ExportsTo(namespace, string(sub.Spec.Subject), exporterTopics[from]) {
+			add(Import{Namespace: from, Subject: subject})
 		}
 	}
-	slices.SortFunc(s.Exports, func(a, b Export) int { return compareStrings(a.Subject, b.Subject) })
-	slices.SortFunc(s.Imports, func(a, b Import) int {
-		if c := compareStrings(a.Namespace, b.Namespace); c != 0 {
-			return c
+	for _, t := range topics.Items {
+		if t.Spec.Import == nil || t.Spec.Import.Namespace == namespace {
+			continue
 		}
-		return compareStrings(a.Subject, b.Subject)
+		from := t.Spec.Import.Namespace
+		if _, ok := exporterSubs[from]; !ok {
+			var list v1alpha1.SubscriptionList
+			if err := c.List(ctx, &list, client.InNamespace(from)); err != nil {
+				return Sharing{}, fmt.Errorf("listing the Subscriptions of %s: %w", from, err)
+			}
+			exporterSubs[from] = list.Items
+		}
+		for _, subject := range ServicesTo(namespace, string(t.Spec.Subject), exporterSubs[from]) {
+			add(Import{Namespace: from, Subject: subject, Service: true})
+		}
+	}
+	slices.SortFunc(s.Exports, func(a, b Export) int {
+		return cmp.Or(cmp.Compare(a.Subject, b.Subject), boolOrder(a.Service, b.Service))
+	})
+	slices.SortFunc(s.Imports, func(a, b Import) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Subject, b.Subject), boolOrder(a.Service, b.Service))
 	})
 	return s, nil
 }
 
-func compareStrings(a, b string) int {
+func boolOrder(a, b bool) int {
 	switch {
-	case a < b:
+	case a == b:
+		return 0
+	case b:
 		return -1
-	case a > b:
-		return 1
 	}
-	return 0
+	return 1
 }
 
-// apply adds s to the account claims of namespace: each export requires
+// exportType is a stream's or a service's JWT type.
+func exportType(service bool) jwt.ExportType {
+	if service {
+		return jwt.Service
+	}
+	return jwt.Stream
+}
+
+// applySharing adds s to the account claims of namespace: each export requires
 // an activation, and each import carries one, signed by the exporter's
 // account for the importer's, so that an export reaches exactly the
 // namespaces it names (a JWT export has no allow-list of its own).
 func (k Keys) applySharing(acc *jwt.AccountClaims, s Sharing) error {
 	for _, e := range s.Exports {
-		acc.Exports.Add(&jwt.Export{Name: e.Subject, Subject: jwt.Subject(e.Subject), Type: jwt.Stream, TokenReq: true})
+		export := &jwt.Export{Name: e.Subject, Subject: jwt.Subject(e.Subject), Type: exportType(e.Service), TokenReq: true}
+		if e.Service {
+			// One reply per request, as a pod's own responders give.
+			export.ResponseType = jwt.ResponseTypeSingleton
+		}
+		acc.Exports.Add(export)
 	}
 	for _, i := range s.Imports {
 		exporter, err := k.AccountKey(i.Namespace)
@@ -126,20 +198,20 @@ func (k Keys) applySharing(acc *jwt.AccountClaims, s Sharing) error {
 		activation := jwt.NewActivationClaims(acc.Subject)
 		activation.Name = i.Subject
 		activation.ImportSubject = jwt.Subject(i.Subject)
-		activation.ImportType = jwt.Stream
+		activation.ImportType = exportType(i.Service)
 		token, err := activation.Encode(exporter)
 		if err != nil {
 			return fmt.Errorf("signing the activation of %s's import of %s from %s: %w", acc.Name, i.Subject, i.Namespace, err)
 		}
-		acc.Imports.Add(&jwt.Import{Name: i.Namespace + "/" + i.Subject, Account: publicKey(exporter), Subject: jwt.Subject(i.Subject), Type: jwt.Stream, Token: token})
+		acc.Imports.Add(&jwt.Import{Name: i.Namespace + "/" + i.Subject, Account: publicKey(exporter), Subject: jwt.Subject(i.Subject), Type: exportType(i.Service), Token: token})
 	}
 	return nil
 }
 
-// watchPolicies marks the accounts that a Topic's export or a
-// Subscription's import touches whenever one changes: the object's own
-// namespace, and for a Topic the namespaces it exported to and exports to
-// now (their imports follow). It returns a function that stops watching.
+// watchPolicies marks the accounts that an export or an import touches
+// whenever a Topic or a Subscription changes: the object's own namespace,
+// and the namespaces it exported to and exports to now (their imports
+// follow). It returns a function that stops watching.
 func (k *Keeper) watchPolicies(ctx context.Context) (func(), error) {
 	touched := func(obj any) []string {
 		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
@@ -153,7 +225,11 @@ func (k *Keeper) watchPolicies(ctx context.Context) (func(), error) {
 			}
 			return out
 		case *v1alpha1.Subscription:
-			return []string{o.Namespace}
+			out := []string{o.Namespace}
+			if o.Spec.Export != nil {
+				out = append(out, o.Spec.Export.Namespaces...)
+			}
+			return out
 		}
 		return nil
 	}

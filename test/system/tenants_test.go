@@ -238,7 +238,7 @@ func TestNamespacesAreIsolatedUnlessTheyExportAndImport(t *testing.T) {
 
 	// An import that B does not export is refused, by name.
 	imports := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "orders-from-b"}, Spec: v1alpha1.SubscriptionSpec{
-		Subject: "orders.>", Import: &v1alpha1.SubscriptionImport{Namespace: nsB},
+		Subject: "orders.>", Import: &v1alpha1.NamespaceRef{Namespace: nsB},
 		Selector: metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled}}}}
 	if err := k8sClient.Create(background(), imports); err != nil {
 		t.Fatal(err)
@@ -264,7 +264,7 @@ func TestNamespacesAreIsolatedUnlessTheyExportAndImport(t *testing.T) {
 
 	// B exports its orders to A: A's import now receives them.
 	export := &v1alpha1.Topic{ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: "orders"}, Spec: v1alpha1.TopicSpec{
-		Subject: "orders.>", Export: &v1alpha1.TopicExport{Namespaces: []string{nsA}}}}
+		Subject: "orders.>", Export: &v1alpha1.Export{Namespaces: []string{nsA}}}}
 	if err := k8sClient.Create(background(), export); err != nil {
 		t.Fatal(err)
 	}
@@ -534,4 +534,82 @@ func TestSidecarsRenewTheirCredentialsAndKeepDelivering(t *testing.T) {
 	if received < sent*3/4 || answered < sent*3/4 {
 		t.Errorf("the renewals lost more than a quarter: %d of %d received, %d answered", received, sent, answered)
 	}
+}
+
+// TestRequestsCrossNamespacesOnlyThroughAServiceExport: a requester in A
+// reaches a responder in B only once B's Subscription exports to A and
+// A's Topic imports from B; before, A's Topic is Valid=False and its
+// request has no responder. The replies travel through both sidecars'
+// translated inboxes and the broker's service-import reply space.
+func TestRequestsCrossNamespacesOnlyThroughAServiceExport(t *testing.T) {
+	nsA, nsB := newNamespace(t), newNamespace(t)
+	xdsAddr, brokerAddr := natstest.FreeAddr(t), natstest.FreeAddr(t)
+	url := "nats://" + brokerAddr
+	op := startOperator(t, xdsAddr, withBrokerURL(url))
+	startTrustingBroker(t, brokerAddr)
+	charges := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: "charges"}, Spec: v1alpha1.SubscriptionSpec{
+		Subject: "billing.charge", Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "billing"}}}}
+	imports := &v1alpha1.Topic{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "billing"}, Spec: v1alpha1.TopicSpec{
+		Subject: "billing.>", Import: &v1alpha1.NamespaceRef{Namespace: nsB}}}
+	for _, obj := range []ctrlclient.Object{charges, imports} {
+		if err := k8sClient.Create(background(), obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	responder := startPodWith(t, podSettings{issued: true}, nsB, "billing", map[string]string{"app": "billing"}, url, xdsAddr)
+	requester := startPodWith(t, podSettings{issued: true}, nsA, "shop", nil, url, xdsAddr)
+	waitConfigured(t, op, nsB, responder, "its Subscription", hasSubscription("billing.charge"))
+	waitConfigured(t, op, nsA, requester, "computed", func(meshconfig.PodConfig) error { return nil })
+	for _, p := range []*pod{responder, requester} {
+		eventually(t, p.name+"'s sidecar holds its credential and reaches the broker with it", func() error {
+			if _, err := p.issued.UserJWT(); err != nil {
+				return err
+			}
+			if !p.side.BrokerConnected() {
+				return errors.New("not connected")
+			}
+			return nil
+		})
+	}
+	eventually(t, "the import without an export is Valid=False", func() error {
+		var got v1alpha1.Topic
+		if err := k8sClient.Get(background(), ctrlclient.ObjectKeyFromObject(imports), &got); err != nil {
+			return err
+		}
+		return conditionIs(got.Status.Conditions, v1alpha1.ConditionValid, metav1.ConditionFalse, "spec.import.namespace "+nsB+" exports no Subscription")
+	})
+	answers := responder.app(t)
+	if _, err := answers.Subscribe("billing.charge", func(m *nats.Msg) { _ = m.Respond([]byte("charged")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := answers.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	asks := requester.app(t)
+	if _, err := asks.Request("billing.charge", []byte("9.99"), 2*time.Second); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("a request to another namespace without an export: %v, want no responders", err)
+	}
+
+	patch := ctrlclient.MergeFrom(charges.DeepCopy())
+	charges.Spec.Export = &v1alpha1.Export{Namespaces: []string{nsA}}
+	if err := k8sClient.Patch(background(), charges, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the import with its export is Valid=True", func() error {
+		var got v1alpha1.Topic
+		if err := k8sClient.Get(background(), ctrlclient.ObjectKeyFromObject(imports), &got); err != nil {
+			return err
+		}
+		return conditionIs(got.Status.Conditions, v1alpha1.ConditionValid, metav1.ConditionTrue, "")
+	})
+	eventually(t, "A's request is answered by B's responder", func() error {
+		m, err := asks.Request("billing.charge", []byte("9.99"), 2*time.Second)
+		if err != nil {
+			return err
+		}
+		if string(m.Data) != "charged" {
+			return fmt.Errorf("answer %q", m.Data)
+		}
+		return nil
+	})
 }
