@@ -50,11 +50,13 @@ const DefaultPushInterval = 30 * time.Second
 // and one push: a Deployment scaled down deletes its pods together.
 const revocationBatch = 200 * time.Millisecond
 
-// Keeper keeps the broker keys and the account's revocation list. It runs
-// on the leader: it creates the keys on first start (or fills the Secret
-// the chart created empty), writes the trust ConfigMap that the brokers
-// mount, revokes the credential of every sidecar pod that is deleted, and
-// pushes the account JWT to the running brokers.
+// Keeper keeps the broker keys, the namespaces' accounts and their
+// revocation lists. It runs on the leader: it creates the keys on first
+// start (or fills the Secret the chart created empty), writes the trust
+// ConfigMap that the brokers mount, revokes the credentials of sidecar pods
+// that are deleted, leave the mesh or are replaced, signs each namespace's
+// account (with its sharing and revocations), pushes it to the running
+// brokers and answers their lookups, and issues credentials (Issue).
 type Keeper struct {
 	// Reader reads through the API server (the manager's APIReader), not
 	// the cache, and Writer writes (the manager's client).

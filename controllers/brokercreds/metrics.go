@@ -25,19 +25,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"reason"}),
 		revoked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "weighstation_operator_broker_credentials_revoked_total",
-			Help: "Broker credentials revoked because their pod was deleted or finished.",
+			Help: "Broker credentials revoked: their pod was deleted, finished or left the mesh, or its sidecar was replaced.",
 		}),
 		droppedEarly: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "weighstation_operator_broker_revocations_dropped_early_total",
-			Help: "Revocations dropped from the full revocation list (-broker-max-revocations) before their retention ended.",
+			Help: "Revocations folded, past -broker-max-revocations, into a revocation of every older credential of their namespace.",
 		}),
 		revocationEntries: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "weighstation_operator_broker_revocation_entries",
-			Help: "Entries of the account's revocation list, as last written.",
+			Help: "Entries of the namespaces' revocation lists, as last written.",
 		}),
 		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "weighstation_operator_broker_account_pushes_total",
-			Help: "Pushes of the account JWT to the brokers, by result (applied or failed).",
+			Help: "Pushes of a namespace's account JWT to the brokers, by result (applied or failed).",
 		}, []string{"result"}),
 	}
 	if reg != nil {

@@ -6,6 +6,13 @@
 // The credential stays in this process's memory: it is never written to a
 // file, so the pod's other containers, which share its volumes but not its
 // memory, cannot read it.
+//
+// It expires, and allows only what the pod's policy allows, as the
+// operator judged it when it issued it: Maintain renews it at two thirds
+// of its lifetime, when the broker refuses it (revoked, expired), and when
+// a configuration needs more than it allows (WaitCovers), and has the
+// broker connection move to each new one (nats-server reads permissions
+// and expiry at CONNECT only).
 package brokercred
 
 import (
