@@ -89,8 +89,8 @@ func (h *Holder) InboxPrefix() string {
 // Renewals is how many credentials the sidecar received after its first.
 func (h *Holder) Renewals() uint64 { return h.renewals.Load() }
 
-// Renew asks for a new credential now, for reason (logged); a request
-// while one is pending is merged with it.
+// Renew asks for a new credential now, for reason (logged); asks made
+// before a renewal completes are answered by it.
 func (h *Holder) Renew(reason string) {
 	select {
 	case h.renewNow <- reason:
@@ -212,6 +212,12 @@ func (h *Holder) Maintain(ctx context.Context, conn grpc.ClientConnInterface, to
 			return err
 		}
 		lastRenewal = time.Now()
+		// Asks that arrived while this renewal waited or ran (the old
+		// connection's refusals, say) are answered by it.
+		select {
+		case <-h.renewNow:
+		default:
+		}
 		if switched != nil {
 			switched()
 		}
