@@ -2,6 +2,7 @@ package image_test
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -12,7 +13,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -154,39 +154,37 @@ func TestImageOCIE2E(t *testing.T) {
 func checkPause(t *testing.T, bin string) {
 	t.Helper()
 	cmd := exec.Command(bin)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// SIGTERM once pause says it handles it (test/e2e/pause's Ready), not
+	// after a guess at how long it takes to start, nor by /proc's SigCgt
+	// mask, which the Go runtime sets for every signal before main runs:
+	// before, SIGTERM kills it.
+	ready := make(chan error, 1)
+	go func() {
+		line, err := bufio.NewReader(stderr).ReadString('\n')
+		if err == nil && line != "pause: waiting for SIGTERM or SIGINT\n" {
+			err = fmt.Errorf("pause wrote %q first", line)
+		}
+		ready <- err
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			_ = cmd.Process.Kill()
+			t.Fatalf("pause's readiness: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("pause did not say it handles SIGTERM within 10s of its start")
+	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	// SIGTERM once pause catches it (its SigCgt mask in /proc), not after
-	// a guess at how long it takes to start: before, SIGTERM kills it.
-	const sigterm = 1 << (syscall.SIGTERM - 1)
-	deadline := time.Now().Add(10 * time.Second)
-	for caught := false; !caught; {
-		select {
-		case err := <-done:
-			t.Fatalf("pause exited before any signal: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			t.Fatal("pause did not catch SIGTERM within 10s of its start")
-		}
-		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(string(status), "\n") {
-			if mask, ok := strings.CutPrefix(line, "SigCgt:"); ok {
-				bits, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64)
-				caught = err == nil && bits&sigterm != 0
-			}
-		}
-		if !caught {
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,15 @@ import (
 	"syscall"
 )
 
+// Ready is what pause writes to stderr once it handles the signals: the
+// Go runtime installs a handler for every signal at start, so /proc's
+// SigCgt mask says nothing of whether signal.Notify ran yet, and a SIGTERM
+// before it kills the process instead of ending it with status 0.
+const Ready = "pause: waiting for SIGTERM or SIGINT\n"
+
 func main() {
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	_, _ = os.Stderr.WriteString(Ready)
 	<-stop
 }
