@@ -46,6 +46,8 @@ var (
 		"1 while the connection to the broker is up. Without it the sidecar still serves its applications: publishes wait in the bounded outage buffer.", nil, nil)
 	descBrokerReconnects = prometheus.NewDesc("weighstation_sidecar_broker_reconnects_total",
 		"Times the connection to the broker came back after it was lost (the subscriptions were renewed each time).", nil, nil)
+	descBrokerRenewalDuplicates = prometheus.NewDesc("weighstation_sidecar_broker_renewal_duplicates_total",
+		"Messages that arrived on the old connection to the broker while a credential renewal's new connection was subscribed too: each may have been delivered twice.", nil, nil)
 	descBrokerUnsent = prometheus.NewDesc("weighstation_sidecar_broker_unsent_total",
 		"Publishes accepted before the broker was first reached that never left: the broker refused them when it was reached (over its max_payload), or the sidecar stopped first.", nil, nil)
 	descEchoSuppressed = prometheus.NewDesc("weighstation_sidecar_echo_suppressed_total",
@@ -105,7 +107,7 @@ type collector struct{ s *Server }
 func (s *Server) Collector() prometheus.Collector { return collector{s} }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descInFlight, descBudget, descBudgetMax, descReadBuffers, descReadWaiting, descReadWaits, descBodiesRefused, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descBrokerInDoubt, descWrites, descBrokerWrites, descPublishHandoffs, descPublishHandoffsHeld, descBrokerConnected, descBrokerReconnects, descBrokerUnsent, descEchoSuppressed, descKilled, descBreakerState, descBreakerTransitions, descNoResponders, descAccess, descRepliesAllowed, descRepliesOutsideInbox, descSubsRefused, descInboxPending, descUntracked, descUntimed} {
+	for _, d := range []*prometheus.Desc{descArrived, descDelivered, descDropped, descPending, descInFlight, descBudget, descBudgetMax, descReadBuffers, descReadWaiting, descReadWaits, descBodiesRefused, descPublish, descLatency, descRequests, descInvalid, descUnrouted, descBrokerInDoubt, descWrites, descBrokerWrites, descPublishHandoffs, descPublishHandoffsHeld, descBrokerConnected, descBrokerReconnects, descBrokerRenewalDuplicates, descBrokerUnsent, descEchoSuppressed, descKilled, descBreakerState, descBreakerTransitions, descNoResponders, descAccess, descRepliesAllowed, descRepliesOutsideInbox, descSubsRefused, descInboxPending, descUntracked, descUntimed} {
 		ch <- d
 	}
 }
@@ -134,6 +136,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descPublishHandoffsHeld, prometheus.CounterValue, float64(held))
 	ch <- prometheus.MustNewConstMetric(descBrokerConnected, prometheus.GaugeValue, boolGauge(c.s.BrokerConnected()))
 	ch <- prometheus.MustNewConstMetric(descBrokerReconnects, prometheus.CounterValue, float64(c.s.BrokerReconnects()))
+	ch <- prometheus.MustNewConstMetric(descBrokerRenewalDuplicates, prometheus.CounterValue, float64(c.s.up.Duplicates()))
 	ch <- prometheus.MustNewConstMetric(descBrokerUnsent, prometheus.CounterValue, float64(c.s.up.Unsent()))
 	ch <- prometheus.MustNewConstMetric(descEchoSuppressed, prometheus.CounterValue, float64(c.s.EchoSuppressed()))
 	for name, ks := range c.s.KillSwitches() {

@@ -225,7 +225,7 @@ func Run(args []string) error {
 				}
 				return s.SetConfig(cfg)
 			}
-			switchBroker = func() { up.Interrupt(errCredentialRenewed) }
+			switchBroker = func() { _ = up.Renew(errCredentialRenewed) } // a failure is logged; the old connection serves on
 		}
 		xdsOpts.Log = log.WithName("xds")
 		if err := startXDS(operatorCtx, xdsOpts, *caFile, *serverName, reporter, issued, switchBroker, log); err != nil {
@@ -306,9 +306,9 @@ const credentialWideningTimeout = 10 * time.Second
 
 // errCredentialRenewed is why the broker connection is replaced when the
 // credential is renewed: nats-server reads a user's permissions and expiry
-// at CONNECT only. Publishes are held meanwhile, and those written but not
-// confirmed are counted in doubt, as after any reconnection.
-var errCredentialRenewed = errors.New("the broker credential was renewed; reconnecting with the new one")
+// at CONNECT only. upstream.Client.Renew moves to a new connection with an
+// overlap (no message lost; possible duplicates counted).
+var errCredentialRenewed = errors.New("the broker credential was renewed; moving to a connection made with the new one")
 
 // startXDS runs the xDS client, the reporter unless it is nil, and the
 // request for the broker credential (and its renewals, each followed by

@@ -34,6 +34,12 @@ const MaxPendingBytes = 8 << 20
 // maxSpareBuffer, so that the buffers it fills are kept for reuse.
 const HandoffBacklogBytes = 256 << 10
 
+// RenewOverlap is DefaultOptions' overlap of a renewal's two connections
+// (longer while the broker answers slowly, up to DialTimeout): past a
+// broker goroutine that waited a few of Go's 10 ms time slices for a CPU,
+// for a tenth of a second's messages delivered twice, once per renewal.
+const RenewOverlap = 100 * time.Millisecond
+
 // Reconnection: every ReconnectWait plus up to ReconnectJitter, for ever,
 // as nats.go does with MaxReconnects(-1). A restarted broker is reached
 // within about 100 ms of its return.
@@ -91,6 +97,12 @@ type Options struct {
 	// since the last confirmation when the connection is lost are counted
 	// as in doubt (InDoubt): they may or may not have reached the broker.
 	ConfirmInterval time.Duration
+	// RenewOverlap is how long, at least, a renewal (Renew) keeps the old
+	// connection subscribed once the new one is: a message whose routing
+	// the broker began before the new connection's SUB and ends after the
+	// old one's UNSUB would go to neither. Messages that arrive on the old
+	// connection meanwhile are counted as possible duplicates.
+	RenewOverlap time.Duration
 	// Log receives the connection's losses and returns.
 	Log logr.Logger
 	// OnRefused, when set, is called with each refusal of the credential
@@ -115,6 +127,7 @@ var DefaultOptions = Options{
 	PingInterval:        2 * time.Minute,
 	MaxPingsOut:         2,
 	ConfirmInterval:     20 * time.Millisecond,
+	RenewOverlap:        RenewOverlap,
 	Log:                 logr.Discard(),
 }
 
@@ -142,10 +155,14 @@ var (
 // to an outbound buffer, written with one writev per wake-up by whichever
 // goroutine finds the socket free (the publisher itself, when nothing is
 // queued). It reconnects for ever, renews its subscriptions, and holds
-// publishes meanwhile, bounded.
+// publishes meanwhile, bounded. Renew moves it to a new connection without
+// a gap (a renewed credential).
 //
-// Lock order: mu, then subsMu. No lock is held while a handler runs or a
-// socket is written.
+// Lock order: renewMu, then dispatch, then mu, then subsMu. Neither mu nor
+// subsMu is held while a handler runs or a socket is written; dispatch is
+// the reader's turn to hand messages over, held while handlers run (so
+// that two readers during a renewal take turns), never while a reader
+// waits for its socket.
 type Client struct {
 	opts   Options
 	server *url.URL
@@ -163,6 +180,15 @@ type Client struct {
 	// (SetBeforeRead).
 	beforeRead atomic.Pointer[func()]
 	connects   atomic.Uint64
+	// duplicates are messages that arrived on a renewal's old connection
+	// while the new one may have carried them too (Duplicates).
+	duplicates atomic.Uint64
+
+	// renewMu makes one Renew at a time.
+	renewMu sync.Mutex
+	// dispatch is held by the reader that hands messages to the handlers
+	// and runs the beforeRead hook (readLoop, hookedReader).
+	dispatch sync.Mutex
 
 	subsMu  sync.RWMutex
 	subs    map[uint64]*Subscription
@@ -170,8 +196,16 @@ type Client struct {
 
 	mu   sync.Mutex
 	room *sync.Cond // signalled when the writer made room, or the connection changed
-	// conn is the live connection, nil while the broker is away.
+	// conn is the live connection, nil while the broker is away; live is
+	// it with its reader.
 	conn net.Conn
+	live *link
+	// pending is a renewal's new connection before it is made the live
+	// one; draining, the old one after, until it is drained. held is set
+	// from the switch until the broker confirmed the old connection's
+	// last publishes: those published since wait (writeLocked).
+	pending, draining *link
+	held              bool
 	// connWriter writes conn with raw system calls (package rawsock); nil
 	// when conn is not a socket (TLS). Only the goroutine that set writing
 	// uses it.
@@ -228,6 +262,9 @@ type Client struct {
 type ping struct {
 	confirms int
 	waiters  []func(error)
+	// release: on a renewal's old connection, its PONG lets the
+	// publishes held since the switch go on the new one.
+	release bool
 }
 
 // Dial makes a client and tries the broker once, within DialTimeout. A
@@ -239,6 +276,9 @@ func Dial(opts Options) (*Client, error) {
 	}
 	if opts.ReconnectJitter < 0 {
 		return nil, fmt.Errorf("broker connection options: ReconnectJitter must not be negative, got %s", opts.ReconnectJitter)
+	}
+	if opts.RenewOverlap < 0 {
+		return nil, fmt.Errorf("broker connection options: RenewOverlap must not be negative, got %s", opts.RenewOverlap)
 	}
 	if opts.ConnectTimeout < 0 {
 		return nil, fmt.Errorf("broker connection options: ConnectTimeout must not be negative, got %s", opts.ConnectTimeout)
@@ -368,6 +408,11 @@ func (c *Client) Unsent() uint64 { return c.unsent.Load() }
 // before the broker confirmed them: they may or may not have arrived.
 func (c *Client) InDoubt() uint64 { return c.inDoubt.Load() }
 
+// Duplicates is the number of messages that arrived on a renewal's old
+// connection while the new one may have carried them too (Renew): each
+// may have been handed to its handler twice.
+func (c *Client) Duplicates() uint64 { return c.duplicates.Load() }
+
 // Writes is the number of writes to the broker's socket, by who wrote:
 // the goroutines that queued (publishers that write when they would read
 // or wait) and the client's writer goroutine (control lines, confirmations,
@@ -417,7 +462,22 @@ func (c *Client) Close() {
 	c.closed = true
 	close(c.done)
 	conn := c.conn
-	c.conn, c.connWriter = nil, nil
+	c.conn, c.connWriter, c.live = nil, nil, nil
+	// A renewal's connections go too: the new one before its switch, the
+	// old one while it drains (what it carried unconfirmed is in doubt).
+	var others []net.Conn
+	if p := c.pending; p != nil {
+		others = append(others, p.conn)
+		c.pending = nil
+	}
+	var drainDoubt int
+	var drainWaiters []func(error)
+	if d := c.draining; d != nil {
+		others = append(others, d.conn)
+		drainDoubt, drainWaiters = d.takePings()
+		c.endDrainLocked(d, ErrClosed)
+	}
+	c.inDoubt.Add(uint64(drainDoubt))
 	if c.outMsgs > 0 {
 		c.unsent.Add(uint64(c.outMsgs))
 	}
@@ -430,7 +490,10 @@ func (c *Client) Close() {
 	if conn != nil {
 		_ = conn.Close()
 	}
-	for _, w := range waiters {
+	for _, other := range others {
+		_ = other.Close()
+	}
+	for _, w := range append(waiters, drainWaiters...) {
 		w(ErrClosed)
 	}
 	c.wg.Wait()

@@ -16,7 +16,6 @@ import (
 
 	"github.com/nats-io/nkeys"
 
-	"github.com/weighstation/weighstation/sidecar/protocol"
 	"github.com/weighstation/weighstation/sidecar/rawsock"
 )
 
@@ -58,8 +57,10 @@ type connectOptions struct {
 // with its subscriptions renewed ahead of the held publishes.
 func (c *Client) connect() error {
 	// The handshake's reads run the beforeRead hook, which only one
-	// goroutine may run at a time: the previous connection's reader must
-	// have stopped (it does soon: lost closed its connection).
+	// goroutine may run at a time (dispatch orders it), and no reader
+	// should still hand over the previous connection's messages while the
+	// next one's arrive: the previous connection's reader must have
+	// stopped (it does soon: lost closed its connection).
 	c.mu.Lock()
 	previous := c.readerStopped
 	c.mu.Unlock()
@@ -70,32 +71,47 @@ func (c *Client) connect() error {
 			return ErrClosed
 		}
 	}
+	l, err := c.dial()
+	if err != nil {
+		return err
+	}
+	return c.install(l)
+}
+
+// dial makes one connection to the broker with the current Credentials:
+// TCP within ConnectTimeout, then the handshake within DialTimeout. Its
+// reader is not started.
+func (c *Client) dial() (*link, error) {
 	connectTimeout := c.opts.DialTimeout
 	if c.opts.ConnectTimeout > 0 {
 		connectTimeout = min(c.opts.ConnectTimeout, c.opts.DialTimeout)
 	}
 	conn, err := net.DialTimeout("tcp", c.server.Host, connectTimeout)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	conn, fr, info, err := c.handshake(conn)
+	conn, l, err := c.handshake(conn)
 	if err != nil {
 		_ = conn.Close()
-		return err
+		return nil, err
 	}
-	return c.install(conn, fr, info)
+	return l, nil
 }
 
-func (c *Client) handshake(conn net.Conn) (net.Conn, *protocol.Buffer, *ServerInfo, error) {
+// handshake reads the broker's INFO, starts TLS when asked for, sends
+// CONNECT and waits for the broker's PONG. It returns the connection (the
+// TLS one once started), to be closed on an error.
+func (c *Client) handshake(conn net.Conn) (net.Conn, *link, error) {
 	_ = conn.SetDeadline(time.Now().Add(c.opts.DialTimeout))
-	fr := c.newFrames(rawsock.NewReader(conn), maxServerPayload)
+	hr := &hookedReader{r: rawsock.NewReader(conn), c: c}
+	fr := c.framesFrom(hr, maxServerPayload)
 	line, err := readLine(fr)
 	if err != nil {
-		return conn, nil, nil, fmt.Errorf("reading the broker's INFO: %w", err)
+		return conn, nil, fmt.Errorf("reading the broker's INFO: %w", err)
 	}
 	info, err := parseInfo(line)
 	if err != nil {
-		return conn, nil, nil, err
+		return conn, nil, err
 	}
 	useTLS := c.opts.TLS != nil || info.TLSRequired || c.server.Scheme == "tls"
 	if useTLS {
@@ -108,36 +124,37 @@ func (c *Client) handshake(conn net.Conn) (net.Conn, *protocol.Buffer, *ServerIn
 		}
 		tc := tls.Client(conn, cfg)
 		if err := tc.Handshake(); err != nil {
-			return conn, nil, nil, fmt.Errorf("TLS with the broker: %w", err)
+			return conn, nil, fmt.Errorf("TLS with the broker: %w", err)
 		}
 		conn = tc
-		fr = c.newFrames(rawsock.NewReader(conn), maxServerPayload)
+		hr = &hookedReader{r: rawsock.NewReader(conn), c: c}
+		fr = c.framesFrom(hr, maxServerPayload)
 	}
 	connect, err := c.connectLine(info, useTLS)
 	if err != nil {
-		return conn, nil, nil, err
+		return conn, nil, err
 	}
 	if _, err := conn.Write(connect); err != nil {
-		return conn, nil, nil, fmt.Errorf("sending CONNECT: %w", err)
+		return conn, nil, fmt.Errorf("sending CONNECT: %w", err)
 	}
 	for {
 		line, err := readLine(fr)
 		if err != nil {
-			return conn, nil, nil, fmt.Errorf("waiting for the broker to accept CONNECT: %w", err)
+			return conn, nil, fmt.Errorf("waiting for the broker to accept CONNECT: %w", err)
 		}
 		switch {
 		case bytes.Equal(line, []byte("PONG")):
 			_ = conn.SetDeadline(time.Time{})
-			return conn, fr, info, nil
+			return conn, newLink(conn, fr, hr, info), nil
 		case bytes.HasPrefix(line, []byte("-ERR")):
-			return conn, nil, nil, &BrokerError{Text: errText(line)}
+			return conn, nil, &BrokerError{Text: errText(line)}
 		case bytes.HasPrefix(line, []byte("INFO ")):
 			if newer, err := parseInfo(line); err == nil {
 				info = newer
 			}
 		case bytes.Equal(line, []byte("PING")):
 			if _, err := conn.Write([]byte("PONG\r\n")); err != nil {
-				return conn, nil, nil, err
+				return conn, nil, err
 			}
 		}
 	}
@@ -226,9 +243,10 @@ func credentialsFromURL(user string, ui interface{ Password() (string, bool) }) 
 	return Credentials{Token: user}
 }
 
-// install makes conn the live connection: the subscriptions go first, then
+// install makes l the live connection: the subscriptions go first, then
 // what was held (less what exceeds the broker's max_payload).
-func (c *Client) install(conn net.Conn, fr *protocol.Buffer, info *ServerInfo) error {
+func (c *Client) install(l *link) error {
+	conn, info := l.conn, l.info
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -255,10 +273,9 @@ func (c *Client) install(conn net.Conn, fr *protocol.Buffer, info *ServerInfo) e
 		c.opts.Log.Error(ErrMaxPayload, "the broker refused publishes held until it was reached", "refused", dropped, "maxPayload", info.MaxPayload)
 	}
 	c.heldMax = 0
-	c.conn = conn
+	c.conn, c.live = conn, l
 	c.connWriter = rawsock.NewWriter(conn, len(c.iovArray))
-	stopped := make(chan struct{})
-	c.readerStopped = stopped
+	c.readerStopped = l.stopped
 	c.ctl = ctl
 	c.pingsOut, c.unconfirmed, c.lastPing = 0, 0, time.Time{}
 	first := c.connects.Add(1) == 1
@@ -272,7 +289,7 @@ func (c *Client) install(conn net.Conn, fr *protocol.Buffer, info *ServerInfo) e
 	c.mu.Unlock()
 
 	c.wg.Add(1)
-	go c.readLoop(conn, fr, stopped)
+	go c.readLoop(l)
 	c.kick()
 	if first {
 		c.opts.Log.Info("connected to the broker", "url", c.URL(), "server", info.ServerName, "version", info.Version)
@@ -290,14 +307,29 @@ func (c *Client) install(conn net.Conn, fr *protocol.Buffer, info *ServerInfo) e
 // lost takes conn down after err, once: what was written since the broker
 // last confirmed is counted in doubt, waiting flushes fail, and the
 // reconnection loop takes over. Held publishes stay.
+//
+// A connection that is not the live one is closed: a renewal's new one
+// that failed, or the old one, whose drain then ends (what it carried
+// unconfirmed is counted in doubt, and its flushes fail).
 func (c *Client) lost(conn net.Conn, err error) {
 	c.mu.Lock()
 	if c.conn != conn || c.closed {
+		var inDoubt int
+		var waiters []func(error)
+		if d := c.draining; d != nil && d.conn == conn && !c.closed {
+			inDoubt, waiters = d.takePings()
+			c.endDrainLocked(d, err)
+		}
 		c.mu.Unlock()
 		_ = conn.Close()
+		c.inDoubt.Add(uint64(inDoubt))
+		for _, w := range waiters {
+			w(ErrNotConnected)
+		}
+		c.kick() // publishes held for the drain may go
 		return
 	}
-	c.conn, c.connWriter = nil, nil
+	c.conn, c.connWriter, c.live = nil, nil, nil
 	c.ctl = c.ctl[:0]
 	// What waited for the socket is held now, within the outage buffer's
 	// bound like what is published from here on: the newest beyond it

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strings"
 
 	"github.com/weighstation/weighstation/sidecar/protocol"
@@ -35,6 +34,10 @@ type Subscription struct {
 	// reconnection does not subscribe it again while it waits to be
 	// removed.
 	draining bool
+	// duplicate marks a renewal's short-lived copy of a subscription
+	// (refresh): what arrives for it is counted as a possible
+	// duplicate.
+	duplicate bool
 }
 
 // Subscribe adds an upstream subscription; the broker has it once the
@@ -47,6 +50,9 @@ func (c *Client) Subscribe(subject, queue string, h Handler) *Subscription {
 	c.mu.Lock()
 	if c.conn != nil {
 		c.ctl = appendSub(c.ctl, subject, queue, s.sid)
+	}
+	if c.pending != nil { // a renewal's new connection subscribes it too
+		c.pending.ctl = appendSub(c.pending.ctl, subject, queue, s.sid)
 	}
 	c.mu.Unlock()
 	c.kick()
@@ -67,6 +73,9 @@ func (c *Client) unsub(s *Subscription) {
 	c.mu.Lock()
 	if c.conn != nil {
 		c.ctl = appendUnsub(c.ctl, s.sid)
+	}
+	if c.pending != nil {
+		c.pending.ctl = appendUnsub(c.pending.ctl, s.sid)
 	}
 	c.mu.Unlock()
 }
@@ -106,25 +115,38 @@ const maxServerPayload = 64 << 20
 const maxServerLine = 64 << 10
 
 // readLoop parses the broker's frames in place and dispatches them, until
-// the connection ends.
-// It closes stopped when it returns, after running the beforeRead hook
+// the connection ends (or, for a renewal's old connection, its drain).
+// It holds dispatch while it hands frames over, and lets go of it only
+// while it waits for the socket (hookedReader): while a renewal reads two
+// connections, their readers take turns, so that handlers and the
+// beforeRead hook never run concurrently.
+// It closes l.stopped when it returns, after running the beforeRead hook
 // once more: what the frames before a failure produced is written out on
 // this goroutine, not stranded until a reconnection's first read.
-func (c *Client) readLoop(conn net.Conn, fr *protocol.Buffer, stopped chan<- struct{}) {
+func (c *Client) readLoop(l *link) {
 	defer c.wg.Done()
-	defer close(stopped)
+	defer close(l.stopped)
 	var m Msg
+	c.dispatch.Lock()
+	l.hr.dispatching = true
 	for {
-		err := c.readOne(fr, &m)
+		err := c.readOne(l, &m)
 		if err != nil {
 			c.runBeforeRead()
-			c.lost(conn, err)
+			c.dispatch.Unlock()
+			l.err = err
+			c.lost(l.conn, err)
 			return
 		}
 	}
 }
 
-func (c *Client) readOne(fr *protocol.Buffer, m *Msg) error {
+// errDrained ends the reader of a renewal's old connection once the broker
+// answered its last PING (after its UNSUBs): it routes nothing more there.
+var errDrained = errors.New("the connection was drained after a renewal")
+
+func (c *Client) readOne(l *link, m *Msg) error {
+	fr := l.fr
 	n, err := lineLen(fr)
 	if err != nil {
 		return err
@@ -132,23 +154,37 @@ func (c *Client) readOne(fr *protocol.Buffer, m *Msg) error {
 	line := trimCR(fr.Bytes()[:n])
 	switch {
 	case bytes.HasPrefix(line, []byte("MSG ")), bytes.HasPrefix(line, []byte("HMSG ")):
-		return c.message(fr, n, m)
+		return c.message(l, n, m)
 	case bytes.Equal(line, []byte("PING")):
 		fr.Consume(n + 1)
 		c.mu.Lock()
-		if c.conn != nil {
+		switch {
+		case c.conn == l.conn:
 			c.ctl = append(c.ctl, pongLine...)
+		case c.pending == l:
+			l.owedPongs++ // answered once it is live
 		}
+		// A draining connection's PINGs go unanswered: it is closed
+		// within seconds, and the broker allows two, minutes apart.
 		c.mu.Unlock()
 		c.kick()
 	case bytes.Equal(line, []byte("PONG")):
 		fr.Consume(n + 1)
-		c.pong()
+		if c.pong(l) {
+			return errDrained
+		}
 	case bytes.HasPrefix(line, []byte("INFO ")):
 		info, err := parseInfo(line)
 		fr.Consume(n + 1)
 		if err == nil {
-			c.info.Store(info)
+			c.mu.Lock()
+			switch {
+			case c.conn == l.conn:
+				c.info.Store(info)
+			case c.pending == l:
+				l.info = info // the client's once it is live
+			}
+			c.mu.Unlock()
 		}
 	case bytes.HasPrefix(line, []byte("-ERR")):
 		text := errText(line)
@@ -170,8 +206,11 @@ func (c *Client) readOne(fr *protocol.Buffer, m *Msg) error {
 }
 
 // message parses a MSG or HMSG whose control line is n bytes long, waits
-// for its body and hands it to its subscription.
-func (c *Client) message(fr *protocol.Buffer, n int, m *Msg) error {
+// for its body and hands it to its subscription. One that arrives on a
+// renewal's old connection while the new one may carry it too is counted
+// as a possible duplicate.
+func (c *Client) message(l *link, n int, m *Msg) error {
+	fr := l.fr
 	line := trimCR(fr.Bytes()[:n])
 	var args [6][2]int // offsets of the arguments in line
 	hmsg := line[0] == 'H'
@@ -221,27 +260,56 @@ func (c *Client) message(fr *protocol.Buffer, n int, m *Msg) error {
 	s := c.subs[sid]
 	c.subsMu.RUnlock()
 	if s != nil {
+		if l.overlap.Load() || s.duplicate {
+			c.duplicates.Add(1)
+		}
 		s.handler(m)
 	}
 	fr.Consume(n + 1 + total + 2)
 	return nil
 }
 
-// pong completes the oldest PING: what was written before it reached the
-// broker.
-func (c *Client) pong() {
+// pong completes the oldest PING on l: what was written before it reached
+// the broker. On a renewal's new connection it tells Renew; on its old
+// one, one releases the publishes held for the switch, and the one after
+// its UNSUBs ends the drain, which pong reports: the reader stops there.
+func (c *Client) pong(l *link) (drained bool) {
 	c.mu.Lock()
-	c.pingsOut = 0
-	if len(c.sent) == 0 {
+	var p ping
+	switch {
+	case c.conn == l.conn:
+		c.pingsOut = 0
+		if len(c.sent) == 0 {
+			c.mu.Unlock()
+			return false
+		}
+		p = c.sent[0]
+		c.sent = c.sent[1:]
+	case c.pending == l:
 		c.mu.Unlock()
-		return
+		select {
+		case l.ponged <- struct{}{}:
+		default:
+		}
+		return false
+	case c.draining == l && len(l.sent) > 0:
+		p = l.sent[0]
+		l.sent = l.sent[1:]
+		if p.release {
+			c.releaseLocked(l)
+		}
+		if drained = len(l.sent) == 0 && l.unsubbed; drained {
+			c.endDrainLocked(l, nil)
+		}
 	}
-	p := c.sent[0]
-	c.sent = c.sent[1:]
 	c.mu.Unlock()
 	for _, w := range p.waiters {
 		w(nil)
 	}
+	if p.release || drained {
+		c.kick() // the publishes held for the switch go on the new connection
+	}
+	return drained
 }
 
 func trimCR(line []byte) []byte {
@@ -317,18 +385,35 @@ const (
 )
 
 func (c *Client) newFrames(r io.Reader, limit int) *protocol.Buffer {
-	return protocol.NewBuffer(hookedReader{r, c}, protocol.BufferSizes{Initial: initialReadBuffer, Streaming: streamingReadBuffer, Limit: maxServerLine + 2 + limit + 2})
+	return c.framesFrom(&hookedReader{r: r, c: c}, limit)
 }
 
-// hookedReader runs the client's beforeRead hook before each read.
+func (c *Client) framesFrom(hr *hookedReader, limit int) *protocol.Buffer {
+	return protocol.NewBuffer(hr, protocol.BufferSizes{Initial: initialReadBuffer, Streaming: streamingReadBuffer, Limit: maxServerLine + 2 + limit + 2})
+}
+
+// hookedReader runs the client's beforeRead hook before each read, holding
+// the client's dispatch lock. Once its connection's reader runs
+// (dispatching), that goroutine holds dispatch between reads and lets go
+// of it only while it reads; before (the handshake), it takes it only for
+// the hook.
 type hookedReader struct {
-	r io.Reader
-	c *Client
+	r           io.Reader
+	c           *Client
+	dispatching bool
 }
 
-func (h hookedReader) Read(p []byte) (int, error) {
+func (h *hookedReader) Read(p []byte) (int, error) {
+	if !h.dispatching {
+		h.c.dispatch.Lock()
+	}
 	h.c.runBeforeRead()
-	return h.r.Read(p)
+	h.c.dispatch.Unlock()
+	n, err := h.r.Read(p)
+	if h.dispatching {
+		h.c.dispatch.Lock()
+	}
+	return n, err
 }
 
 // runBeforeRead runs the beforeRead hook, if one is set.

@@ -71,7 +71,7 @@ func TestFramesAcrossReads(t *testing.T) {
 			var err error
 			grew := false
 			for err == nil {
-				err = c.readOne(fr, &m)
+				err = c.readOne(&link{conn: c.conn, fr: fr}, &m)
 				grew = grew || fr.Size() > initialReadBuffer
 			}
 			if err != io.EOF {
@@ -109,7 +109,7 @@ func TestReadBufferShrinksWhenIdle(t *testing.T) {
 	var err error
 	largest := 0
 	for err == nil {
-		err = c.readOne(fr, &m)
+		err = c.readOne(&link{conn: c.conn, fr: fr}, &m)
 		largest = max(largest, fr.Size())
 	}
 	if err != io.EOF || len(*got) != 1+2*protocol.IdleReads {
@@ -136,7 +136,7 @@ func TestMalformedServerFrames(t *testing.T) {
 			c, _ := readerClient(t)
 			fr := c.newFrames(strings.NewReader(tt.wire), maxServerPayload)
 			var m Msg
-			err := c.readOne(fr, &m)
+			err := c.readOne(&link{conn: c.conn, fr: fr}, &m)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %v, want one with %q", err, tt.want)
 			}
@@ -159,7 +159,7 @@ func FuzzServerFrames(f *testing.F) {
 		}
 		fr := c.newFrames(iotest.HalfReader(bytes.NewReader(in)), 1<<16)
 		var m Msg
-		for c.readOne(fr, &m) == nil {
+		for c.readOne(&link{conn: c.conn, fr: fr}, &m) == nil {
 		}
 	})
 }
@@ -195,7 +195,7 @@ func TestBeforeReadSeesEveryFrameReadSoFar(t *testing.T) {
 	var m Msg
 	var err error
 	for err == nil {
-		err = c.readOne(fr, &m)
+		err = c.readOne(&link{conn: c.conn, fr: fr}, &m)
 	}
 	if !errors.Is(err, io.EOF) {
 		t.Fatalf("read ended with %v, want EOF", err)

@@ -76,14 +76,14 @@ func (c *Client) publish(subject, reply, header, extra, payload []byte, wait boo
 		if !wait {
 			return fmt.Errorf("%w (%d bytes wait for the socket: MaxPendingBytes)", ErrPendingFull, c.opts.MaxPendingBytes)
 		}
-		if !c.writing {
+		if !c.writing && !c.held {
 			// Nobody is writing what fills the queue (its publishers
 			// write when they would read, the writer goroutine when
 			// woken): write it here rather than wait for a wake-up.
 			c.writeLocked(&c.callerWrites)
 			continue
 		}
-		c.room.Wait()
+		c.room.Wait() // for the writer, or for a renewal's drain (held)
 	}
 	if info := c.info.Load(); info != nil && int64(size) > info.MaxPayload {
 		return fmt.Errorf("%w: %d bytes of headers and payload, the broker's max_payload is %d", ErrMaxPayload, size, info.MaxPayload)
@@ -185,7 +185,7 @@ func (c *Client) WriteSoon() {
 	}
 	c.handoffsHeld.Add(1)
 	for len(c.out) >= c.opts.HandoffBacklogBytes && c.conn != nil && !c.closed {
-		if c.writing {
+		if c.writing || c.held {
 			c.room.Wait()
 		} else {
 			c.writeLocked(&c.callerWrites)
@@ -250,18 +250,29 @@ func (c *Client) kick() {
 // whatever a running reader had just queued would write a message or two
 // per system call while that reader kept queuing (4.5 times the sidecar's
 // CPU per message in BenchmarkPublishBurst, writes=overlapped).
+//
+// From a renewal's switch until the broker confirmed the last publishes
+// of the old connection (held), only control lines are written: the
+// publishes and the PINGs that would confirm them wait, so that no
+// publisher's message overtakes its earlier ones.
 func (c *Client) writeLocked(writes *atomic.Uint64) {
 	if c.writing {
 		c.deferred = true // the goroutine writing now writes again for us
 	}
-	for again := true; again && c.conn != nil && !c.writing && (len(c.ctl) > 0 || len(c.out) > 0 || c.pingWanted); {
+	for again := true; again && c.conn != nil && !c.writing && (len(c.ctl) > 0 || !c.held && (len(c.out) > 0 || c.pingWanted)); {
 		c.deferred = false
 		conn, raw := c.conn, c.connWriter
-		ctl, out, msgs := c.ctl, c.out, c.outMsgs
-		c.ctl, c.out, c.outMsgs = c.spareCtl[:0], c.spareOut[:0], 0
-		c.spareCtl, c.spareOut = nil, nil
+		ctl := c.ctl
+		c.ctl, c.spareCtl = c.spareCtl[:0], nil
+		var out []byte
+		msgs, tookOut := 0, !c.held
+		if tookOut {
+			out, msgs = c.out, c.outMsgs
+			c.out, c.outMsgs = c.spareOut[:0], 0
+			c.spareOut = nil
+		}
 		now := time.Now()
-		confirm := c.pingWanted || (c.unconfirmed+msgs > 0 && len(c.sent) == 0 && now.Sub(c.lastPing) >= c.opts.ConfirmInterval)
+		confirm := tookOut && (c.pingWanted || (c.unconfirmed+msgs > 0 && len(c.sent) == 0 && now.Sub(c.lastPing) >= c.opts.ConfirmInterval))
 		if confirm {
 			c.sent = append(c.sent, ping{confirms: c.unconfirmed + msgs, waiters: c.waiting})
 			c.unconfirmed, c.waiting, c.pingWanted, c.lastPing = 0, nil, false, now
@@ -293,7 +304,10 @@ func (c *Client) writeLocked(writes *atomic.Uint64) {
 		c.mu.Lock()
 		c.writing = false
 		again = c.deferred // asked for while this write was under way
-		c.spareCtl, c.spareOut = reusable(ctl), reusable(out)
+		c.spareCtl = reusable(ctl)
+		if tookOut {
+			c.spareOut = reusable(out)
+		}
 		c.room.Broadcast()
 		if err != nil {
 			c.mu.Unlock()

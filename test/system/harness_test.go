@@ -336,7 +336,7 @@ func startPodWith(t *testing.T, settings podSettings, ns, name string, labels ma
 	if issued != nil {
 		go func() {
 			defer close(maintained)
-			_ = issued.Maintain(ctx, conn, tokenFile, string(p.UID), func() { up.Interrupt(errors.New("the broker credential was renewed")) }, logr.Discard())
+			_ = issued.Maintain(ctx, conn, tokenFile, string(p.UID), func() { _ = up.Renew(errors.New("the broker credential was renewed")) }, logr.Discard())
 		}()
 	} else {
 		close(maintained)
