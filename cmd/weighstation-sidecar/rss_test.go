@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/weighstation/weighstation/hack/benchharness"
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/internal/poll"
 	"github.com/weighstation/weighstation/internal/proctest"
@@ -161,27 +161,12 @@ func servingAddr(t *testing.T, p *proctest.Process) string {
 // VmRSS), in bytes.
 func procMemory(t *testing.T, pid int) (hwm, rss int64) {
 	t.Helper()
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	hwm, err := benchharness.ProcessStatusBytes(pid, "VmHWM:")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for line := range strings.Lines(string(status)) {
-		name, value, _ := strings.Cut(line, ":")
-		var kib int64
-		if name != "VmHWM" && name != "VmRSS" {
-			continue
-		}
-		if _, err := fmt.Sscanf(strings.TrimSpace(value), "%d kB", &kib); err != nil {
-			t.Fatalf("%s %q: %v", name, value, err)
-		}
-		if name == "VmHWM" {
-			hwm = kib << 10
-		} else {
-			rss = kib << 10
-		}
-	}
-	if hwm == 0 || rss == 0 {
-		t.Fatalf("/proc/%d/status lacks VmHWM or VmRSS", pid)
+	if rss, err = benchharness.ProcessStatusBytes(pid, "VmRSS:"); err != nil {
+		t.Fatal(err)
 	}
 	return hwm, rss
 }

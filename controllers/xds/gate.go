@@ -251,13 +251,7 @@ func (g *TokenGate) Authenticate(ctx context.Context, token string) (Identity, e
 	}
 	if f, ok := g.inFlight[key]; ok {
 		g.mu.Unlock()
-		g.metrics.lookups.WithLabelValues("joined").Inc()
-		select {
-		case <-f.done:
-			return f.id, f.err
-		case <-ctx.Done():
-			return Identity{}, coded(fmt.Errorf("waiting for the token's review: %w", ctx.Err()))
-		}
+		return g.join(ctx, f)
 	}
 	g.mu.Unlock()
 	g.metrics.lookups.WithLabelValues("miss").Inc()
@@ -283,10 +277,10 @@ func (g *TokenGate) Authenticate(ctx context.Context, token string) (Identity, e
 
 	g.mu.Lock()
 	if f, ok := g.inFlight[key]; ok {
-		// Another caller started the review in between.
+		// Another caller started the review in between: this one joins it
+		// too (counted as a miss, then joined).
 		g.mu.Unlock()
-		<-f.done
-		return f.id, f.err
+		return g.join(ctx, f)
 	}
 	f := &flight{done: make(chan struct{})}
 	g.inFlight[key] = f
@@ -322,6 +316,18 @@ func (g *TokenGate) Authenticate(ctx context.Context, token string) (Identity, e
 	f.id, f.err = id, err
 	close(f.done)
 	return id, err
+}
+
+// join waits for a review in flight, or for ctx; every caller that waits
+// on another's review is counted as joined.
+func (g *TokenGate) join(ctx context.Context, f *flight) (Identity, error) {
+	g.metrics.lookups.WithLabelValues("joined").Inc()
+	select {
+	case <-f.done:
+		return f.id, f.err
+	case <-ctx.Done():
+		return Identity{}, coded(fmt.Errorf("waiting for the token's review: %w", ctx.Err()))
+	}
 }
 
 // coded gives a TokenReviewer's error its gRPC code and reason: a refusal

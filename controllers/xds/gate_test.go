@@ -347,14 +347,14 @@ func TestAValidTokenIsReviewedOnce(t *testing.T) {
 			errs <- err
 		}()
 	}
-	// Every caller is waiting on the one review.
-	eventually(t, "the review starts", func() error {
-		if r.api.reviews.Load() == 0 {
-			return errors.New("no review yet")
+	// Every caller is waiting on the one review: one started it, the other
+	// 49 joined it (counted before they wait).
+	eventually(t, "every caller waits on the one review", func() error {
+		if got := metricValue(r.reg, "weighstation_operator_xds_token_cache_lookups_total", "joined"); r.api.reviews.Load() != 1 || got != 49 {
+			return fmt.Errorf("%d reviews, %g callers joined", r.api.reviews.Load(), got)
 		}
 		return nil
 	})
-	time.Sleep(50 * time.Millisecond)
 	close(r.api.block)
 	wg.Wait()
 	close(errs)

@@ -281,3 +281,10 @@ func CPUs(procs ...*Proc) ([]time.Duration, error) {
 	}
 	return out, nil
 }
+
+// SidecarIP is the loopback address a benchmark's simulated sidecar i
+// dials the operator from (xdsclient.Options.LocalAddr), its own as a
+// pod's IP is: the operator's per-peer limits (-xds-tokenreview-peer-rate)
+// would otherwise take every simulated sidecar for one peer. Linux routes
+// all of 127.0.0.0/8 to lo; 250 per /24 keeps clear of .0 and .255.
+func SidecarIP(i int) net.IP { return net.IPv4(127, 1, byte(i/250), byte(i%250+1)) }

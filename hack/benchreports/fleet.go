@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/weighstation/weighstation/hack/benchharness"
 	"github.com/weighstation/weighstation/hack/benchharness/kubeenv"
 	"github.com/weighstation/weighstation/internal/tlsreload"
 	"github.com/weighstation/weighstation/meshconfig"
@@ -82,7 +83,10 @@ func startFleet(ctx context.Context, w *world, l *load, xdsAddr, caFile string, 
 	for i, p := range pods {
 		s := &simSidecar{index: i, pod: p, want: w.podSubscriptions(i), topics: w.topics,
 			src: newSource(l, i, w.podTopic(i), w.isMoving)}
-		if s.conn, err = xdsclient.Dial(xdsAddr, creds); err != nil {
+		// Each from its own loopback address, as pods have their own IPs:
+		// the operator's per-peer TokenReview limit would otherwise admit
+		// the whole fleet at one review a second.
+		if s.conn, err = (xdsclient.Options{Address: xdsAddr, Credentials: creds, LocalAddr: benchharness.SidecarIP(i)}).Dial(); err != nil {
 			f.stop()
 			return nil, err
 		}

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -95,7 +96,12 @@ type Options struct {
 	// server's MinTime, 10 s), which otherwise closes the connection for
 	// too many pings.
 	KeepaliveTime, KeepaliveTimeout time.Duration
-	Log                             logr.Logger
+	// LocalAddr, when set, is the address connections are made from: a
+	// benchmark's simulated sidecars each dial from a loopback address of
+	// their own, as pods have their own IPs, so that the operator's
+	// per-peer limits see one peer per pod. Nil: the system chooses.
+	LocalAddr net.IP
+	Log       logr.Logger
 }
 
 // Defaults of the connection to the operator, which runs in the cluster,
@@ -246,8 +252,14 @@ func (o Options) Dial() (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := grpc.NewClient(o.Address,
-		grpc.WithTransportCredentials(o.Credentials),
+	dialOpts := []grpc.DialOption{grpc.WithTransportCredentials(o.Credentials)}
+	if o.LocalAddr != nil {
+		dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: o.LocalAddr}}
+		dialOpts = append(dialOpts, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return dialer.DialContext(ctx, "tcp", addr)
+		}))
+	}
+	conn, err := grpc.NewClient(o.Address, append(dialOpts,
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff: grpcbackoff.Config{
 				BaseDelay:  o.InitialBackoff,
@@ -257,7 +269,7 @@ func (o Options) Dial() (*grpc.ClientConn, error) {
 			},
 			MinConnectTimeout: o.DialTimeout,
 		}),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: o.KeepaliveTime, Timeout: o.KeepaliveTimeout}))
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: o.KeepaliveTime, Timeout: o.KeepaliveTimeout}))...)
 	if err != nil {
 		return nil, fmt.Errorf("connection to the operator at %s: %w", o.Address, err)
 	}

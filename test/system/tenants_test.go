@@ -508,7 +508,10 @@ func TestSidecarsRenewTheirCredentialsAndKeepDelivering(t *testing.T) {
 			ticked[m.Subject] = true
 		}
 	}
-	for time.Now().Before(deadline) {
+	// A steady trickle, paced by a ticker: not a measurement.
+	pace := time.NewTicker(50 * time.Millisecond)
+	defer pace.Stop()
+	for ; time.Now().Before(deadline); <-pace.C {
 		sent++
 		if err := out.Publish(fmt.Sprintf("ticks.%d", sent), nil); err != nil {
 			t.Fatal(err)
@@ -523,7 +526,6 @@ func TestSidecarsRenewTheirCredentialsAndKeepDelivering(t *testing.T) {
 			}
 			took(m) // the requests match ticks.> too
 		}
-		time.Sleep(50 * time.Millisecond) // a steady trickle, not a measurement
 	}
 	for _, p := range []*pod{consumer, producer} {
 		if n := p.issued.Renewals(); n < 2 {

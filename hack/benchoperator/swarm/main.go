@@ -37,6 +37,7 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 
+	"github.com/weighstation/weighstation/hack/benchharness"
 	"github.com/weighstation/weighstation/hack/benchoperator/opproto"
 	"github.com/weighstation/weighstation/internal/tlsreload"
 	"github.com/weighstation/weighstation/meshconfig"
@@ -151,7 +152,10 @@ func run(setupPath, benchAddr string, maxBackoff time.Duration) error {
 		c, err := xdsclient.New(xdsclient.Options{
 			Address: setup.XDSAddress, Namespace: setup.Namespace, Pod: p.Name, PodUID: p.UID, TokenFile: p.TokenFile,
 			Credentials: creds, Apply: applier(p.Index, out), InitialBackoff: xdsclient.DefaultInitialBackoff, MaxBackoff: maxBackoff,
-			Log: logr.Discard(),
+			// Its own address, as a pod's: the operator's per-peer
+			// TokenReview limit would otherwise admit one pod a second.
+			LocalAddr: benchharness.SidecarIP(p.Index),
+			Log:       logr.Discard(),
 		})
 		if err != nil {
 			return fmt.Errorf("pod %s: %w", p.Name, err)

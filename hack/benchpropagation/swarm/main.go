@@ -39,10 +39,9 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/nats-io/nats-server/v2/server"
 	"google.golang.org/grpc"
-	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/keepalive"
 
+	"github.com/weighstation/weighstation/hack/benchharness"
 	"github.com/weighstation/weighstation/hack/benchpropagation/swarmproto"
 	"github.com/weighstation/weighstation/internal/tlsreload"
 	"github.com/weighstation/weighstation/meshconfig"
@@ -72,9 +71,6 @@ func main() {
 
 // ownIPs is -own-ips.
 var ownIPs bool
-
-// SidecarIP is the loopback address sidecar i dials from with -own-ips.
-func SidecarIP(i int) net.IP { return net.IPv4(127, 1, byte(i/250), byte(i%250+1)) }
 
 // pod is one running sidecar.
 type pod struct {
@@ -222,7 +218,8 @@ func newPod(i int, spec swarmproto.Pod, m *swarmproto.Manifest, brokerURL string
 	}
 	var conn *grpc.ClientConn
 	if ownIPs {
-		if conn, err = dialFrom(SidecarIP(i), xopts); err != nil {
+		xopts.LocalAddr = benchharness.SidecarIP(i)
+		if conn, err = xopts.Dial(); err != nil {
 			side.Close()
 			nc.Close()
 			return nil, err
@@ -236,24 +233,6 @@ func newPod(i int, spec swarmproto.Pod, m *swarmproto.Manifest, brokerURL string
 		return nil, err
 	}
 	return &pod{nc: nc, side: side, client: client, conn: conn}, nil
-}
-
-// dialFrom is xdsclient.Options.Dial from a local address of its own: the
-// same backoff, connect timeout and keepalive (xdsclient's defaults).
-func dialFrom(ip net.IP, o xdsclient.Options) (*grpc.ClientConn, error) {
-	const jitter = 0.2 // xdsclient's
-	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}
-	return grpc.NewClient(o.Address,
-		grpc.WithTransportCredentials(o.Credentials),
-		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", addr) }),
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff: grpcbackoff.Config{
-				BaseDelay: o.InitialBackoff, Multiplier: 2, Jitter: jitter,
-				MaxDelay: time.Duration(float64(min(xdsclient.DefaultRedialMaxBackoff, o.MaxBackoff)) / (1 + jitter)),
-			},
-			MinConnectTimeout: xdsclient.DefaultDialTimeout,
-		}),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: xdsclient.DefaultKeepaliveTime, Timeout: xdsclient.DefaultKeepaliveTimeout}))
 }
 
 // profileOnSignal lets the bench bracket its change phase with a CPU
