@@ -8,12 +8,15 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -99,6 +102,9 @@ func (r *PodConfigReconciler) viewOf(namespace string, topics []v1alpha1.Topic, 
 func (r *PodConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if req.Name == "" {
+		return r.reconcileTopics(ctx, req.Namespace)
+	}
 	log := logf.FromContext(ctx)
 	pod := podMeta()
 	if err := r.Get(ctx, req.NamespacedName, pod); err != nil {
@@ -127,7 +133,9 @@ func (r *PodConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, err
 	}
 	view := r.viewOf(pod.Namespace, topics.Items, subscriptions.Items)
-	cfg, problems, err := view.Compute(desired.Pod{Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels, Annotations: pod.Annotations, AccessMode: mode}, r.Defaults)
+	// The namespace's Topics first: the pod's part names them.
+	r.Store.SetTopics(pod.Namespace, view.Topics())
+	part, problems, err := view.ComputePart(desired.Pod{Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels, Annotations: pod.Annotations, AccessMode: mode}, r.Defaults)
 	if err != nil {
 		// The pod's own annotations are invalid: this pod keeps its last
 		// good configuration. Retrying cannot help until the pod changes,
@@ -141,8 +149,26 @@ func (r *PodConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		// Event.
 		log.V(1).Info("resources left out", "problems", fmt.Sprint(problems))
 	}
-	if r.Store.Set(cfg, pod.UID) {
-		log.Info("pod configuration changed", "version", cfg.Version, "topics", len(cfg.Topics), "subscriptions", len(cfg.Subscriptions))
+	if r.Store.SetPod(part, pod.UID) {
+		log.Info("pod configuration changed", "excludedTopics", len(part.Excluded), "subscriptions", len(part.Subscriptions))
+	}
+	return ctrl.Result{}, nil
+}
+
+// reconcileTopics publishes a namespace's Topics alone: a Topic whose
+// change leaves every pod's part as it was (its limits, not its subject or
+// publishers) costs one View and no pod.
+func (r *PodConfigReconciler) reconcileTopics(ctx context.Context, namespace string) (ctrl.Result, error) {
+	var topics v1alpha1.TopicList
+	if err := r.List(ctx, &topics, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing topics in %s: %w", namespace, err)
+	}
+	var subscriptions v1alpha1.SubscriptionList
+	if err := r.List(ctx, &subscriptions, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing subscriptions in %s: %w", namespace, err)
+	}
+	if r.Store.SetTopics(namespace, r.viewOf(namespace, topics.Items, subscriptions.Items).Topics()) {
+		logf.FromContext(ctx).Info("namespace topics changed", "topics", len(topics.Items))
 	}
 	return ctrl.Result{}, nil
 }
@@ -183,17 +209,53 @@ func podsOfNamespace(c client.Reader) handler.EventHandler {
 
 // SetupWithManager registers the reconciler.
 func (r *PodConfigReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	podsInNamespace := handler.EnqueueRequestsFromMapFunc(requeueNamespace(r, func() client.ObjectList { return podMetaList() },
-		client.MatchingLabelsSelector{Selector: injectedPods}))
+	podsInNamespace := requeueNamespace(r, func() client.ObjectList { return podMetaList() },
+		client.MatchingLabelsSelector{Selector: injectedPods})
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&corev1.Pod{}, builder.OnlyMetadata).
 		// A pod's configuration reads only the spec of Topics and
 		// Subscriptions: their status writes (several per change) must not
 		// recompute every pod of the namespace.
-		Watches(&v1alpha1.Topic{}, podsInNamespace, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.Topic{}, topicChanges(podsInNamespace), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Subscription{}, podsOfSubscription(r), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// The namespace's label sets its pods' access mode.
 		WatchesMetadata(&corev1.Namespace{}, podsOfNamespace(r), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Named("podconfig").
 		Complete(r)
+}
+
+// topicChanges enqueues, for a Topic's change, its namespace's Topics
+// (a request without a name: reconcileTopics) and, only when the change can
+// change which Topics a pod may publish under or which are in force (a
+// Topic created or deleted, its subject or its publishers changed), every
+// sidecar pod of the namespace (podsInNamespace). A change of limits
+// therefore costs one request, whatever the number of pods.
+func topicChanges(podsInNamespace handler.MapFunc) handler.EventHandler {
+	namespaceOf := func(obj client.Object) reconcile.Request {
+		return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace()}}
+	}
+	everything := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		q.Add(namespaceOf(obj))
+		for _, req := range podsInNamespace(ctx, obj) {
+			q.Add(req)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			everything(ctx, e.Object, q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			everything(ctx, e.Object, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			before, okBefore := e.ObjectOld.(*v1alpha1.Topic)
+			after, okAfter := e.ObjectNew.(*v1alpha1.Topic)
+			if okBefore && okAfter && before.Spec.Subject == after.Spec.Subject &&
+				equality.Semantic.DeepEqual(before.Spec.Publishers, after.Spec.Publishers) {
+				q.Add(namespaceOf(after))
+				return
+			}
+			everything(ctx, e.ObjectNew, q)
+		},
+	}
 }

@@ -510,3 +510,110 @@ func watchTopic(t *testing.T, ns, name, resourceVersion string) <-chan v1alpha1.
 	}()
 	return out
 }
+
+// A Topic's limits are its namespace's, not any pod's: changing them
+// configures no pod, and every pod's configuration follows. A change of
+// its publishers does configure the pods (which it may exclude).
+func TestTopicLimitChangeConfiguresNoPod(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	injected := func(app string) map[string]string {
+		return map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled, "app": app}
+	}
+	if err := k8sClient.Create(ctx, newTopic(ns, "orders", "orders.>")); err != nil {
+		t.Fatal(err)
+	}
+	pods := []string{"billing-0", "billing-1", "web-0"}
+	for _, name := range pods {
+		if err := k8sClient.Create(ctx, newPod(ns, name, injected(strings.Split(name, "-")[0]))); err != nil {
+			t.Fatal(err)
+		}
+		podConfig(t, ns, name, "the pod is configured", func(cfg meshconfig.PodConfig) error {
+			if len(cfg.Topics) != 1 {
+				return fmt.Errorf("topics %+v", cfg.Topics)
+			}
+			return nil
+		})
+	}
+	var topic v1alpha1.Topic
+	patchTopic := func(change func(*v1alpha1.Topic)) {
+		t.Helper()
+		if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "orders"}, &topic); err != nil {
+			t.Fatal(err)
+		}
+		before := topic.DeepCopy()
+		change(&topic)
+		if err := k8sClient.Patch(ctx, &topic, client.MergeFrom(before)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// sentinel relabels web-0 (one SetPod) and waits for it: the pod
+	// reconciler works its queue in order, so every pod a change before
+	// it requeued has been configured by then.
+	sentinel := func(value string) {
+		t.Helper()
+		var pod corev1.Pod
+		if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web-0"}, &pod); err != nil {
+			t.Fatal(err)
+		}
+		pod.Labels["sentinel"] = value
+		if err := k8sClient.Update(ctx, &pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settled := podSets.podsSet(ns)
+	patchTopic(func(tp *v1alpha1.Topic) { tp.Spec.Limits.MaxMessageBytes = 4096 })
+	for _, name := range pods {
+		podConfig(t, ns, name, "the new limit reaches the pod", func(cfg meshconfig.PodConfig) error {
+			if cfg.Topics[0].MaxMessageBytes != 4096 {
+				return fmt.Errorf("topics %+v", cfg.Topics)
+			}
+			return nil
+		})
+	}
+	beforeSentinel := podSets.podsSet(ns)
+	sentinel("1")
+	eventually(t, "the sentinel pod is configured", func() error {
+		if n := podSets.podsSet(ns); n <= beforeSentinel {
+			return fmt.Errorf("%d pods configured", n)
+		}
+		return nil
+	})
+	if got := podSets.podsSet(ns) - settled; got != 1 {
+		t.Fatalf("a Topic's limit change and one pod's relabelling configured %d pods; want 1 (the relabelled pod)", got)
+	}
+
+	// Its publishers decide which pods may publish: every pod is
+	// configured again, and web-0 is left out.
+	settled = podSets.podsSet(ns)
+	patchTopic(func(tp *v1alpha1.Topic) {
+		tp.Spec.Publishers = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "billing"}}
+	})
+	podConfig(t, ns, "web-0", "the publishers selector leaves web-0 out", func(cfg meshconfig.PodConfig) error {
+		if cfg.Topics[0].MayPublish {
+			return fmt.Errorf("topics %+v", cfg.Topics)
+		}
+		return nil
+	})
+	for _, name := range pods[:2] {
+		podConfig(t, ns, name, "billing pods may still publish", func(cfg meshconfig.PodConfig) error {
+			if !cfg.Topics[0].MayPublish || cfg.Topics[0].MaxMessageBytes != 4096 {
+				return fmt.Errorf("topics %+v", cfg.Topics)
+			}
+			return nil
+		})
+	}
+	beforeSentinel = podSets.podsSet(ns)
+	sentinel("2")
+	eventually(t, "the sentinel pod is configured", func() error {
+		if n := podSets.podsSet(ns); n <= beforeSentinel {
+			return fmt.Errorf("%d pods configured", n)
+		}
+		return nil
+	})
+	// The relabelled pod may still have been queued from the change, in
+	// which case the queue configures it once for both.
+	if got := podSets.podsSet(ns) - settled; got < len(pods) || got > len(pods)+1 {
+		t.Fatalf("a publishers change and one relabelling configured %d pods; want each of the %d pods once (the relabelled one perhaps twice)", got, len(pods))
+	}
+}

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -29,6 +31,8 @@ import (
 var (
 	k8sClient  client.Client
 	store      *desired.Store
+	// podSets counts, per namespace, the pod parts the reconciler set.
+	podSets *countingSink
 	kubeconfig string // a kubeconfig file for the real kubectl
 	// operatorConfig acts as the operator's ServiceAccount, which has the
 	// chart's RBAC (generated from config/rbac, rendered by helm template)
@@ -73,8 +77,9 @@ func runSuite(m *testing.M) int {
 			return 1
 		}
 		store = desired.NewStore()
+		podSets = &countingSink{Sink: store, pods: map[string]int{}}
 		if err := controllers.SetupReconcilers(mgr, controllers.Setup{
-			Sink: store, Defaults: meshconfig.DefaultPolicy, Tracker: xds.NewTracker(),
+			Sink: podSets, Defaults: meshconfig.DefaultPolicy, Tracker: xds.NewTracker(),
 			// Writes at once: no deferred write requeues an object, so a
 			// test sees only the reconciles its own change caused.
 			PropagationWriteInterval: time.Nanosecond,
@@ -101,4 +106,25 @@ func runSuite(m *testing.M) int {
 func newNamespace(t *testing.T) string {
 	t.Helper()
 	return envtestsuite.NewNamespace(t, k8sClient, "test-")
+}
+
+// countingSink counts, per namespace, the SetPod calls that reach Sink:
+// how many pods a change made the reconciler configure.
+type countingSink struct {
+	desired.Sink
+	mu   sync.Mutex
+	pods map[string]int
+}
+
+func (c *countingSink) SetPod(part desired.PodPart, uid types.UID) bool {
+	c.mu.Lock()
+	c.pods[part.Namespace]++
+	c.mu.Unlock()
+	return c.Sink.SetPod(part, uid)
+}
+
+func (c *countingSink) podsSet(namespace string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pods[namespace]
 }

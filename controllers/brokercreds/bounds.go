@@ -11,16 +11,17 @@ import (
 
 // Bounds keeps what every sidecar pod's credential may allow, from the
 // configurations the pod reconciler computes: it sits in front of the
-// reconciler's sink (the xDS publisher) and passes everything on. A
-// pod's entry is its configuration's subject set, a few strings; the
-// namespace-wide Subscription subjects that an audit-mode pod's bound
-// takes are counted per namespace.
+// reconciler's sink (the xDS publisher) and passes everything on. It keeps
+// each pod's own part and each namespace's Topics once (shared with the
+// sink, not copied), and assembles a pod's configuration only when its
+// credential is issued; the namespace-wide Subscription subjects that an
+// audit-mode pod's bound takes are counted per namespace.
 type Bounds struct {
 	Next desired.Sink
 
-	mu sync.RWMutex
-	// configs are the pods' configurations as far as bounds need them.
-	configs map[types.NamespacedName]meshconfig.PodConfig
+	mu     sync.RWMutex
+	parts  map[types.NamespacedName]desired.PodPart
+	topics map[string][]meshconfig.TopicPolicy
 	// subscriptions count, per namespace, the pods whose configuration
 	// has each Subscription subject.
 	subscriptions map[string]map[string]int
@@ -28,25 +29,33 @@ type Bounds struct {
 
 // NewBounds returns Bounds in front of next.
 func NewBounds(next desired.Sink) *Bounds {
-	return &Bounds{Next: next, configs: map[types.NamespacedName]meshconfig.PodConfig{}, subscriptions: map[string]map[string]int{}}
+	return &Bounds{Next: next, parts: map[types.NamespacedName]desired.PodPart{}, topics: map[string][]meshconfig.TopicPolicy{}, subscriptions: map[string]map[string]int{}}
 }
 
-// Set implements desired.Sink.
-func (b *Bounds) Set(cfg meshconfig.PodConfig, uid types.UID) bool {
-	key := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Pod}
+// SetTopics implements desired.Sink.
+func (b *Bounds) SetTopics(namespace string, topics []meshconfig.TopicPolicy) bool {
+	b.mu.Lock()
+	b.topics[namespace] = topics
+	b.mu.Unlock()
+	return b.Next.SetTopics(namespace, topics)
+}
+
+// SetPod implements desired.Sink.
+func (b *Bounds) SetPod(part desired.PodPart, uid types.UID) bool {
+	key := types.NamespacedName{Namespace: part.Namespace, Name: part.Pod}
 	b.mu.Lock()
 	b.forgetLocked(key)
-	b.configs[key] = meshconfig.PodConfig{Namespace: cfg.Namespace, Pod: cfg.Pod, Topics: cfg.Topics, Default: cfg.Default, Subscriptions: cfg.Subscriptions, Access: cfg.Access}
-	counts := b.subscriptions[cfg.Namespace]
+	b.parts[key] = part
+	counts := b.subscriptions[part.Namespace]
 	if counts == nil {
 		counts = map[string]int{}
-		b.subscriptions[cfg.Namespace] = counts
+		b.subscriptions[part.Namespace] = counts
 	}
-	for _, s := range cfg.Subscriptions {
+	for _, s := range part.Subscriptions {
 		counts[s.Subject]++
 	}
 	b.mu.Unlock()
-	return b.Next.Set(cfg, uid)
+	return b.Next.SetPod(part, uid)
 }
 
 // Delete implements desired.Sink.
@@ -58,11 +67,11 @@ func (b *Bounds) Delete(pod types.NamespacedName) bool {
 }
 
 func (b *Bounds) forgetLocked(key types.NamespacedName) {
-	old, ok := b.configs[key]
+	old, ok := b.parts[key]
 	if !ok {
 		return
 	}
-	delete(b.configs, key)
+	delete(b.parts, key)
 	counts := b.subscriptions[key.Namespace]
 	for _, s := range old.Subscriptions {
 		if counts[s.Subject]--; counts[s.Subject] <= 0 {
@@ -79,8 +88,12 @@ func (b *Bounds) forgetLocked(key types.NamespacedName) {
 func (b *Bounds) Of(pod types.NamespacedName, inboxPrefix string) (meshconfig.BrokerBound, bool) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	cfg, ok := b.configs[pod]
+	part, ok := b.parts[pod]
 	if !ok {
+		return meshconfig.BrokerBound{}, false
+	}
+	cfg, err := desired.Assemble(b.topics[pod.Namespace], part)
+	if err != nil {
 		return meshconfig.BrokerBound{}, false
 	}
 	var namespaceWide []string

@@ -3,7 +3,9 @@ package desired
 import (
 	"cmp"
 	"fmt"
+	"hash/maphash"
 	"slices"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -48,6 +50,12 @@ type View struct {
 	topics    []viewTopic // in force, sorted by subject
 	subs      []viewSubscription
 	problems  []Problem
+
+	// internMu guards the exclusion sets ComputePart interns, the one
+	// thing of a View that grows after NewView.
+	internMu     sync.Mutex
+	interned     map[uint64][][]string
+	internedSets int
 }
 
 type viewTopic struct {
@@ -109,39 +117,15 @@ func (v *View) Problems() []Problem { return slices.Clone(v.problems) }
 // Compute returns the configuration of pod, which must be of the View's
 // namespace, and the View's problems (see the package function Compute).
 func (v *View) Compute(pod Pod, defaults meshconfig.Defaults) (meshconfig.PodConfig, []Problem, error) {
-	if pod.Namespace != v.namespace {
-		return meshconfig.PodConfig{}, nil, fmt.Errorf("pod %s/%s is not of namespace %s", pod.Namespace, pod.Name, v.namespace)
-	}
-	podLabels := labels.Set(pod.Labels)
-	cfg := meshconfig.DefaultConfig(defaults)
-	cfg.Namespace, cfg.Pod = pod.Namespace, pod.Name
-	access, err := accessOf(pod.AccessMode, pod.Annotations)
-	if err != nil {
-		return meshconfig.PodConfig{}, nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
-	cfg.Access = access
-	cfg.Topics = make([]meshconfig.TopicPolicy, 0, len(v.topics))
-	for _, t := range v.topics {
-		if t.publishers != nil && !t.publishers.Matches(podLabels) {
-			// The Topic does not apply to this pod: only its refusal does
-			// (in audit mode, the defaults' limits), so the pod's
-			// configuration does not follow the Topic's limits.
-			cfg.Topics = append(cfg.Topics, excludedFrom(cfg.Default, t.policy))
-			continue
-		}
-		cfg.Topics = append(cfg.Topics, t.policy)
-	}
-	for _, s := range v.subs {
-		if s.selector.Matches(podLabels) {
-			cfg.Subscriptions = append(cfg.Subscriptions, s.policy)
-		}
-	}
-	version, err := meshconfig.Hash(cfg)
+	part, problems, err := v.ComputePart(pod, defaults)
 	if err != nil {
 		return meshconfig.PodConfig{}, nil, err
 	}
-	cfg.Version = version
-	return cfg, v.Problems(), nil
+	cfg, err := Assemble(v.Topics(), part)
+	if err != nil {
+		return meshconfig.PodConfig{}, nil, err
+	}
+	return cfg, problems, nil
 }
 
 // ResolveConflicts returns the Topics in force and, for each Topic that
@@ -298,3 +282,17 @@ func excludedFrom(def, t meshconfig.TopicPolicy) meshconfig.TopicPolicy {
 // TopicPolicyOf is a Topic's policy as its shared xDS resource carries it:
 // whether a pod may publish is the pod's own (MayPublish is left false).
 func TopicPolicyOf(t v1alpha1.Topic) meshconfig.TopicPolicy { return topicPolicy(t, false) }
+
+// namesSeed seeds fingerprintNames; fingerprints never leave the process.
+var namesSeed = maphash.MakeSeed()
+
+// fingerprintNames hashes a list of names, for interning.
+func fingerprintNames(names []string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(namesSeed)
+	for _, n := range names {
+		h.WriteString(n)
+		h.WriteByte(0)
+	}
+	return h.Sum64()
+}

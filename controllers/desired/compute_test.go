@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"google.golang.org/protobuf/proto"
@@ -302,20 +303,75 @@ func TestAnInvalidSelectorStopsOnlyItsResource(t *testing.T) {
 	}
 }
 
-func TestStoreReportsChanges(t *testing.T) {
+func TestStoreKeepsTopicsOncePerNamespace(t *testing.T) {
+	onlyBilling := func(tp *v1alpha1.Topic) {
+		tp.Spec.Publishers = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "billing"}}
+	}
+	topics := []v1alpha1.Topic{topic("shop", "orders", "orders.>"), topic("shop", "ledger", "ledger.>", onlyBilling), topic("shop", "audit", "audit.>", onlyBilling)}
+	subs := []v1alpha1.Subscription{subscription("shop", "orders-in", "orders.>", map[string]string{"app": "billing"})}
+	view := desired.NewView("shop", topics, subs)
 	s := desired.NewStore()
-	cfg, _, _ := desired.Compute(billingPod, nil, nil, meshconfig.DefaultPolicy)
 	changed := s.Changed()
-	if !s.Set(cfg, "") {
-		t.Fatal("the first Set reported no change")
+	if !s.SetTopics("shop", view.Topics()) {
+		t.Fatal("the first SetTopics reported no change")
 	}
 	select {
 	case <-changed:
 	default:
 		t.Fatal("Changed was not closed by a change")
 	}
-	if s.Set(cfg, "") {
-		t.Fatal("setting the same version reported a change")
+	if s.SetTopics("shop", view.Topics()) {
+		t.Fatal("setting the same Topics reported a change")
+	}
+	pods := []desired.Pod{
+		billingPod,
+		{Namespace: "shop", Name: "web-0", Labels: map[string]string{"app": "web"}},
+		{Namespace: "shop", Name: "web-1", Labels: map[string]string{"app": "web"}},
+	}
+	var parts []desired.PodPart
+	for _, pod := range pods {
+		part, _, err := view.ComputePart(pod, meshconfig.DefaultPolicy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, part)
+		if !s.SetPod(part, "") {
+			t.Fatalf("the first SetPod of %s reported no change", pod.Name)
+		}
+		if s.SetPod(part, "") {
+			t.Fatalf("setting %s's same part reported a change", pod.Name)
+		}
+		// What the store assembles is what Compute computes.
+		want, _, err := desired.Compute(pod, topics, subs, meshconfig.DefaultPolicy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := s.Get(k8stypes.NamespacedName{Namespace: "shop", Name: pod.Name})
+		if !ok || got.Version != want.Version || !reflect.DeepEqual(got, want) {
+			t.Fatalf("the store assembled %+v for %s; Compute gives %+v", got, pod.Name, want)
+		}
+	}
+	if want := []string{"audit", "ledger"}; !slices.Equal(parts[1].Excluded, want) || len(parts[0].Excluded) != 0 {
+		t.Fatalf("excluded: billing %v, web %v; want none and %v", parts[0].Excluded, parts[1].Excluded, want)
+	}
+	// Pods the selectors treat alike share one exclusion set.
+	if &parts[1].Excluded[0] != &parts[2].Excluded[0] {
+		t.Fatal("two pods excluded alike hold two copies of their exclusion set")
+	}
+	// A Topic's limits change: one SetTopics, and every pod's assembled
+	// configuration follows without a SetPod.
+	topics[0].Spec.Limits.MaxMessageBytes = 2048
+	if !s.SetTopics("shop", desired.NewView("shop", topics, subs).Topics()) {
+		t.Fatal("a Topic's new limit was not a change")
+	}
+	for _, pod := range pods {
+		got, _ := s.Get(k8stypes.NamespacedName{Namespace: "shop", Name: pod.Name})
+		if got.Topics[slices.IndexFunc(got.Topics, func(p meshconfig.TopicPolicy) bool { return p.Name == "orders" })].MaxMessageBytes != 2048 {
+			t.Fatalf("%s's configuration kept the old limit", pod.Name)
+		}
+	}
+	if !s.Delete(k8stypes.NamespacedName{Namespace: "shop", Name: "web-0"}) || s.Delete(k8stypes.NamespacedName{Namespace: "shop", Name: "web-0"}) {
+		t.Fatal("Delete reported the wrong change")
 	}
 }
 

@@ -86,37 +86,67 @@ func NewTracker() *Tracker {
 }
 
 // hold records the whole set of resource versions pod's sidecar holds (has
-// applied): what it reported when its stream opened, or what it holds after
-// an ACK. Resources it no longer holds are dropped. A refusal of a resource
-// is cleared once the pod holds a version of it other than the one it
-// refused (the current one, or none).
+// applied), as it reported when its stream opened. Resources it no longer
+// holds are dropped.
 func (t *Tracker) hold(pod string, held map[string]string) {
+	changes := make(map[string]string, len(held))
 	t.mu.Lock()
-	before := t.acked[pod]
+	for name := range t.acked[pod] {
+		changes[name] = ""
+	}
+	t.mu.Unlock()
+	maps.Copy(changes, held)
+	t.apply(pod, changes)
+}
+
+// apply records what pod's sidecar applied since: a version per resource,
+// "" for one it dropped. A refusal of a resource is cleared once the pod
+// holds a version of it other than the one it refused (the current one,
+// or none).
+func (t *Tracker) apply(pod string, applied map[string]string) {
+	t.mu.Lock()
+	held := t.acked[pod]
+	if held == nil {
+		held = map[string]string{}
+		t.acked[pod] = held
+	}
 	var changed []Change
-	for name, v := range held {
-		if before[name] != v {
-			changed = append(changed, Change{Resource: name, Pod: pod, Version: v})
-		}
-	}
-	for name := range before {
-		if _, ok := held[name]; !ok {
-			changed = append(changed, Change{Resource: name, Pod: pod})
-		}
-	}
-	t.acked[pod] = maps.Clone(held)
-	// A pod that now holds another version of a resource, or none, has
-	// moved past its refusal of it (applied it after all, or a later one).
 	now := time.Now()
-	for _, c := range changed {
-		delete(t.nacked[c.Resource], pod)
-		if c.Version != "" {
-			t.lastApplied[c.Resource] = now
+	for name, v := range applied {
+		before, had := held[name]
+		if before == v && (had || v == "") {
+			continue
 		}
+		if v == "" {
+			delete(held, name)
+		} else {
+			held[name] = v
+			t.lastApplied[name] = now
+		}
+		changed = append(changed, Change{Resource: name, Pod: pod, Version: v})
+		// A pod that now holds another version of a resource, or none, has
+		// moved past its refusal of it (applied it after all, or a later one).
+		delete(t.nacked[name], pod)
+	}
+	if len(held) == 0 {
+		delete(t.acked, pod)
 	}
 	t.notifyLocked()
 	t.mu.Unlock()
 	t.notify(changed)
+}
+
+// notHeld returns those of versions that pod does not hold.
+func (t *Tracker) notHeld(pod string, versions map[string]string) map[string]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]string{}
+	for name, v := range versions {
+		if v != "" && t.acked[pod][name] != v {
+			out[name] = v
+		}
+	}
+	return out
 }
 
 // nack records that pod refused these versions, keeping what it held.

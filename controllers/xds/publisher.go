@@ -2,6 +2,8 @@ package xds
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,9 +26,11 @@ import (
 // shared resources it names go into the cache in one update, so a stream
 // never sees a pod resource that names a shared resource the cache lacks.
 //
-// A shared resource lives while some pod names it, and changes in the cache
-// only when its content does: that is what keeps one Topic's change from
-// resending anything else.
+// A namespace's Topics are published once, as shared resources, while the
+// namespace has a sidecar pod: a change of one Topic's limits updates that
+// one resource and no pod's. A Subscription's shared resource lives while
+// some pod names it. A shared resource changes in the cache only when its
+// content does: that is what keeps one change from resending anything else.
 type Publisher struct {
 	*desired.Store
 	cache   *cachev3.LinearCache
@@ -34,11 +38,12 @@ type Publisher struct {
 	log     logr.Logger
 
 	// mu guards the maps; it is taken before the cache's own lock (the
-	// cache is updated under mu, so two pods' updates of one shared
-	// resource cannot land out of order).
-	mu     sync.Mutex
-	pods   map[string]publishedPod // by pod resource name
-	shared map[string]*publishedShared
+	// cache is updated under mu, so two updates of one shared resource
+	// cannot land out of order).
+	mu         sync.Mutex
+	pods       map[string]publishedPod // by pod resource name
+	namespaces map[string]*publishedNamespace
+	shared     map[string]*publishedShared
 	// changedAt is when each resource last changed in the cache: the start
 	// of its push latency.
 	changedAt map[string]time.Time
@@ -50,7 +55,14 @@ type Publisher struct {
 
 type publishedPod struct {
 	resource *xdsv1.Resource
-	refs     []string
+	part     desired.PodPart
+	uid      k8stypes.UID
+}
+
+// publishedNamespace is one namespace's Topics and the pods published in it.
+type publishedNamespace struct {
+	topics []meshconfig.TopicPolicy // in force, sorted by subject
+	pods   map[string]struct{}      // pod resource names
 }
 
 type publishedShared struct {
@@ -59,7 +71,7 @@ type publishedShared struct {
 	// recomputed with the same policy compares policies, not resources.
 	topic        *meshconfig.TopicPolicy
 	subscription *meshconfig.SubscriptionPolicy
-	// users counts the pods that name the resource.
+	// users counts the pods that name a Subscription's resource.
 	users int
 }
 
@@ -67,13 +79,14 @@ type publishedShared struct {
 // by tracker too (nil for none).
 func NewPublisher(log logr.Logger, tracker *Tracker) *Publisher {
 	return &Publisher{
-		Store:     desired.NewStore(),
-		tracker:   tracker,
-		cache:     cachev3.NewLinearCache(xdsresource.TypeURL, cachev3.WithLogger(discardCacheLog{})),
-		log:       log,
-		pods:      map[string]publishedPod{},
-		shared:    map[string]*publishedShared{},
-		changedAt: map[string]time.Time{},
+		Store:      desired.NewStore(),
+		tracker:    tracker,
+		cache:      cachev3.NewLinearCache(xdsresource.TypeURL, cachev3.WithLogger(discardCacheLog{})),
+		log:        log,
+		pods:       map[string]publishedPod{},
+		namespaces: map[string]*publishedNamespace{},
+		shared:     map[string]*publishedShared{},
+		changedAt:  map[string]time.Time{},
 	}
 }
 
@@ -110,80 +123,142 @@ func (p *Publisher) Current(name string) (*xdsv1.Resource, bool) {
 	return nil, false
 }
 
-// Names returns the names of the resources pod's sidecar should hold (its
-// own and the shared ones it names), or false for a pod not published.
-func (p *Publisher) Names(pod string) ([]string, bool) {
+// SetTopics stores a namespace's Topics and publishes those that changed.
+// Only a change of the namespace's Topic names or subjects changes its
+// pods' own resources (which list them); a change of limits does not.
+func (p *Publisher) SetTopics(namespace string, topics []meshconfig.TopicPolicy) bool {
+	storeChanged := p.Store.SetTopics(namespace, topics)
+	if !storeChanged {
+		return false
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	published, ok := p.pods[pod]
-	if !ok {
-		return nil, false
+	ns := p.namespaceLocked(namespace)
+	sameShape := slices.EqualFunc(ns.topics, topics, func(a, b meshconfig.TopicPolicy) bool { return a.Name == b.Name && a.Subject == b.Subject })
+	ns.topics = topics
+	if len(ns.pods) == 0 {
+		return true // published with the namespace's first pod
 	}
-	return append([]string{pod}, published.refs...), true
+	update, remove := p.topicUpdatesLocked(namespace, topics)
+	if !sameShape {
+		for name := range ns.pods {
+			pod := p.pods[name]
+			if res := p.podResourceLocked(pod.part, pod.uid); !proto.Equal(pod.resource, res) {
+				pod.resource = res
+				p.pods[name] = pod
+				update[name] = res
+			}
+		}
+	}
+	p.publishLocked(update, remove)
+	return true
 }
 
-// Set stores a pod's configuration and publishes what changed of it.
+// topicUpdatesLocked returns the namespace's Topic resources that differ
+// from the cache, and those of Topics no longer in force.
+func (p *Publisher) topicUpdatesLocked(namespace string, topics []meshconfig.TopicPolicy) (update map[string]types.Resource, remove []string) {
+	update = map[string]types.Resource{}
+	current := make(map[string]bool, len(topics))
+	for i := range topics {
+		name := xdsresource.TopicName(namespace, topics[i].Name)
+		current[name] = true
+		s := p.sharedLocked(name)
+		if s.topic == nil || !s.topic.Equal(topics[i]) {
+			policy := topics[i]
+			s.topic, s.resource = &policy, xdsresource.TopicResource(policy)
+			update[name] = s.resource
+		}
+	}
+	prefix := xdsresource.TopicName(namespace, "")
+	for name, s := range p.shared {
+		if s.topic != nil && strings.HasPrefix(name, prefix) && !current[name] {
+			delete(p.shared, name)
+			remove = append(remove, name)
+		}
+	}
+	return update, remove
+}
+
+// Set publishes a whole configuration, as a file or a test holds one: its
+// Topics become its namespace's (SetTopics) and the rest the pod's own
+// part (SetPod). It reports whether either changed.
 func (p *Publisher) Set(cfg meshconfig.PodConfig, uid k8stypes.UID) bool {
-	storeChanged := p.Store.Set(cfg, uid)
-	name := xdsresource.PodName(cfg.Namespace, cfg.Pod)
+	topics, part := desired.Split(cfg)
+	topicsChanged := p.SetTopics(cfg.Namespace, topics)
+	return p.SetPod(part, uid) || topicsChanged
+}
+
+// SetPod stores a pod's own part and publishes what changed of it.
+func (p *Publisher) SetPod(part desired.PodPart, uid k8stypes.UID) bool {
+	storeChanged := p.Store.SetPod(part, uid)
+	name := xdsresource.PodName(part.Namespace, part.Pod)
 
 	p.mu.Lock()
 	old, known := p.pods[name]
 	// A pod re-created under the same name is a new pod: what the old one
 	// acknowledged is not the new one's.
-	recreated := known && old.resource.GetPod().GetPodUid() != string(uid)
+	recreated := known && old.uid != uid
 	if known && !recreated && !storeChanged {
-		// The same version (a hash of the whole configuration) of the same
-		// pod: everything it names is published already.
 		p.mu.Unlock()
 		return false
 	}
-	podResource := xdsresource.PodResource(cfg, string(uid))
+	ns := p.namespaceLocked(part.Namespace)
 	update := map[string]types.Resource{}
+	var remove []string
+	if len(ns.pods) == 0 {
+		// The namespace's first pod: its Topics go into the cache now.
+		update, remove = p.topicUpdatesLocked(part.Namespace, ns.topics)
+	}
+	ns.pods[name] = struct{}{}
+	podResource := p.podResourceLocked(part, uid)
 	if !known || !proto.Equal(old.resource, podResource) {
 		update[name] = podResource
 	}
-	for i := range cfg.Topics {
-		t := &cfg.Topics[i]
-		if !t.MayPublish {
-			continue
-		}
-		s := p.sharedLocked(xdsresource.TopicName(cfg.Namespace, t.Name))
-		if s.topic == nil || !s.topic.Equal(*t) {
-			// A copy: a pointer into cfg would keep the pod's whole list
-			// of policies alive as long as the resource.
-			policy := *t
-			s.topic, s.resource = &policy, xdsresource.TopicResource(policy)
-			update[xdsresource.TopicName(cfg.Namespace, t.Name)] = s.resource
-		}
-	}
-	for i := range cfg.Subscriptions {
-		sub := &cfg.Subscriptions[i]
-		ref := xdsresource.SubscriptionName(cfg.Namespace, sub.Name)
+	for i := range part.Subscriptions {
+		sub := &part.Subscriptions[i]
+		ref := xdsresource.SubscriptionName(part.Namespace, sub.Name)
 		s := p.sharedLocked(ref)
+		s.users++
 		if s.subscription == nil || !s.subscription.Equal(*sub) {
+			// A copy: a pointer into part would keep the pod's whole list
+			// alive as long as the resource.
 			policy := *sub
 			s.subscription, s.resource = &policy, xdsresource.SubscriptionResource(policy)
 			update[ref] = s.resource
 		}
 	}
-	refs := xdsresource.Refs(podResource.GetPod())
-	for _, ref := range refs {
-		p.shared[ref].users++
-	}
-	var remove []string
 	if known {
-		for _, ref := range old.refs {
-			remove = append(remove, p.release(ref)...)
+		for _, sub := range old.part.Subscriptions {
+			remove = append(remove, p.release(xdsresource.SubscriptionName(part.Namespace, sub.Name))...)
 		}
 	}
-	p.pods[name] = publishedPod{resource: podResource, refs: refs}
+	p.pods[name] = publishedPod{resource: podResource, part: part, uid: uid}
 	p.publishLocked(update, remove)
 	p.mu.Unlock()
 	if recreated && p.tracker != nil {
 		p.tracker.Forget(name)
 	}
 	return storeChanged || len(update) > 0
+}
+
+// podResourceLocked is a pod's own resource: the namespace's Topics, with
+// whether the pod may publish under each, and its Subscriptions' names.
+func (p *Publisher) podResourceLocked(part desired.PodPart, uid k8stypes.UID) *xdsv1.Resource {
+	cfg, err := desired.Assemble(p.namespaces[part.Namespace].topics, part)
+	if err != nil {
+		p.log.Error(err, "assembling a pod's configuration")
+	}
+	return xdsresource.PodResource(cfg, string(uid))
+}
+
+// namespaceLocked returns a namespace's record, added empty if new.
+func (p *Publisher) namespaceLocked(namespace string) *publishedNamespace {
+	ns, ok := p.namespaces[namespace]
+	if !ok {
+		ns = &publishedNamespace{pods: map[string]struct{}{}}
+		p.namespaces[namespace] = ns
+	}
+	return ns
 }
 
 // Delete forgets a pod. Only a pod that no longer exists (or no longer
@@ -199,8 +274,17 @@ func (p *Publisher) Delete(pod k8stypes.NamespacedName) bool {
 	}
 	delete(p.pods, name)
 	remove := []string{name}
-	for _, ref := range old.refs {
-		remove = append(remove, p.release(ref)...)
+	for _, sub := range old.part.Subscriptions {
+		remove = append(remove, p.release(xdsresource.SubscriptionName(pod.Namespace, sub.Name))...)
+	}
+	if ns := p.namespaces[pod.Namespace]; ns != nil {
+		delete(ns.pods, name)
+		if len(ns.pods) == 0 {
+			// No sidecar reads the namespace's Topics any more; they are
+			// kept (as Store keeps them) for its next pod.
+			_, gone := p.topicUpdatesLocked(pod.Namespace, nil)
+			remove = append(remove, gone...)
+		}
 	}
 	p.publishLocked(nil, remove)
 	p.mu.Unlock()
@@ -221,8 +305,8 @@ func (p *Publisher) sharedLocked(ref string) *publishedShared {
 	return s
 }
 
-// release drops one user of a shared resource and returns its name when no
-// pod names it any more.
+// release drops one user of a Subscription's shared resource and returns
+// its name when no pod names it any more.
 func (p *Publisher) release(ref string) []string {
 	s, ok := p.shared[ref]
 	if !ok {

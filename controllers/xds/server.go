@@ -106,27 +106,35 @@ const (
 // streamState is one stream's identity and what it was sent. Callbacks of
 // one stream run on that stream's goroutine, so only the map that holds it
 // needs the lock.
+//
+// It holds what was sent as changes, not as copies of everything the
+// stream holds: a stream of a pod under thousands of Topics costs its
+// pending responses' changes, not thousands of entries per response.
 type streamState struct {
 	id       Identity
 	openedAt time.Time
 	sawNode  bool
 	started  bool // the first request was seen
-	// sent is the version of every resource the sidecar has been sent (or
-	// reported holding when the stream opened), less what was removed or
-	// unsubscribed: what it holds once it has applied everything.
-	sent map[string]string
-	// held is what it holds as of its last ACK (or its report at open).
-	held map[string]string
-	// pending is, for every response not yet settled, in order, what sent
-	// was right after it: an ACK of that response means the sidecar holds
-	// exactly that.
-	pending []sentSnapshot
-	// subscribedAt is when the stream subscribed to each resource: a push
-	// counts toward push latency only for changes made after it.
-	subscribedAt map[string]time.Time
+	// pending is, for every response not yet settled, in order, the
+	// versions it sent ("" for a removal): an ACK of a response means the
+	// sidecar applied it and every earlier one.
+	pending []sentChanges
+	// unsettled are changes that the next ACK settles: those of responses
+	// that a later response's NACK covered (the sidecar keeps them and
+	// applies them with a later one) and removals by unsubscription.
+	unsettled map[string]string
+	// subscriptions counts the names the stream subscribed to (less those
+	// it unsubscribed from), for -xds-max-stream-resources; a name
+	// subscribed twice counts twice, which only costs its own stream.
+	subscriptions int
+	// lastSubscribed is when the stream last subscribed to a name: a push
+	// counts toward push latency only for a change made after it, so no
+	// push of a change older than its subscription is counted (a push of
+	// a newer change made before a later subscription is left out too).
+	lastSubscribed time.Time
 }
 
-type sentSnapshot struct {
+type sentChanges struct {
 	nonce    string
 	versions map[string]string
 }
@@ -409,7 +417,7 @@ func (s *Server) onStreamOpen(ctx context.Context, streamID int64, typeURL strin
 		return status.Error(codes.Internal, "stream opened without an identity")
 	}
 	s.mu.Lock()
-	s.streams[streamID] = &streamState{id: id, openedAt: time.Now(), subscribedAt: map[string]time.Time{}}
+	s.streams[streamID] = &streamState{id: id, openedAt: time.Now()}
 	s.mu.Unlock()
 	s.metrics.streams.Inc()
 	s.opts.Log.V(1).Info("xDS stream opened", "stream", streamID, "pod", id.NodeID(), "expires", id.Expiry)
@@ -463,27 +471,28 @@ func (s *Server) onRequest(streamID int64, req *discoveryRequest) error {
 		// applied): that is what it holds now, even if this operator never
 		// sent it, as after a restart.
 		st.started = true
-		st.sent = maps.Clone(req.GetInitialResourceVersions())
-		if st.sent == nil {
-			st.sent = map[string]string{}
-		}
-		st.held = maps.Clone(st.sent)
-		s.tracker.hold(st.id.key(), st.held)
+		s.tracker.hold(st.id.key(), req.GetInitialResourceVersions())
 	}
-	now := time.Now()
-	for _, name := range req.GetResourceNamesUnsubscribe() {
-		delete(st.subscribedAt, name)
-		delete(st.sent, name)
-		for _, p := range st.pending {
-			delete(p.versions, name)
+	if unsubscribe := req.GetResourceNamesUnsubscribe(); len(unsubscribe) > 0 {
+		st.subscriptions = max(0, st.subscriptions-len(unsubscribe))
+		if st.unsettled == nil {
+			st.unsettled = map[string]string{}
 		}
-	}
-	for _, name := range req.GetResourceNamesSubscribe() {
-		if _, ok := st.subscribedAt[name]; !ok {
-			st.subscribedAt[name] = now
+		for _, name := range unsubscribe {
+			st.unsettled[name] = ""
+			for _, p := range st.pending {
+				delete(p.versions, name)
+			}
 		}
 	}
-	if n := len(st.subscribedAt); n > s.opts.Limits.MaxStreamResources {
+	if subscribe := req.GetResourceNamesSubscribe(); len(subscribe) > 0 {
+		st.subscriptions += len(subscribe)
+		st.lastSubscribed = time.Now()
+		for _, name := range subscribe {
+			delete(st.unsettled, name)
+		}
+	}
+	if n := st.subscriptions; n > s.opts.Limits.MaxStreamResources {
 		// The stream ends here: nothing of this request is served.
 		s.metrics.refused.WithLabelValues("stream_resources").Inc()
 		s.opts.Log.Info("ended an xDS stream subscribed to too many resources", "pod", st.id.NodeID(), "resources", n)
@@ -566,23 +575,27 @@ func (s *Server) mayRead(id Identity, name string) error {
 
 // settle records the ACK or NACK of the response with nonce. The sidecar
 // applies in order, so an ACK of a response covers every earlier one: it
-// then holds exactly what it had been sent up to that response.
+// then holds what it held, changed by every response up to that one.
 func (s *Server) settle(st *streamState, nonce string, req *discoveryRequest) {
-	i := slices.IndexFunc(st.pending, func(r sentSnapshot) bool { return r.nonce == nonce })
+	i := slices.IndexFunc(st.pending, func(r sentChanges) bool { return r.nonce == nonce })
 	if i < 0 {
 		return // settled already
 	}
-	snapshot := st.pending[i].versions
-	st.pending = slices.Clone(st.pending[i+1:])
+	changes := st.unsettled
+	if changes == nil {
+		changes = map[string]string{}
+	}
+	for _, p := range st.pending[:i+1] {
+		maps.Copy(changes, p.versions)
+	}
+	st.pending = slices.Delete(st.pending, 0, i+1)
+	st.unsettled = nil
 	if detail := req.GetErrorDetail(); detail != nil {
 		// The refusal is charged to what the sidecar was sent and does
-		// not hold: one of those is what it cannot apply.
-		suspects := map[string]string{}
-		for name, v := range snapshot {
-			if st.held[name] != v {
-				suspects[name] = v
-			}
-		}
+		// not hold: one of those is what it cannot apply. It keeps them,
+		// and the next ACK says it applied them after all.
+		suspects := s.tracker.notHeld(st.id.key(), changes)
+		st.unsettled = changes
 		s.metrics.nacks.Inc()
 		// The reason is the sidecar's to write, and is kept per resource
 		// and pod, shown in status and logged: cut to a stated length.
@@ -595,8 +608,7 @@ func (s *Server) settle(st *streamState, nonce string, req *discoveryRequest) {
 		return
 	}
 	s.metrics.acks.Inc()
-	st.held = snapshot
-	s.tracker.hold(st.id.key(), st.held)
+	s.tracker.apply(st.id.key(), changes)
 }
 
 func (s *Server) onResponse(streamID int64, _ *discoveryRequest, resp *discoveryResponse) {
@@ -605,16 +617,17 @@ func (s *Server) onResponse(streamID int64, _ *discoveryRequest, resp *discovery
 		return
 	}
 	now := time.Now()
+	sent := make(map[string]string, len(resp.GetResources())+len(resp.GetRemovedResources()))
 	for _, r := range resp.GetResources() {
-		st.sent[r.GetName()] = r.GetVersion()
-		if changed, ok := s.pub.ChangedAt(r.GetName()); ok && changed.After(st.subscribedAt[r.GetName()]) {
+		sent[r.GetName()] = r.GetVersion()
+		if changed, ok := s.pub.ChangedAt(r.GetName()); ok && changed.After(st.lastSubscribed) {
 			s.metrics.pushLatency.Observe(now.Sub(changed).Seconds())
 		}
 	}
 	for _, name := range resp.GetRemovedResources() {
-		delete(st.sent, name)
+		sent[name] = ""
 	}
-	st.pending = append(st.pending, sentSnapshot{nonce: resp.GetNonce(), versions: maps.Clone(st.sent)})
+	st.pending = append(st.pending, sentChanges{nonce: resp.GetNonce(), versions: sent})
 	s.metrics.pushes.Inc()
 }
 
