@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -50,6 +52,9 @@ type PodConfigReconciler struct {
 	// sidecar pods; it holds the namespace's policies, as the cache does.
 	views map[string]preparedView
 	seed  maphash.Seed
+	// topicsPublished holds the namespaces whose Topics this replica
+	// published (guarded by mu).
+	topicsPublished map[string]bool
 }
 
 type preparedView struct {
@@ -64,6 +69,7 @@ type preparedView struct {
 func (r *PodConfigReconciler) viewOf(namespace string, topics []v1alpha1.Topic, subscriptions []v1alpha1.Subscription) *desired.View {
 	if r.views == nil {
 		r.views = map[string]preparedView{}
+		r.topicsPublished = map[string]bool{}
 		r.seed = maphash.MakeSeed()
 	}
 	// The cache lists in no fixed order: the fingerprint is a sum over
@@ -133,8 +139,15 @@ func (r *PodConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, err
 	}
 	view := r.viewOf(pod.Namespace, topics.Items, subscriptions.Items)
-	// The namespace's Topics first: the pod's part names them.
-	r.Store.SetTopics(pod.Namespace, view.Topics())
+	if !r.topicsPublished[pod.Namespace] {
+		// The namespace's first pod since this replica started: its
+		// Topics go first, so that no sidecar is served a configuration
+		// without them. After that, the namespace's own request
+		// (reconcileTopics) publishes them, once per batch of changes
+		// instead of once per pod.
+		r.Store.SetTopics(pod.Namespace, view.Topics())
+		r.topicsPublished[pod.Namespace] = true
+	}
 	part, problems, err := view.ComputePart(desired.Pod{Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels, Annotations: pod.Annotations, AccessMode: mode}, r.Defaults)
 	if err != nil {
 		// The pod's own annotations are invalid: this pod keeps its last
@@ -167,7 +180,9 @@ func (r *PodConfigReconciler) reconcileTopics(ctx context.Context, namespace str
 	if err := r.List(ctx, &subscriptions, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing subscriptions in %s: %w", namespace, err)
 	}
-	if r.Store.SetTopics(namespace, r.viewOf(namespace, topics.Items, subscriptions.Items).Topics()) {
+	view := r.viewOf(namespace, topics.Items, subscriptions.Items)
+	r.topicsPublished[namespace] = true
+	if r.Store.SetTopics(namespace, view.Topics()) {
 		logf.FromContext(ctx).Info("namespace topics changed", "topics", len(topics.Items))
 	}
 	return ctrl.Result{}, nil
@@ -216,7 +231,7 @@ func (r *PodConfigReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A pod's configuration reads only the spec of Topics and
 		// Subscriptions: their status writes (several per change) must not
 		// recompute every pod of the namespace.
-		Watches(&v1alpha1.Topic{}, topicChanges(podsInNamespace), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.Topic{}, topicChanges(r, podsInNamespace), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Subscription{}, podsOfSubscription(r), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// The namespace's label sets its pods' access mode.
 		WatchesMetadata(&corev1.Namespace{}, podsOfNamespace(r), builder.WithPredicates(predicate.LabelChangedPredicate{})).
@@ -224,38 +239,71 @@ func (r *PodConfigReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
+// topicShapeBatch is how long a change of which Topics are in force waits
+// for the next ones before the namespace's Topics are published again.
+const topicShapeBatch = 250 * time.Millisecond
+
 // topicChanges enqueues, for a Topic's change, its namespace's Topics
 // (a request without a name: reconcileTopics) and, only when the change can
-// change which Topics a pod may publish under or which are in force (a
-// Topic created or deleted, its subject or its publishers changed), every
-// sidecar pod of the namespace (podsInNamespace). A change of limits
-// therefore costs one request, whatever the number of pods.
-func topicChanges(podsInNamespace handler.MapFunc) handler.EventHandler {
+// change a pod's own part (podsInNamespace), every sidecar pod of the
+// namespace. A pod's part depends on the Topics with publishers and on
+// which Topic is in force for each subject, so the pods are requeued for a
+// Topic with publishers created or deleted, one created or deleted on a
+// subject another Topic shares, and one whose subject or publishers
+// changed. Any other change (its limits, a Topic for every pod) costs one
+// request, whatever the number of pods.
+func topicChanges(c client.Reader, podsInNamespace handler.MapFunc) handler.EventHandler {
 	namespaceOf := func(obj client.Object) reconcile.Request {
 		return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace()}}
 	}
-	everything := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		q.Add(namespaceOf(obj))
+	// enqueue queues the namespace's Topics, at once for a change of
+	// limits, after topicShapeBatch for a change of which Topics are in
+	// force (shape), which changes every pod's own resource (it lists
+	// them): Topics created together are then published together. pods
+	// requeues every sidecar pod of the namespace too.
+	enqueue := func(ctx context.Context, obj client.Object, shape, pods bool, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if shape {
+			q.AddAfter(namespaceOf(obj), topicShapeBatch)
+		} else {
+			q.Add(namespaceOf(obj))
+		}
+		if !pods {
+			return
+		}
 		for _, req := range podsInNamespace(ctx, obj) {
 			q.Add(req)
 		}
 	}
+	// createdOrDeleted reports whether a Topic's coming or going can
+	// change a pod's part.
+	createdOrDeleted := func(ctx context.Context, obj client.Object) bool {
+		t, ok := obj.(*v1alpha1.Topic)
+		if !ok || t.Spec.Publishers != nil {
+			return true
+		}
+		same, err := topicsWithSubject(ctx, c, t.Namespace, t.Spec.Subject)
+		if err != nil {
+			logf.FromContext(ctx).Error(err, "requeueing every pod of the namespace")
+			return true
+		}
+		return slices.ContainsFunc(same, func(o v1alpha1.Topic) bool { return o.Name != t.Name })
+	}
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			everything(ctx, e.Object, q)
+			enqueue(ctx, e.Object, true, createdOrDeleted(ctx, e.Object), q)
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			everything(ctx, e.Object, q)
+			enqueue(ctx, e.Object, true, createdOrDeleted(ctx, e.Object), q)
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			before, okBefore := e.ObjectOld.(*v1alpha1.Topic)
 			after, okAfter := e.ObjectNew.(*v1alpha1.Topic)
-			if okBefore && okAfter && before.Spec.Subject == after.Spec.Subject &&
-				equality.Semantic.DeepEqual(before.Spec.Publishers, after.Spec.Publishers) {
-				q.Add(namespaceOf(after))
+			if !okBefore || !okAfter {
+				enqueue(ctx, e.ObjectNew, true, true, q)
 				return
 			}
-			everything(ctx, e.ObjectNew, q)
+			subject := before.Spec.Subject != after.Spec.Subject
+			enqueue(ctx, e.ObjectNew, subject, subject || !equality.Semantic.DeepEqual(before.Spec.Publishers, after.Spec.Publishers), q)
 		},
 	}
 }

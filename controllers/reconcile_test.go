@@ -616,4 +616,41 @@ func TestTopicLimitChangeConfiguresNoPod(t *testing.T) {
 	if got := podSets.podsSet(ns) - settled; got < len(pods) || got > len(pods)+1 {
 		t.Fatalf("a publishers change and one relabelling configured %d pods; want each of the %d pods once (the relabelled one perhaps twice)", got, len(pods))
 	}
+
+	// A new Topic for every pod, on a subject of its own, is the
+	// namespace's alone; one on a subject another Topic has may take its
+	// place (the name sorting first is in force), so every pod is
+	// configured again.
+	tests := []struct {
+		name, topic, subject string
+		wantPods             int
+	}{
+		{"a Topic of its own", "refunds", "refunds.>", 0},
+		{"a Topic on a subject another has", "aaa-orders", "orders.>", len(pods)},
+	}
+	for i, tc := range tests {
+		settled = podSets.podsSet(ns)
+		if err := k8sClient.Create(ctx, newTopic(ns, tc.topic, tc.subject)); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range pods {
+			podConfig(t, ns, name, tc.name+" reaches the pod", func(cfg meshconfig.PodConfig) error {
+				if !slices.ContainsFunc(cfg.Topics, func(p meshconfig.TopicPolicy) bool { return p.Name == tc.topic }) {
+					return fmt.Errorf("topics %+v", cfg.Topics)
+				}
+				return nil
+			})
+		}
+		beforeSentinel = podSets.podsSet(ns)
+		sentinel(fmt.Sprint(3 + i))
+		eventually(t, "the sentinel pod is configured", func() error {
+			if n := podSets.podsSet(ns); n <= beforeSentinel {
+				return fmt.Errorf("%d pods configured", n)
+			}
+			return nil
+		})
+		if got := podSets.podsSet(ns) - settled; got < tc.wantPods || got > tc.wantPods+1 {
+			t.Fatalf("%s and one relabelling configured %d pods; want %d and the relabelled one", tc.name, got, tc.wantPods)
+		}
+	}
 }

@@ -62,6 +62,9 @@ type publishedPod struct {
 // publishedNamespace is one namespace's Topics and the pods published in it.
 type publishedNamespace struct {
 	topics []meshconfig.TopicPolicy // in force, sorted by subject
+	// topicNames are the topics' resource names, which every pod resource
+	// of the namespace shares.
+	topicNames []string
 	pods   map[string]struct{}      // pod resource names
 }
 
@@ -136,6 +139,12 @@ func (p *Publisher) SetTopics(namespace string, topics []meshconfig.TopicPolicy)
 	ns := p.namespaceLocked(namespace)
 	sameShape := slices.EqualFunc(ns.topics, topics, func(a, b meshconfig.TopicPolicy) bool { return a.Name == b.Name && a.Subject == b.Subject })
 	ns.topics = topics
+	if !sameShape {
+		ns.topicNames = make([]string, len(topics))
+		for i := range topics {
+			ns.topicNames[i] = xdsresource.TopicName(namespace, topics[i].Name)
+		}
+	}
 	if len(ns.pods) == 0 {
 		return true // published with the namespace's first pod
 	}
@@ -244,11 +253,17 @@ func (p *Publisher) SetPod(part desired.PodPart, uid k8stypes.UID) bool {
 // podResourceLocked is a pod's own resource: the namespace's Topics, with
 // whether the pod may publish under each, and its Subscriptions' names.
 func (p *Publisher) podResourceLocked(part desired.PodPart, uid k8stypes.UID) *xdsv1.Resource {
-	cfg, err := desired.Assemble(p.namespaces[part.Namespace].topics, part)
-	if err != nil {
-		p.log.Error(err, "assembling a pod's configuration")
+	ns := p.namespaces[part.Namespace]
+	subscriptions := make([]string, len(part.Subscriptions))
+	for i, s := range part.Subscriptions {
+		subscriptions[i] = s.Name
 	}
-	return xdsresource.PodResource(cfg, string(uid))
+	return xdsresource.BuildPodResource(xdsresource.PodContent{
+		Namespace: part.Namespace, Pod: part.Pod, UID: string(uid), Default: part.Default, Access: part.Access,
+		Topics: ns.topics, TopicNames: ns.topicNames,
+		MayPublish:    func(i int) bool { return !part.Excludes(ns.topics[i].Name) },
+		Subscriptions: subscriptions,
+	})
 }
 
 // namespaceLocked returns a namespace's record, added empty if new.

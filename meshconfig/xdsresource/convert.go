@@ -31,26 +31,67 @@ func Split(cfg meshconfig.PodConfig, podUID string) (pod *xdsv1.Resource, shared
 // PodResource is the pod's own resource of Split, without the shared
 // resources.
 func PodResource(cfg meshconfig.PodConfig, podUID string) *xdsv1.Resource {
-	p := &xdsv1.PodPolicy{
-		Namespace:     cfg.Namespace,
-		Pod:           cfg.Pod,
-		PodUid:        podUID,
-		DefaultTopic:  topicToProto(cfg.Default),
-		Access:        &xdsv1.Access{Mode: cfg.Access.Mode, InboxPrefix: cfg.Access.InboxPrefix},
-		Topics:        make([]*xdsv1.TopicRef, 0, len(cfg.Topics)),
+	in := PodContent{
+		Namespace: cfg.Namespace, Pod: cfg.Pod, UID: podUID, Default: cfg.Default, Access: cfg.Access,
+		Topics:        cfg.Topics,
+		MayPublish:    func(i int) bool { return cfg.Topics[i].MayPublish },
 		Subscriptions: make([]string, 0, len(cfg.Subscriptions)),
 	}
-	for _, t := range cfg.Topics {
-		name := TopicName(cfg.Namespace, t.Name)
-		if !t.MayPublish {
-			// Not the pod's Topic: its refusal travels with the pod.
-			p.Topics = append(p.Topics, &xdsv1.TopicRef{Name: name, Subject: t.Subject})
-			continue
-		}
-		p.Topics = append(p.Topics, &xdsv1.TopicRef{Name: name, MayPublish: true})
-	}
 	for _, s := range cfg.Subscriptions {
-		p.Subscriptions = append(p.Subscriptions, SubscriptionName(cfg.Namespace, s.Name))
+		in.Subscriptions = append(in.Subscriptions, s.Name)
+	}
+	return BuildPodResource(in)
+}
+
+// PodContent is what a pod's own resource is built from.
+type PodContent struct {
+	Namespace, Pod, UID string
+	Default             meshconfig.TopicPolicy
+	Access              meshconfig.Access
+	// Topics are the namespace's Topics in force, sorted by subject.
+	Topics []meshconfig.TopicPolicy
+	// TopicNames, if set, are their resource names (TopicName), which the
+	// namespace's pods may share instead of each holding its own copies.
+	TopicNames []string
+	// MayPublish says whether the pod may publish under Topics[i].
+	MayPublish func(i int) bool
+	// Subscriptions are the names of the pod's Subscriptions, sorted.
+	Subscriptions []string
+}
+
+// BuildPodResource is a pod's own resource: the namespace's Topics with
+// whether the pod may publish under each (the subject of those it may
+// not), and its Subscriptions' names.
+func BuildPodResource(in PodContent) *xdsv1.Resource {
+	p := &xdsv1.PodPolicy{
+		Namespace:     in.Namespace,
+		Pod:           in.Pod,
+		PodUid:        in.UID,
+		DefaultTopic:  topicToProto(in.Default),
+		Access:        &xdsv1.Access{Mode: in.Access.Mode, InboxPrefix: in.Access.InboxPrefix},
+		Topics:        make([]*xdsv1.TopicRef, len(in.Topics)),
+		Subscriptions: make([]string, 0, len(in.Subscriptions)),
+	}
+	// One allocation for every reference of the pod, not one each.
+	refs := make([]xdsv1.TopicRef, len(in.Topics))
+	for i := range in.Topics {
+		t := &in.Topics[i]
+		ref := &refs[i]
+		if in.TopicNames != nil {
+			ref.Name = in.TopicNames[i]
+		} else {
+			ref.Name = TopicName(in.Namespace, t.Name)
+		}
+		if in.MayPublish(i) {
+			ref.MayPublish = true
+		} else {
+			// Not the pod's Topic: its refusal travels with the pod.
+			ref.Subject = t.Subject
+		}
+		p.Topics[i] = ref
+	}
+	for _, s := range in.Subscriptions {
+		p.Subscriptions = append(p.Subscriptions, SubscriptionName(in.Namespace, s))
 	}
 	return &xdsv1.Resource{SchemaVersion: SchemaVersion, Kind: &xdsv1.Resource_Pod{Pod: p}}
 }
