@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/go-logr/logr"
 	"google.golang.org/protobuf/proto"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -22,7 +21,7 @@ import (
 
 // Publisher is the desired state as xDS resources: it keeps every pod's
 // configuration (a desired.Store, which it is) and mirrors it into the
-// LinearCache that the xDS server serves. A pod's own resource and the
+// Cache that the xDS server serves. A pod's own resource and the
 // shared resources it names go into the cache in one update, so a stream
 // never sees a pod resource that names a shared resource the cache lacks.
 //
@@ -33,7 +32,7 @@ import (
 // content does: that is what keeps one change from resending anything else.
 type Publisher struct {
 	*desired.Store
-	cache   *cachev3.LinearCache
+	cache   *Cache
 	tracker *Tracker
 	log     logr.Logger
 
@@ -84,7 +83,7 @@ func NewPublisher(log logr.Logger, tracker *Tracker) *Publisher {
 	return &Publisher{
 		Store:      desired.NewStore(),
 		tracker:    tracker,
-		cache:      cachev3.NewLinearCache(xdsresource.TypeURL, cachev3.WithLogger(discardCacheLog{})),
+		cache:      NewCache(xdsresource.TypeURL),
 		log:        log,
 		pods:       map[string]publishedPod{},
 		namespaces: map[string]*publishedNamespace{},
@@ -96,7 +95,7 @@ func NewPublisher(log logr.Logger, tracker *Tracker) *Publisher {
 var _ desired.Sink = (*Publisher)(nil)
 
 // Cache is what the xDS server serves.
-func (p *Publisher) Cache() *cachev3.LinearCache { return p.cache }
+func (p *Publisher) Cache() *Cache { return p.cache }
 
 // MarkSynced records that every pod has been computed once: from now on
 // the cache answers for every pod, and streams may open.
@@ -358,11 +357,3 @@ func (p *Publisher) publishLocked(update map[string]types.Resource, remove []str
 	}
 }
 
-// discardCacheLog silences the LinearCache's per-watch chatter; the server
-// logs what matters (streams, ACKs, NACKs) itself.
-type discardCacheLog struct{}
-
-func (discardCacheLog) Debugf(string, ...any) {}
-func (discardCacheLog) Infof(string, ...any)  {}
-func (discardCacheLog) Warnf(string, ...any)  {}
-func (discardCacheLog) Errorf(string, ...any) {}

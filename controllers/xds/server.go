@@ -3,14 +3,14 @@
 // from the sidecars' ACKs and NACKs how far each change has reached.
 //
 // A stream is refused until every pod has been computed once since this
-// replica started or became the leader: go-control-plane's LinearCache
+// replica started or became the leader: the Cache (like go-control-plane's)
 // answers a reconnecting sidecar that reports a resource the cache does not
 // hold with a removal, so an operator that restarts would otherwise wipe its
 // sidecars. Replicas that are not the leader never compute, so they refuse
 // every stream, and the sidecar reconnects with backoff until it reaches
 // the leader.
 //
-// Lock order: Server.mu, then Publisher.mu, then the LinearCache's own
+// Lock order: Server.mu, then Publisher.mu, then the Cache's own
 // lock; Tracker.mu is taken alone.
 package xds
 
