@@ -41,6 +41,7 @@ import (
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/controllers"
 	"github.com/weighstation/weighstation/controllers/brokercreds"
+	"github.com/weighstation/weighstation/controllers/desired"
 	"github.com/weighstation/weighstation/controllers/injectionproof"
 	"github.com/weighstation/weighstation/controllers/pki"
 	"github.com/weighstation/weighstation/controllers/reports"
@@ -165,6 +166,7 @@ func runOperator(args []string) error {
 	sidecarResources := webhook.DefaultResources()
 	sidecarResources.RegisterFlags(fs)
 	sidecarRunAsUser := fs.Int64("sidecar-run-as-user", webhook.DefaultRunAsUser, "the UID and GID the injected sidecar runs as, whatever the pod's securityContext says: a user of its own (not 0, not 65532, the distroless nonroot user); the webhook refuses pods whose other containers run as it (their runAsUser, or the pod's)")
+	maxTopics := fs.Int("max-topics-per-namespace", desired.DefaultMaxTopicsPerNamespace, "the most Topics in force in one namespace: each sidecar of a namespace holds all of them; past it the Topics created last are in force nowhere and report Valid=False (reason "+controllers.ReasonOverTopicLimit+") until others are deleted; -1: no limit")
 	accessMode := fs.String("access-mode", meshconfig.AccessEnforce, "the access mode of the pods of namespaces without the "+v1alpha1.AccessModeLabel+" label: "+meshconfig.AccessEnforce+" (refuse what their Topics and Subscriptions do not allow) or "+meshconfig.AccessAudit+" (allow, count and log it)")
 	defaults := meshconfig.DefaultPolicy
 	fs.Int64Var(&defaults.MaxMessageBytes, "default-max-message-bytes", defaults.MaxMessageBytes, "largest message on subjects no Topic governs")
@@ -186,6 +188,9 @@ func runOperator(args []string) error {
 	}
 	if *accessMode != meshconfig.AccessEnforce && *accessMode != meshconfig.AccessAudit {
 		return fmt.Errorf("-access-mode must be %q or %q, got %q", meshconfig.AccessEnforce, meshconfig.AccessAudit, *accessMode)
+	}
+	if *maxTopics == 0 || *maxTopics < -1 {
+		return fmt.Errorf("-max-topics-per-namespace must be positive, or -1 for no limit; got %d", *maxTopics)
 	}
 	if err := accountSettings.Validate(); err != nil {
 		return err
@@ -291,7 +296,7 @@ func runOperator(args []string) error {
 	// what the pod's broker credential may allow.
 	bounds := brokercreds.NewBounds(publisher)
 	if err := controllers.SetupReconcilers(mgr, controllers.Setup{
-		Sink: bounds, Defaults: defaults, AccessMode: *accessMode, OnSynced: publisher.MarkSynced, Tracker: tracker, Served: publisher.ChangedAt,
+		Sink: bounds, Defaults: defaults, AccessMode: *accessMode, MaxTopicsPerNamespace: *maxTopics, OnSynced: publisher.MarkSynced, Tracker: tracker, Served: publisher.ChangedAt,
 		Reports: reportService.Store(), ReportWriteInterval: *reportWrite, ReportPods: *reportPods,
 		NotInjected: webhook.ExcludedNamespaces(*namespace),
 	}); err != nil {

@@ -5,12 +5,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
-	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -39,6 +37,9 @@ type PodConfigReconciler struct {
 	// AccessMode is the operator's -access-mode, for the pods of
 	// namespaces without the v1alpha1.AccessModeLabel label.
 	AccessMode string
+	// MaxTopics caps the Topics in force per namespace (<= 0: none; see
+	// desired.WithinLimit).
+	MaxTopics int
 
 	// mu makes each reconcile's read of the cache and write to Store one
 	// step, so writes land in the order of the reads: a shared Topic or
@@ -55,6 +56,10 @@ type PodConfigReconciler struct {
 	// topicsPublished holds the namespaces whose Topics this replica
 	// published (guarded by mu).
 	topicsPublished map[string]bool
+	// exclusionKeys is, per pod, the View.ExclusionKey of the View its
+	// part was last computed under (guarded by mu): reconcileTopics
+	// computes again only the pods computed under another.
+	exclusionKeys map[types.NamespacedName]uint64
 }
 
 type preparedView struct {
@@ -70,6 +75,7 @@ func (r *PodConfigReconciler) viewOf(namespace string, topics []v1alpha1.Topic, 
 	if r.views == nil {
 		r.views = map[string]preparedView{}
 		r.topicsPublished = map[string]bool{}
+		r.exclusionKeys = map[types.NamespacedName]uint64{}
 		r.seed = maphash.MakeSeed()
 	}
 	// The cache lists in no fixed order: the fingerprint is a sum over
@@ -95,7 +101,8 @@ func (r *PodConfigReconciler) viewOf(namespace string, topics []v1alpha1.Topic, 
 	if p, ok := r.views[namespace]; ok && p.fingerprint == fingerprint {
 		return p.view
 	}
-	view := desired.NewView(namespace, topics, subscriptions)
+	within, _ := desired.WithinLimit(topics, r.MaxTopics)
+	view := desired.NewView(namespace, within, subscriptions)
 	r.views[namespace] = preparedView{fingerprint: fingerprint, view: view}
 	return view
 }
@@ -117,12 +124,14 @@ func (r *PodConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		if client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, fmt.Errorf("getting pod: %w", err)
 		}
+		delete(r.exclusionKeys, req.NamespacedName)
 		if r.Store.Delete(req.NamespacedName) {
 			log.Info("forgot pod configuration: the pod is gone or no longer carries the sidecar")
 		}
 		return ctrl.Result{}, nil
 	}
 	if !isInjected(pod) {
+		delete(r.exclusionKeys, req.NamespacedName)
 		r.Store.Delete(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
@@ -162,15 +171,18 @@ func (r *PodConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		// Event.
 		log.V(1).Info("resources left out", "problems", fmt.Sprint(problems))
 	}
+	r.exclusionKeys[req.NamespacedName] = view.ExclusionKey()
 	if r.Store.SetPod(part, pod.UID) {
 		log.Info("pod configuration changed", "excludedTopics", len(part.Excluded), "subscriptions", len(part.Subscriptions))
 	}
 	return ctrl.Result{}, nil
 }
 
-// reconcileTopics publishes a namespace's Topics alone: a Topic whose
-// change leaves every pod's part as it was (its limits, not its subject or
-// publishers) costs one View and no pod.
+// reconcileTopics publishes a namespace's Topics: a Topic whose change
+// leaves every pod's exclusions as they were (its limits; a Topic without
+// publishers) costs one View and no pod. When the Topics with publishers in
+// force changed (View.ExclusionKey), it computes every sidecar pod of the
+// namespace again, here, instead of requeueing them.
 func (r *PodConfigReconciler) reconcileTopics(ctx context.Context, namespace string) (ctrl.Result, error) {
 	var topics v1alpha1.TopicList
 	if err := r.List(ctx, &topics, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
@@ -182,8 +194,38 @@ func (r *PodConfigReconciler) reconcileTopics(ctx context.Context, namespace str
 	}
 	view := r.viewOf(namespace, topics.Items, subscriptions.Items)
 	r.topicsPublished[namespace] = true
+	log := logf.FromContext(ctx)
 	if r.Store.SetTopics(namespace, view.Topics()) {
-		logf.FromContext(ctx).Info("namespace topics changed", "topics", len(topics.Items))
+		log.Info("namespace topics changed", "topics", len(topics.Items))
+	}
+	key := view.ExclusionKey()
+	pods, err := listSidecarPods(ctx, r, namespace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	mode, err := r.accessModeOf(ctx, namespace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	computed := 0
+	for i := range pods {
+		pod := &pods[i]
+		name := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+		if k, ok := r.exclusionKeys[name]; !ok || k == key || !isInjected(pod) {
+			// Not computed yet (its own reconcile will), or under the same
+			// exclusions.
+			continue
+		}
+		part, _, err := view.ComputePart(desired.Pod{Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels, Annotations: pod.Annotations, AccessMode: mode}, r.Defaults)
+		if err != nil {
+			continue // its own reconcile reports it, and keeps its last good part
+		}
+		r.Store.SetPod(part, pod.UID)
+		r.exclusionKeys[name] = key
+		computed++
+	}
+	if computed > 0 {
+		log.Info("computed pods again: the Topics with publishers changed", "pods", computed)
 	}
 	return ctrl.Result{}, nil
 }
@@ -224,14 +266,12 @@ func podsOfNamespace(c client.Reader) handler.EventHandler {
 
 // SetupWithManager registers the reconciler.
 func (r *PodConfigReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	podsInNamespace := requeueNamespace(r, func() client.ObjectList { return podMetaList() },
-		client.MatchingLabelsSelector{Selector: injectedPods})
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&corev1.Pod{}, builder.OnlyMetadata).
 		// A pod's configuration reads only the spec of Topics and
 		// Subscriptions: their status writes (several per change) must not
 		// recompute every pod of the namespace.
-		Watches(&v1alpha1.Topic{}, topicChanges(r, podsInNamespace), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.Topic{}, topicChanges(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Subscription{}, podsOfSubscription(r), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// The namespace's label sets its pods' access mode.
 		WatchesMetadata(&corev1.Namespace{}, podsOfNamespace(r), builder.WithPredicates(predicate.LabelChangedPredicate{})).
@@ -243,67 +283,35 @@ func (r *PodConfigReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // for the next ones before the namespace's Topics are published again.
 const topicShapeBatch = 250 * time.Millisecond
 
-// topicChanges enqueues, for a Topic's change, its namespace's Topics
-// (a request without a name: reconcileTopics) and, only when the change can
-// change a pod's own part (podsInNamespace), every sidecar pod of the
-// namespace. A pod's part depends on the Topics with publishers and on
-// which Topic is in force for each subject, so the pods are requeued for a
-// Topic with publishers created or deleted, one created or deleted on a
-// subject another Topic shares, and one whose subject or publishers
-// changed. Any other change (its limits, a Topic for every pod) costs one
-// request, whatever the number of pods.
-func topicChanges(c client.Reader, podsInNamespace handler.MapFunc) handler.EventHandler {
+// topicChanges enqueues, for a Topic's change, its namespace's Topics (a
+// request without a name: reconcileTopics, which computes the pods again
+// only if the change changed their exclusions): at once for a change of
+// limits or publishers, after topicShapeBatch for a change of which Topics
+// are in force (created, deleted, or a new subject), which changes every
+// pod's own resource (it lists them), so that Topics created together are
+// published together. No Topic change requeues the pods one by one.
+func topicChanges() handler.EventHandler {
 	namespaceOf := func(obj client.Object) reconcile.Request {
 		return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace()}}
 	}
-	// enqueue queues the namespace's Topics, at once for a change of
-	// limits, after topicShapeBatch for a change of which Topics are in
-	// force (shape), which changes every pod's own resource (it lists
-	// them): Topics created together are then published together. pods
-	// requeues every sidecar pod of the namespace too.
-	enqueue := func(ctx context.Context, obj client.Object, shape, pods bool, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		if shape {
-			q.AddAfter(namespaceOf(obj), topicShapeBatch)
-		} else {
-			q.Add(namespaceOf(obj))
-		}
-		if !pods {
-			return
-		}
-		for _, req := range podsInNamespace(ctx, obj) {
-			q.Add(req)
-		}
-	}
-	// createdOrDeleted reports whether a Topic's coming or going can
-	// change a pod's part.
-	createdOrDeleted := func(ctx context.Context, obj client.Object) bool {
-		t, ok := obj.(*v1alpha1.Topic)
-		if !ok || t.Spec.Publishers != nil {
-			return true
-		}
-		same, err := topicsWithSubject(ctx, c, t.Namespace, t.Spec.Subject)
-		if err != nil {
-			logf.FromContext(ctx).Error(err, "requeueing every pod of the namespace")
-			return true
-		}
-		return slices.ContainsFunc(same, func(o v1alpha1.Topic) bool { return o.Name != t.Name })
+	shapeChanged := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		q.AddAfter(namespaceOf(obj), topicShapeBatch)
 	}
 	return handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, e.Object, true, createdOrDeleted(ctx, e.Object), q)
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			shapeChanged(e.Object, q)
 		},
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, e.Object, true, createdOrDeleted(ctx, e.Object), q)
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			shapeChanged(e.Object, q)
 		},
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			before, okBefore := e.ObjectOld.(*v1alpha1.Topic)
 			after, okAfter := e.ObjectNew.(*v1alpha1.Topic)
-			if !okBefore || !okAfter {
-				enqueue(ctx, e.ObjectNew, true, true, q)
+			if !okBefore || !okAfter || before.Spec.Subject != after.Spec.Subject {
+				shapeChanged(e.ObjectNew, q)
 				return
 			}
-			subject := before.Spec.Subject != after.Spec.Subject
-			enqueue(ctx, e.ObjectNew, subject, subject || !equality.Semantic.DeepEqual(before.Spec.Publishers, after.Spec.Publishers), q)
+			q.Add(namespaceOf(e.ObjectNew))
 		},
 	}
 }

@@ -654,3 +654,62 @@ func TestTopicLimitChangeConfiguresNoPod(t *testing.T) {
 		}
 	}
 }
+
+// Past -max-topics-per-namespace, the Topics created last are in force
+// nowhere: Valid=False names the flag, the pods keep the Topics admitted,
+// and deleting one admits the next.
+func TestTopicsPastTheNamespaceLimit(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	if err := k8sClient.Create(ctx, newPod(ns, "app-0", map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled})); err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, suiteMaxTopics+1)
+	for i := range names {
+		names[i] = fmt.Sprintf("t%02d", i)
+		if err := k8sClient.Create(ctx, newTopic(ns, names[i], names[i]+".>")); err != nil {
+			t.Fatal(err)
+		}
+		// One at a time, so that creation times order them (the apiserver
+		// stamps whole seconds; ties go by name, which is the same order).
+	}
+	last := names[suiteMaxTopics]
+	eventually(t, "the last Topic is refused", func() error {
+		got, err := getTopic(ns, last)
+		if err != nil {
+			return err
+		}
+		return conditionIs(got.Status.Conditions, v1alpha1.ConditionValid, metav1.ConditionFalse, 1, "-max-topics-per-namespace (8)")
+	})
+	for _, name := range names[:suiteMaxTopics] {
+		eventually(t, "an admitted Topic is valid", func() error {
+			got, err := getTopic(ns, name)
+			if err != nil {
+				return err
+			}
+			return conditionIs(got.Status.Conditions, v1alpha1.ConditionValid, metav1.ConditionTrue, 1, "")
+		})
+	}
+	podConfig(t, ns, "app-0", "the pod holds the Topics admitted, not the last", func(cfg meshconfig.PodConfig) error {
+		if len(cfg.Topics) != suiteMaxTopics || slices.ContainsFunc(cfg.Topics, func(p meshconfig.TopicPolicy) bool { return p.Name == last }) {
+			return fmt.Errorf("topics %+v", cfg.Topics)
+		}
+		return nil
+	})
+	if err := k8sClient.Delete(ctx, newTopic(ns, names[0], "")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the last Topic is admitted", func() error {
+		got, err := getTopic(ns, last)
+		if err != nil {
+			return err
+		}
+		return conditionIs(got.Status.Conditions, v1alpha1.ConditionValid, metav1.ConditionTrue, 1, "")
+	})
+	podConfig(t, ns, "app-0", "the pod holds the last Topic", func(cfg meshconfig.PodConfig) error {
+		if len(cfg.Topics) != suiteMaxTopics || !slices.ContainsFunc(cfg.Topics, func(p meshconfig.TopicPolicy) bool { return p.Name == last }) {
+			return fmt.Errorf("topics %+v", cfg.Topics)
+		}
+		return nil
+	})
+}

@@ -27,6 +27,10 @@ type Setup struct {
 	AccessMode string
 	// Defaults govern subjects that no Topic matches.
 	Defaults meshconfig.Defaults
+	// MaxTopicsPerNamespace caps the Topics in force in one namespace
+	// (-max-topics-per-namespace; see desired.WithinLimit): zero takes
+	// desired.DefaultMaxTopicsPerNamespace, negative admits every Topic.
+	MaxTopicsPerNamespace int
 	// OnSynced, if set, is called once every sidecar pod has been computed
 	// since this replica became the leader: until then a sink that serves
 	// sidecars must not answer them (it would answer with removals).
@@ -69,14 +73,18 @@ func SetupReconcilers(mgr ctrl.Manager, setup Setup) error {
 	if err := indexImports(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("indexing subscriptions and topics by import: %w", err)
 	}
+	maxTopics := setup.MaxTopicsPerNamespace
+	if maxTopics == 0 {
+		maxTopics = desired.DefaultMaxTopicsPerNamespace
+	}
 	events := mgr.GetEventRecorder(v1alpha1.FieldManagerReconciler)
-	if err := (&TopicReconciler{Client: mgr.GetClient(), Recorder: events}).SetupWithManager(mgr); err != nil {
+	if err := (&TopicReconciler{Client: mgr.GetClient(), Recorder: events, MaxTopics: maxTopics}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the topic reconciler: %w", err)
 	}
 	if err := (&SubscriptionReconciler{Client: mgr.GetClient(), Recorder: events}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the subscription reconciler: %w", err)
 	}
-	pods := &PodConfigReconciler{Client: mgr.GetClient(), Store: setup.Sink, Defaults: setup.Defaults, AccessMode: setup.AccessMode}
+	pods := &PodConfigReconciler{Client: mgr.GetClient(), Store: setup.Sink, Defaults: setup.Defaults, AccessMode: setup.AccessMode, MaxTopics: maxTopics}
 	if err := pods.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the pod configuration reconciler: %w", err)
 	}

@@ -80,6 +80,8 @@ func runSuite(m *testing.M) int {
 		podSets = &countingSink{Sink: store, pods: map[string]int{}}
 		if err := controllers.SetupReconcilers(mgr, controllers.Setup{
 			Sink: podSets, Defaults: meshconfig.DefaultPolicy, Tracker: xds.NewTracker(),
+			// Small, for the test of the cap; no other test comes near it.
+			MaxTopicsPerNamespace: suiteMaxTopics,
 			// Writes at once: no deferred write requeues an object, so a
 			// test sees only the reconciles its own change caused.
 			PropagationWriteInterval: time.Nanosecond,
@@ -107,6 +109,9 @@ func newNamespace(t *testing.T) string {
 	t.Helper()
 	return envtestsuite.NewNamespace(t, k8sClient, "test-")
 }
+
+// suiteMaxTopics is the operator's -max-topics-per-namespace in these tests.
+const suiteMaxTopics = 8
 
 // countingSink counts, per namespace, the SetPod calls that reach Sink:
 // how many pods a change made the reconciler configure.

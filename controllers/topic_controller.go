@@ -27,6 +27,9 @@ type TopicReconciler struct {
 	client.Client
 	// Recorder, if set, records the Events.
 	Recorder recorder.EventRecorder
+	// MaxTopics caps the Topics in force per namespace (<= 0: none; see
+	// desired.WithinLimit).
+	MaxTopics int
 
 	announced announcements
 	governed  governedCounts
@@ -61,7 +64,7 @@ func (r *TopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	status := topicStatus(&topic, topics.Items, subscriptions.Items, &r.governed, importIssue)
+	status := topicStatus(&topic, topics.Items, r.MaxTopics, subscriptions.Items, &r.governed, importIssue)
 	if err := topicReconcilerStatus.apply(ctx, r.Client, &topic, v1alpha1.GroupVersion.WithKind("Topic"), &topic.Status, &status); err != nil {
 		return ctrl.Result{}, err
 	}

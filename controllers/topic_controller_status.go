@@ -18,6 +18,7 @@ const (
 	ReasonInvalidPublishers = "InvalidPublishers"
 	ReasonSamePattern       = "SamePattern"
 	ReasonNoConflict        = "NoConflict"
+	ReasonOverTopicLimit    = "OverNamespaceTopicLimit"
 )
 
 // topicStatus computes what the reconciler owns of a Topic's status from its
@@ -26,10 +27,23 @@ const (
 //
 // importIssue is why its service import imports nothing (topicImportProblem),
 // or "".
-func topicStatus(topic *v1alpha1.Topic, topics []v1alpha1.Topic, subscriptions []v1alpha1.Subscription, governed *governedCounts, importIssue string) v1alpha1.TopicStatus {
+//
+// maxTopics caps the Topics in force in the namespace (desired.WithinLimit):
+// a Topic past it is Valid=False and in force nowhere.
+func topicStatus(topic *v1alpha1.Topic, topics []v1alpha1.Topic, maxTopics int, subscriptions []v1alpha1.Subscription, governed *governedCounts, importIssue string) v1alpha1.TopicStatus {
 	status := *topic.Status.DeepCopy()
 	status.ObservedGeneration = topic.Generation
 	gen := topic.Generation
+
+	all := len(topics)
+	topics, over := desired.WithinLimit(topics, maxTopics)
+	if over[topic.Name] {
+		setCondition(&status.Conditions, gen, v1alpha1.ConditionConflicting, metav1.ConditionFalse, ReasonNoConflict, "the Topic is not in force (see Valid)")
+		setCondition(&status.Conditions, gen, v1alpha1.ConditionValid, metav1.ConditionFalse, ReasonOverTopicLimit,
+			fmt.Sprintf("namespace %s has %d Topics: the operator's -max-topics-per-namespace (%d) admits the %d created first, so this Topic is in force nowhere until others are deleted", topic.Namespace, all, maxTopics, maxTopics))
+		status.Subscriptions = 0
+		return status
+	}
 
 	inForce, conflicts := desired.ResolveConflicts(topics)
 	if others := conflicts[topic.Name]; len(others) > 0 {

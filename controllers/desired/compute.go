@@ -50,6 +50,8 @@ type View struct {
 	topics    []viewTopic // in force, sorted by subject
 	subs      []viewSubscription
 	problems  []Problem
+	// exclusionKey is ExclusionKey's.
+	exclusionKey uint64
 
 	// internMu guards the exclusion sets ComputePart interns, the one
 	// thing of a View that grows after NewView.
@@ -107,6 +109,7 @@ func NewView(namespace string, topics []v1alpha1.Topic, subscriptions []v1alpha1
 	slices.SortFunc(v.problems, func(a, b Problem) int { return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name)) })
 	slices.SortFunc(v.topics, func(a, b viewTopic) int { return cmp.Compare(a.policy.Subject, b.policy.Subject) })
 	slices.SortFunc(v.subs, func(a, b viewSubscription) int { return cmp.Compare(a.policy.Name, b.policy.Name) })
+	v.exclusionKey = v.computeExclusionKey()
 	return v
 }
 

@@ -84,6 +84,22 @@ func (v *View) Topics() []meshconfig.TopicPolicy {
 	return out
 }
 
+// ExclusionKey identifies what decides the pods' exclusions under the
+// View: its Topics in force that have publishers, and their selectors.
+// Two Views with the same key exclude every pod alike, so a change of
+// Topics that keeps it needs no pod computed again.
+func (v *View) ExclusionKey() uint64 { return v.exclusionKey }
+
+func (v *View) computeExclusionKey() uint64 {
+	var names []string
+	for _, t := range v.topics {
+		if t.publishers != nil {
+			names = append(names, t.policy.Name, t.publishers.String())
+		}
+	}
+	return fingerprintNames(names)
+}
+
 // ComputePart returns what is particular to pod under the View (see
 // Compute, which is Assemble(v.Topics(), part)). It costs a selector match
 // per Topic with publishers and per Subscription, and allocates nothing
