@@ -184,6 +184,12 @@ func Refs(pod *xdsv1.PodPolicy) []string {
 // same content hash. It returns the names it could not find in shared
 // instead of a configuration while any is missing.
 func Assemble(pod *xdsv1.PodPolicy, shared map[string]*xdsv1.Resource) (cfg meshconfig.PodConfig, missing []string, err error) {
+	return AssembleFrom(pod, func(name string) (*xdsv1.Resource, bool) { r, ok := shared[name]; return r, ok })
+}
+
+// AssembleFrom is Assemble with the shared resources looked up by name, so
+// that a client holding them in a map of its own need not copy it.
+func AssembleFrom(pod *xdsv1.PodPolicy, lookup func(name string) (*xdsv1.Resource, bool)) (cfg meshconfig.PodConfig, missing []string, err error) {
 	cfg = meshconfig.PodConfig{
 		Namespace:     pod.GetNamespace(),
 		Pod:           pod.GetPod(),
@@ -206,7 +212,7 @@ func Assemble(pod *xdsv1.PodPolicy, shared map[string]*xdsv1.Resource) (cfg mesh
 			cfg.Topics = append(cfg.Topics, excluded)
 			continue
 		}
-		res, ok := shared[ref.GetName()]
+		res, ok := lookup(ref.GetName())
 		if !ok {
 			missing = append(missing, ref.GetName())
 			continue
@@ -218,7 +224,7 @@ func Assemble(pod *xdsv1.PodPolicy, shared map[string]*xdsv1.Resource) (cfg mesh
 		cfg.Topics = append(cfg.Topics, topicFromProto(t, ref.GetMayPublish()))
 	}
 	for _, name := range pod.GetSubscriptions() {
-		res, ok := shared[name]
+		res, ok := lookup(name)
 		if !ok {
 			missing = append(missing, name)
 			continue

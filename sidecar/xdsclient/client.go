@@ -403,6 +403,9 @@ func (c *Client) stream(ctx context.Context, conn grpc.ClientConnInterface) (adm
 	c.stats.Connects++
 	c.mu.Unlock()
 	subscribed := map[string]bool{c.own: true}
+	// dirty names what changed in working since the last configuration
+	// applied: applying one moves just those into held.
+	dirty := map[string]bool{}
 	initial := map[string]string{}
 	for name, r := range working {
 		subscribed[name] = true
@@ -445,7 +448,7 @@ func (c *Client) stream(ctx context.Context, conn grpc.ClientConnInterface) (adm
 			return false, err
 		}
 		ack := &deltav1.Request{TypeUrl: xdsresource.TypeURL, ResponseNonce: resp.GetNonce()}
-		change, waiting, err := c.handle(resp, working, subscribed)
+		change, waiting, err := c.handle(resp, working, subscribed, dirty)
 		var refused *refusal
 		if errors.As(err, &refused) && refused.fatal {
 			// Nothing of this response can be used, and the operator will
@@ -502,7 +505,11 @@ func (c *Client) nack(ack *deltav1.Request, err error) {
 // handle merges one response into working and applies the result when it is
 // complete. It returns a subscription change to send (or nil), whether the
 // configuration still waits for shared resources, and why it was refused.
-func (c *Client) handle(resp *deltav1.Response, working map[string]received, subscribed map[string]bool) (change *deltav1.Request, waiting bool, err error) {
+// dirty gathers the names working changed by since the last configuration
+// applied. It costs what the response holds plus one assembly: the set of
+// resources the pod needs is worked out again only when the pod's own
+// resource changed.
+func (c *Client) handle(resp *deltav1.Response, working map[string]received, subscribed, dirty map[string]bool) (change *deltav1.Request, waiting bool, err error) {
 	decoded := make(map[string]received, len(resp.GetResources()))
 	for _, r := range resp.GetResources() {
 		res, err := xdsresource.Decode(r.GetName(), r.GetResource())
@@ -516,7 +523,10 @@ func (c *Client) handle(resp *deltav1.Response, working map[string]received, sub
 		}
 		decoded[r.GetName()] = received{resource: res, version: r.GetVersion()}
 	}
-	maps.Copy(working, decoded)
+	for name, r := range decoded {
+		working[name] = r
+		dirty[name] = true
+	}
 	for _, name := range resp.GetRemovedResources() {
 		if name == c.own {
 			// The operator removes a pod's resource only once the pod is
@@ -525,39 +535,42 @@ func (c *Client) handle(resp *deltav1.Response, working map[string]received, sub
 			continue
 		}
 		delete(working, name)
+		dirty[name] = true
 	}
 	pod, ok := working[c.own]
 	if !ok {
 		return nil, false, nil // nothing to apply yet
 	}
-	wanted := map[string]bool{c.own: true}
-	for _, ref := range xdsresource.Refs(pod.resource.GetPod()) {
-		wanted[ref] = true
-	}
-	var sub, unsub []string
-	for name := range wanted {
-		if !subscribed[name] {
-			sub = append(sub, name)
-			subscribed[name] = true
+	if _, podChanged := decoded[c.own]; podChanged {
+		wanted := map[string]bool{c.own: true}
+		for _, ref := range xdsresource.Refs(pod.resource.GetPod()) {
+			wanted[ref] = true
+		}
+		var sub, unsub []string
+		for name := range wanted {
+			if !subscribed[name] {
+				sub = append(sub, name)
+				subscribed[name] = true
+			}
+		}
+		for name := range subscribed {
+			if !wanted[name] {
+				unsub = append(unsub, name)
+				delete(subscribed, name)
+				delete(working, name)
+				dirty[name] = true
+			}
+		}
+		if len(sub)+len(unsub) > 0 {
+			slices.Sort(sub)
+			slices.Sort(unsub)
+			change = &deltav1.Request{TypeUrl: xdsresource.TypeURL, ResourceNamesSubscribe: sub, ResourceNamesUnsubscribe: unsub}
 		}
 	}
-	for name := range subscribed {
-		if !wanted[name] {
-			unsub = append(unsub, name)
-			delete(subscribed, name)
-			delete(working, name)
-		}
-	}
-	if len(sub)+len(unsub) > 0 {
-		slices.Sort(sub)
-		slices.Sort(unsub)
-		change = &deltav1.Request{TypeUrl: xdsresource.TypeURL, ResourceNamesSubscribe: sub, ResourceNamesUnsubscribe: unsub}
-	}
-	shared := make(map[string]*xdsv1.Resource, len(working))
-	for name, r := range working {
-		shared[name] = r.resource
-	}
-	cfg, missing, err := xdsresource.Assemble(pod.resource.GetPod(), shared)
+	cfg, missing, err := xdsresource.AssembleFrom(pod.resource.GetPod(), func(name string) (*xdsv1.Resource, bool) {
+		r, ok := working[name]
+		return r.resource, ok
+	})
 	if err != nil {
 		return change, false, err
 	}
@@ -575,11 +588,18 @@ func (c *Client) handle(resp *deltav1.Response, working map[string]received, sub
 	}
 	c.mu.Lock()
 	c.applied = cfg.Version
-	c.held = maps.Clone(working)
+	for name := range dirty {
+		if r, ok := working[name]; ok {
+			c.held[name] = r
+		} else {
+			delete(c.held, name)
+		}
+	}
 	if !same {
 		c.stats.Applied++
 	}
 	c.mu.Unlock()
+	clear(dirty)
 	return change, false, nil
 }
 
