@@ -235,7 +235,14 @@ func (k *Keeper) watchPolicies(ctx context.Context) (func(), error) {
 	}
 	handler := toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { k.policyChanged(touched(obj)...) },
-		UpdateFunc: func(old, obj any) { k.policyChanged(append(touched(old), touched(obj)...)...) },
+		UpdateFunc: func(old, obj any) {
+			// Exports and imports are spec: the status writes that follow
+			// every change (several per object) re-sign nothing.
+			if !specChanged(old, obj) {
+				return
+			}
+			k.policyChanged(append(touched(old), touched(obj)...)...)
+		},
 		DeleteFunc: func(obj any) { k.policyChanged(touched(obj)...) },
 	}
 	var stops []func()
@@ -258,4 +265,12 @@ func (k *Keeper) watchPolicies(ctx context.Context) (func(), error) {
 		stops = append(stops, func() { _ = informer.RemoveEventHandler(reg) })
 	}
 	return stopAll, nil
+}
+
+// specChanged reports whether an update changed an object's spec (its
+// generation), or is of an object it cannot tell.
+func specChanged(old, obj any) bool {
+	before, ok1 := old.(client.Object)
+	after, ok2 := obj.(client.Object)
+	return !ok1 || !ok2 || before.GetGeneration() != after.GetGeneration()
 }
