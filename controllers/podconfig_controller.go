@@ -60,6 +60,75 @@ type PodConfigReconciler struct {
 	// part was last computed under (guarded by mu): reconcileTopics
 	// computes again only the pods computed under another.
 	exclusionKeys map[types.NamespacedName]uint64
+
+	// staleMu guards stale alone: the event handlers mark a namespace
+	// there, on the informers' goroutines, and must never wait for a
+	// reconcile (which holds mu).
+	staleMu sync.Mutex
+	// stale holds the namespaces whose Topics or Subscriptions changed
+	// since their View was prepared: a pod of any other namespace is
+	// configured from its View as it is, without listing the namespace's
+	// Topics and Subscriptions (thousands, in a large namespace).
+	stale map[string]bool
+}
+
+// markStale records that a namespace's Topics or Subscriptions changed.
+func (r *PodConfigReconciler) markStale(namespace string) {
+	r.staleMu.Lock()
+	if r.stale == nil {
+		r.stale = map[string]bool{}
+	}
+	r.stale[namespace] = true
+	r.staleMu.Unlock()
+}
+
+// currentView returns the namespace's View, listing its Topics and
+// Subscriptions only if one changed since it was prepared (or it never
+// was). The mark is cleared before the lists are read, so a change that
+// the lists miss marks it again. r.mu must be held.
+func (r *PodConfigReconciler) currentView(ctx context.Context, namespace string) (*desired.View, error) {
+	r.staleMu.Lock()
+	stale := r.stale[namespace]
+	delete(r.stale, namespace)
+	r.staleMu.Unlock()
+	if p, ok := r.views[namespace]; ok && !stale {
+		return p.view, nil
+	}
+	var topics v1alpha1.TopicList
+	if err := r.List(ctx, &topics, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		r.markStale(namespace)
+		return nil, fmt.Errorf("listing topics in %s: %w", namespace, err)
+	}
+	var subscriptions v1alpha1.SubscriptionList
+	if err := r.List(ctx, &subscriptions, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		r.markStale(namespace)
+		return nil, fmt.Errorf("listing subscriptions in %s: %w", namespace, err)
+	}
+	return r.viewOf(namespace, topics.Items, subscriptions.Items), nil
+}
+
+// staleOnChange wraps h so that each event marks its object's namespace
+// stale before h queues anything: a pod it requeues is then configured
+// from a View that has the change.
+func (r *PodConfigReconciler) staleOnChange(h handler.EventHandler) handler.EventHandler {
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.markStale(e.Object.GetNamespace())
+			h.Create(ctx, e, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.markStale(e.ObjectNew.GetNamespace())
+			h.Update(ctx, e, q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.markStale(e.Object.GetNamespace())
+			h.Delete(ctx, e, q)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.markStale(e.Object.GetNamespace())
+			h.Generic(ctx, e, q)
+		},
+	}
 }
 
 type preparedView struct {
@@ -135,19 +204,14 @@ func (r *PodConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		r.Store.Delete(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	var topics v1alpha1.TopicList
-	if err := r.List(ctx, &topics, client.InNamespace(pod.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing topics in %s: %w", pod.Namespace, err)
-	}
-	var subscriptions v1alpha1.SubscriptionList
-	if err := r.List(ctx, &subscriptions, client.InNamespace(pod.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing subscriptions in %s: %w", pod.Namespace, err)
-	}
 	mode, err := r.accessModeOf(ctx, pod.Namespace)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	view := r.viewOf(pod.Namespace, topics.Items, subscriptions.Items)
+	view, err := r.currentView(ctx, pod.Namespace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if !r.topicsPublished[pod.Namespace] {
 		// The namespace's first pod since this replica started: its
 		// Topics go first, so that no sidecar is served a configuration
@@ -184,19 +248,14 @@ func (r *PodConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 // force changed (View.ExclusionKey), it computes every sidecar pod of the
 // namespace again, here, instead of requeueing them.
 func (r *PodConfigReconciler) reconcileTopics(ctx context.Context, namespace string) (ctrl.Result, error) {
-	var topics v1alpha1.TopicList
-	if err := r.List(ctx, &topics, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing topics in %s: %w", namespace, err)
+	view, err := r.currentView(ctx, namespace)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	var subscriptions v1alpha1.SubscriptionList
-	if err := r.List(ctx, &subscriptions, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing subscriptions in %s: %w", namespace, err)
-	}
-	view := r.viewOf(namespace, topics.Items, subscriptions.Items)
 	r.topicsPublished[namespace] = true
 	log := logf.FromContext(ctx)
 	if r.Store.SetTopics(namespace, view.Topics()) {
-		log.Info("namespace topics changed", "topics", len(topics.Items))
+		log.Info("namespace topics changed", "topics", len(view.Topics()))
 	}
 	key := view.ExclusionKey()
 	pods, err := listSidecarPods(ctx, r, namespace)
@@ -271,8 +330,8 @@ func (r *PodConfigReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A pod's configuration reads only the spec of Topics and
 		// Subscriptions: their status writes (several per change) must not
 		// recompute every pod of the namespace.
-		Watches(&v1alpha1.Topic{}, topicChanges(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&v1alpha1.Subscription{}, podsOfSubscription(r), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.Topic{}, r.staleOnChange(topicChanges()), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.Subscription{}, r.staleOnChange(podsOfSubscription(r)), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// The namespace's label sets its pods' access mode.
 		WatchesMetadata(&corev1.Namespace{}, podsOfNamespace(r), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Named("podconfig").
