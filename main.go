@@ -153,6 +153,7 @@ func runOperator(args []string) error {
 	reportPods := fs.Int("report-pods", controllers.DefaultReportPods, fmt.Sprintf("how many pods, the worst by p99, a Subscription's status.pods lists (at most %d)", v1alpha1.MaxReportedPods))
 	reportPodRate := fs.Int("report-pod-rate", reports.DefaultPodReportsPerInterval, "the most reports one pod may send per -report-interval (a sidecar sends one); a faster pod's report stream is ended RESOURCE_EXHAUSTED and it resends later")
 	reportPodBurst := fs.Int("report-pod-burst", reports.DefaultPodReportBurst, "the burst of -report-pod-rate: a sidecar that reconnects resends the reports it queued (6 at most)")
+	reportMaxBytes := fs.Int64("report-max-bytes", 0, "the reports' memory cap in bytes: past it the sidecars' latency histograms are shed (counters and kill states kept), past it by a quarter more reports are refused; 0: a quarter of GOMEMLIMIT, or 1 GiB without one")
 	reportWrite := fs.Duration("report-write-interval", controllers.DefaultReportWriteInterval, "the least time between two report writes of one object's status (each write is also a material change)")
 	webhookCfg := fs.String("webhook-configuration", "", "name of the MutatingWebhookConfiguration of the sidecar-injection webhook ("+webhook.Name+"): the operator serves it on -webhook-listen and, unless -webhook-cert-dir is set, writes its CA bundle into this configuration (the RBAC rule allows "+webhook.DefaultConfigurationName+" only); empty: no webhook")
 	webhookListen := fs.String("webhook-listen", ":9444", "address of the sidecar-injection webhook (TLS, from the operator's CA or -webhook-cert-dir)")
@@ -188,6 +189,9 @@ func runOperator(args []string) error {
 	}
 	if *accessMode != meshconfig.AccessEnforce && *accessMode != meshconfig.AccessAudit {
 		return fmt.Errorf("-access-mode must be %q or %q, got %q", meshconfig.AccessEnforce, meshconfig.AccessAudit, *accessMode)
+	}
+	if *reportMaxBytes < 0 {
+		return fmt.Errorf("-report-max-bytes must be 0 (a quarter of GOMEMLIMIT) or positive; got %d", *reportMaxBytes)
 	}
 	if *maxTopics == 0 || *maxTopics < -1 {
 		return fmt.Errorf("-max-topics-per-namespace must be positive, or -1 for no limit; got %d", *maxTopics)
@@ -287,7 +291,7 @@ func runOperator(args []string) error {
 	reportService, err := reports.New(reports.Options{
 		Serving: publisher.Synced, PolicyNames: reports.PublisherPolicyNames(publisher),
 		Window: *reportWindow, Interval: *reportInterval, Registerer: metrics.Registry, Log: log.WithName("reports"),
-		PodReportsPerInterval: *reportPodRate, PodReportBurst: *reportPodBurst,
+		PodReportsPerInterval: *reportPodRate, PodReportBurst: *reportPodBurst, MaxBytes: *reportMaxBytes,
 	})
 	if err != nil {
 		return err

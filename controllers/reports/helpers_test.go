@@ -1,8 +1,12 @@
 package reports
 
 import (
+	"encoding/binary"
+	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -96,7 +100,8 @@ func newTestService(t testing.TB, clk *clock, tweak func(*Options)) (*Service, *
 	return svc, reg
 }
 
-// encode3 is the sidecars' encoding of values: 3 digits, 1 µs to 60 s.
+// encode3 is the older sidecars' encoding of values: HdrHistogram's
+// compressed V2 encoding at 3 digits, 1 µs to 60 s.
 func encode3(t testing.TB, values []int64) []byte {
 	t.Helper()
 	if len(values) == 0 {
@@ -134,8 +139,96 @@ func report(uid, boot string, seq uint64, subs []*xdsv1.SubscriptionReport, topi
 	return &xdsv1.Report{SchemaVersion: ReportSchemaVersion, PodUid: uid, BootId: boot, Sequence: seq, Subscriptions: subs, Topics: topics}
 }
 
+// buckets3 is the sidecars' form of values: sparse bucket counts at 3
+// digits, 1 µs to 60 s; nil for none.
+func buckets3(t testing.TB, values []int64) *xdsv1.Histogram {
+	return bucketsGeometry(t, wireLowest, wireHighest, wireDigits, values)
+}
+
+func bucketsGeometry(t testing.TB, lowest, highest int64, digits int, values []int64) *xdsv1.Histogram {
+	t.Helper()
+	if len(values) == 0 {
+		return nil
+	}
+	h := hdr.New(lowest, highest, digits)
+	for _, v := range values {
+		if err := h.RecordValue(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := &xdsv1.Histogram{LowestTrackableValue: lowest, HighestTrackableValue: highest, SignificantDigits: uint32(digits)}
+	last := -1
+	for i, c := range h.Export().Counts {
+		if c > 0 {
+			out.Buckets = binary.AppendUvarint(out.Buckets, uint64(i-last))
+			out.Buckets = binary.AppendUvarint(out.Buckets, uint64(c))
+			last = i
+		}
+	}
+	return out
+}
+
+// wireForm is how a report carries its histograms.
+type wireForm string
+
+const (
+	// formBuckets is a current sidecar's: sparse bucket counts.
+	formBuckets wireForm = "bucket counts"
+	// formV2 is a sidecar's before them: HdrHistogram's compressed V2
+	// encoding.
+	formV2 wireForm = "V2 encoding (older sidecars)"
+)
+
+var wireForms = []wireForm{formBuckets, formV2}
+
+// subReport is a Subscription's report as a current sidecar sends it.
 func subReport(t testing.TB, name string, delivered uint64, endToEnd, dwell []int64, dropped ...*xdsv1.ReasonCount) *xdsv1.SubscriptionReport {
-	return &xdsv1.SubscriptionReport{Name: name, Delivered: delivered, EndToEnd: encode3(t, endToEnd), Dwell: encode3(t, dwell), Dropped: dropped}
+	return subReportAs(t, formBuckets, name, delivered, endToEnd, dwell, dropped...)
+}
+
+func subReportAs(t testing.TB, form wireForm, name string, delivered uint64, endToEnd, dwell []int64, dropped ...*xdsv1.ReasonCount) *xdsv1.SubscriptionReport {
+	s := &xdsv1.SubscriptionReport{Name: name, Delivered: delivered, Dropped: dropped}
+	switch form {
+	case formBuckets:
+		s.EndToEndBuckets, s.DwellBuckets = buckets3(t, endToEnd), buckets3(t, dwell)
+	case formV2:
+		s.EndToEnd, s.Dwell = encode3(t, endToEnd), encode3(t, dwell)
+	default:
+		t.Fatalf("no wire form %q", form)
+	}
+	return s
+}
+
+// newStored is the reference the stored histograms are checked against:
+// HdrHistogram's own, at the stored geometry.
+func newStored() *hdr.PackedHistogram { return hdr.NewPacked(wireLowest, wireHighest, storedDigits) }
+
+// sparseOf is values as the operator stores them.
+func sparseOf(t testing.TB, values []int64) sparse {
+	t.Helper()
+	counts := map[int]int64{}
+	for _, v := range values {
+		counts[bucketIndex(v)]++
+	}
+	b := newSparseBuilder()
+	for _, i := range slices.Sorted(maps.Keys(counts)) {
+		b.add(i, counts[i])
+	}
+	return b.done()
+}
+
+// bucketsOf lists a sparse's buckets as "index:count".
+func bucketsOf(s sparse) []string {
+	var out []string
+	s.each(func(i int, c int64) { out = append(out, fmt.Sprintf("%d:%d", i, c)) })
+	return out
+}
+
+// referenceBuckets lists a reference histogram's buckets the same way.
+func referenceBuckets(h *hdr.PackedHistogram) []string {
+	var out []string
+	h.ForEachBucket(func(v, c int64) bool { out = append(out, fmt.Sprintf("%d:%d", bucketIndex(v), c)); return true })
+	return out
 }
 
 func reason(r string, n uint64) *xdsv1.ReasonCount { return &xdsv1.ReasonCount{Reason: r, Count: n} }
@@ -207,3 +300,13 @@ func value(m prometheus.Metric) float64 {
 }
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) }
+
+// wireBuckets is report.proto's bucket bytes of (index distance, count)
+// pairs.
+func wireBuckets(pairs ...uint64) []byte {
+	var out []byte
+	for _, v := range pairs {
+		out = binary.AppendUvarint(out, v)
+	}
+	return out
+}

@@ -1,9 +1,11 @@
 package reports
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -27,6 +29,9 @@ func TestBucketIndexIsHdrHistogramsIndex(t *testing.T) {
 		}
 		if bucketIndex(lo) != i || bucketIndex(hi) != i {
 			t.Fatalf("bucket %d is [%d, %d]; bucketIndex gives %d, %d", i, lo, hi, bucketIndex(lo), bucketIndex(hi))
+		}
+		if lowestOf(i) != lo || highestOf(i) != hi {
+			t.Fatalf("bucket %d is [%d, %d]; lowestOf and highestOf give [%d, %d]", i, lo, hi, lowestOf(i), highestOf(i))
 		}
 		v = hi + 1
 	}
@@ -104,67 +109,73 @@ func generate(n int, f func() int64) []int64 {
 // TestMergedPercentilesAreTheTruth feeds the same values to 4 pods'
 // reports and to one histogram: the window's aggregate must be exactly
 // the 2-digit histogram of every value, and within one 2-digit bucket
-// (in fact the same) of the merge of the 3-digit histograms reported.
+// (in fact the same) of the merge of the 3-digit histograms reported;
+// whichever form the reports carry, or both forms mixed (a rolling
+// upgrade: half the pods' sidecars older).
 func TestMergedPercentilesAreTheTruth(t *testing.T) {
 	const pods, reports, perReport = 4, 6, 1000
-	for seed, dist := range distributions {
-		t.Run(dist.name, func(t *testing.T) {
-			rng := newRand(uint64(seed) + 1)
-			clk := newClock()
-			svc, _ := newTestService(t, clk, nil)
-			all2 := newStored()
-			all3 := hdr.New(wireLowest, wireHighest, wireDigits)
-			pod2 := make([]*hdr.PackedHistogram, pods)
-			for seq := uint64(1); seq <= reports; seq++ {
-				for pod := range pods {
-					if pod2[pod] == nil {
-						pod2[pod] = newStored()
+	forms := map[string]func(pod int) wireForm{
+		"bucket counts":                        func(int) wireForm { return formBuckets },
+		"V2 encoding (older sidecars)":         func(int) wireForm { return formV2 },
+		"half the pods' sidecars older, mixed": func(pod int) wireForm { return wireForms[pod%2] },
+	}
+	for formName, formOf := range forms {
+		for seed, dist := range distributions {
+			t.Run(formName+"/"+dist.name, func(t *testing.T) {
+				rng := newRand(uint64(seed) + 1)
+				clk := newClock()
+				svc, _ := newTestService(t, clk, nil)
+				all2 := newStored()
+				all3 := hdr.New(wireLowest, wireHighest, wireDigits)
+				pod2 := make([]*hdr.PackedHistogram, pods)
+				for seq := uint64(1); seq <= reports; seq++ {
+					for pod := range pods {
+						if pod2[pod] == nil {
+							pod2[pod] = newStored()
+						}
+						values := dist.values(rng, perReport)
+						dwell := values[:perReport/2]
+						for _, v := range values {
+							must(t, all2.RecordValue(v))
+							must(t, pod2[pod].RecordValue(v))
+							must(t, all3.RecordValue(v))
+						}
+						sub := subReportAs(t, formOf(pod), "billing", seq*perReport, values, dwell)
+						mustAccept(t, svc, pod, report(identity(pod).PodUID, "a", seq, []*xdsv1.SubscriptionReport{sub}))
 					}
-					values := dist.values(rng, perReport)
-					dwell := values[:perReport/2]
-					for _, v := range values {
-						must(t, all2.RecordValue(v))
-						must(t, pod2[pod].RecordValue(v))
+					clk.Advance(5 * time.Second)
+				}
+				sum, ok := svc.Store().Subscription("shop", "billing")
+				if !ok {
+					t.Fatal("no summary")
+				}
+				if want := packedLatency(all2); withoutBands(sum.EndToEnd) != want {
+					t.Fatalf("aggregate %+v\nwant      %+v (one 2-digit histogram of every value)", sum.EndToEnd, want)
+				}
+				if sum.Dwell.Count != pods*reports*perReport/2 {
+					t.Fatalf("dwell count %d", sum.Dwell.Count)
+				}
+				for _, p := range sum.Pods {
+					i := int(p.PodUID[len("uid-")] - '0')
+					if want := packedLatency(pod2[i]); withoutBands(p.EndToEnd) != want {
+						t.Fatalf("%s: %+v, want %+v", p.Pod, p.EndToEnd, want)
 					}
-					sub := subReport(t, "billing", seq*perReport, values, dwell)
-					wire, err := hdr.Decode(sub.GetEndToEnd())
-					must(t, err)
-					all3.Merge(wire)
-					mustAccept(t, svc, pod, report(identity(pod).PodUID, "a", seq, []*xdsv1.SubscriptionReport{sub}))
 				}
-				clk.Advance(5 * time.Second)
-			}
-			sum, ok := svc.Store().Subscription("shop", "billing")
-			if !ok {
-				t.Fatal("no summary")
-			}
-			if want := packedLatency(all2); withoutBands(sum.EndToEnd) != want {
-				t.Fatalf("aggregate %+v\nwant      %+v (one 2-digit histogram of every value)", sum.EndToEnd, want)
-			}
-			if sum.Dwell.Count != pods*reports*perReport/2 {
-				t.Fatalf("dwell count %d", sum.Dwell.Count)
-			}
-			for _, p := range sum.Pods {
-				i := int(p.PodUID[len("uid-")] - '0')
-				if want := packedLatency(pod2[i]); withoutBands(p.EndToEnd) != want {
-					t.Fatalf("%s: %+v, want %+v", p.Pod, p.EndToEnd, want)
+				got := []time.Duration{sum.EndToEnd.P50, sum.EndToEnd.P90, sum.EndToEnd.P99, sum.EndToEnd.P999, sum.EndToEnd.P9999, sum.EndToEnd.Max}
+				want3 := append(all3.ValueAtPercentilesSlice(summaryPercentiles), all3.Max())
+				for i, v3 := range want3 {
+					v2 := got[i].Microseconds()
+					if bucketIndex(v2) != bucketIndex(v3) || MovedMoreThanOneBucket(got[i], micros(v3)) {
+						t.Errorf("value %d: %d µs at 2 digits is not in the bucket of %d µs at 3", i, v2, v3)
+					}
+					// The 2-digit value is the top of the bucket holding the
+					// 3-digit one: above it by less than 1/128 of it.
+					if v2 < v3 || float64(v2-v3) > float64(v3)/128 {
+						t.Errorf("value %d: %d µs at 2 digits, %d at 3: off by more than 1/128", i, v2, v3)
+					}
 				}
-			}
-			got := []time.Duration{sum.EndToEnd.P50, sum.EndToEnd.P90, sum.EndToEnd.P99, sum.EndToEnd.P999, sum.EndToEnd.P9999, sum.EndToEnd.Max}
-			want3 := append(all3.ValueAtPercentilesSlice(summaryPercentiles), all3.Max())
-			for i, v3 := range want3 {
-				v2 := got[i].Microseconds()
-				if bucketIndex(v2) != bucketIndex(v3) || MovedMoreThanOneBucket(got[i], micros(v3)) {
-					t.Errorf("value %d: %d µs at 2 digits is not in the bucket of %d µs at 3", i, v2, v3)
-				}
-				// The 2-digit value is the top of the bucket holding the
-				// 3-digit one: above it by less than 1/128 of it.
-				if v2 < v3 || float64(v2-v3) > float64(v3)/128 {
-					t.Errorf("value %d: %d µs at 2 digits, %d at 3: off by more than 1/128", i, v2, v3)
-				}
-			}
-			t.Logf("p50 %v p99 %v p99.99 %v max %v", sum.EndToEnd.P50, sum.EndToEnd.P99, sum.EndToEnd.P9999, sum.EndToEnd.Max)
-		})
+			})
+		}
 	}
 }
 
@@ -175,21 +186,108 @@ func must(t testing.TB, err error) {
 	}
 }
 
-func TestToStoredKeepsEveryCount(t *testing.T) {
+// Reading a report's histogram, in either form and at any precision the
+// operator takes, gives exactly the 2-digit histogram of its values.
+func TestReadingKeepsEveryCount(t *testing.T) {
 	rng := newRand(7)
 	for _, dist := range distributions {
 		values := dist.values(rng, 5000)
-		stored, err := decodeHistogram(encode3(t, values))
-		must(t, err)
-		direct := newStored()
+		want := newStored()
 		for _, v := range values {
-			must(t, direct.RecordValue(v))
+			must(t, want.RecordValue(v))
 		}
-		var gotBuckets, wantBuckets []string
-		stored.ForEachBucket(func(v, c int64) bool { gotBuckets = append(gotBuckets, fmt.Sprint(v, c)); return true })
-		direct.ForEachBucket(func(v, c int64) bool { wantBuckets = append(wantBuckets, fmt.Sprint(v, c)); return true })
-		if fmt.Sprint(gotBuckets) != fmt.Sprint(wantBuckets) || stored.TotalCount() != int64(len(values)) {
-			t.Errorf("%s: re-recorded buckets differ from recording the values at 2 digits", dist.name)
+		forms := map[string]func() (sparse, error){
+			"V2 encoding": func() (sparse, error) { return readHistogram(nil, encode3(t, values)) },
+		}
+		for d := minWireDigits; d <= maxWireDigits; d++ {
+			forms[fmt.Sprintf("bucket counts, %d digits", d)] = func() (sparse, error) {
+				return readHistogram(bucketsGeometry(t, wireLowest, wireHighest, d, values), nil)
+			}
+		}
+		for name, read := range forms {
+			got, err := read()
+			must(t, err)
+			if fmt.Sprint(bucketsOf(got)) != fmt.Sprint(referenceBuckets(want)) || got.total != int64(len(values)) {
+				t.Errorf("%s, %s: the stored buckets differ from recording the values at 2 digits", dist.name, name)
+			}
+		}
+	}
+}
+
+// The wire geometries are HdrHistogram's: walking every index of one,
+// the lowest value of each lands in that index.
+func TestWireGeometriesAreHdrHistograms(t *testing.T) {
+	for d := minWireDigits; d <= maxWireDigits; d++ {
+		g := &wireGeometries[d]
+		h := hdr.New(wireLowest, wireHighest, d)
+		if n := len(h.Export().Counts); n != g.countsLen {
+			t.Fatalf("%d digits: %d counts, HdrHistogram has %d", d, g.countsLen, n)
+		}
+		table := g.storedTable()
+		for i := range g.countsLen {
+			v := g.lowestOf(i)
+			must(t, h.RecordValue(v))
+			if got, want := g.storedOf(table, i), bucketIndex(v); got != want {
+				t.Fatalf("%d digits: index %d (from %d µs) maps to stored bucket %d, want %d", d, i, v, got, want)
+			}
+		}
+		for i, c := range h.Export().Counts {
+			if c != 1 {
+				t.Fatalf("%d digits: index %d holds %d of the buckets' lowest values, want 1", d, i, c)
+			}
+		}
+	}
+}
+
+// dense's percentiles are HdrHistogram's, at every percentile, and a
+// sum less what was added is what it was.
+func TestDenseIsHdrHistogram(t *testing.T) {
+	percentiles := []float64{0, 1e-9, 0.5, 10, 50, 50, 90, 99, 99.9, 99.99, 99.9999, 100, 120, -3}
+	rng := newRand(11)
+	for _, dist := range distributions {
+		for _, n := range []int{1, 3, 1000} {
+			values := dist.values(rng, n)
+			ref := newStored()
+			for _, v := range values {
+				must(t, ref.RecordValue(v))
+			}
+			var d dense
+			other := sparseOf(t, dist.values(rng, 100))
+			d.add(other, 1)
+			d.add(sparseOf(t, values), 1)
+			d.add(other, -1)
+			got := make([]int64, len(percentiles))
+			d.valuesAt(percentiles, got)
+			want := ref.ValueAtPercentilesSlice(percentiles)
+			if fmt.Sprint(got) != fmt.Sprint(want) || d.total != int64(n) || highestOf(d.top()) != ref.Max() {
+				t.Errorf("%s, %d values: %v, max %d; HdrHistogram %v, max %d", dist.name, n, got, highestOf(d.top()), want, ref.Max())
+			}
+		}
+	}
+	var empty dense
+	if l := empty.latency(); l != (Latency{}) {
+		t.Errorf("an empty histogram summarizes as %+v", l)
+	}
+}
+
+func TestMergeAddsBucketByBucket(t *testing.T) {
+	rng := newRand(13)
+	cases := []struct {
+		name string
+		a, b []int64
+	}{
+		{"both empty", nil, nil},
+		{"one empty", []int64{1, 2, 3}, nil},
+		{"the other empty", nil, []int64{300, 60_000_000}},
+		{"disjoint", []int64{1, 2}, []int64{1000, 2000}},
+		{"interleaved and shared", []int64{1, 5, 1000, 1001, 50_000}, []int64{2, 5, 1003, 60_000_000}},
+		{"lognormal", lognormal(rng, 1000, 2000, 1), lognormal(rng, 1000, 3000, 1)},
+	}
+	for _, tc := range cases {
+		got := merge(sparseOf(t, tc.a), sparseOf(t, tc.b))
+		want := sparseOf(t, append(slices.Clone(tc.a), tc.b...))
+		if fmt.Sprint(bucketsOf(got)) != fmt.Sprint(bucketsOf(want)) || got.total != want.total {
+			t.Errorf("%s: %v, want %v", tc.name, bucketsOf(got), bucketsOf(want))
 		}
 	}
 }
@@ -212,4 +310,40 @@ func packedLatency(h *hdr.PackedHistogram) Latency {
 func withoutBands(l Latency) Latency {
 	l.Bands = Bands{}
 	return l
+}
+
+// FuzzReadBuckets: whatever bytes a report's bucket counts carry, reading
+// them refuses or stores exactly their counts, never more buckets than
+// the stored geometry has, and never panics.
+func FuzzReadBuckets(f *testing.F) {
+	f.Add(uint32(3), wireBuckets(1, 1))
+	f.Add(uint32(3), wireBuckets(101, 3, 1, 1, 7_000, 2))
+	f.Add(uint32(2), wireBuckets(1, 1<<62))
+	f.Add(uint32(5), wireBuckets(1_300_000, 1))
+	f.Add(uint32(3), []byte{0x80})
+	f.Fuzz(func(t *testing.T, digits uint32, buckets []byte) {
+		h := &xdsv1.Histogram{LowestTrackableValue: wireLowest, HighestTrackableValue: wireHighest, SignificantDigits: digits, Buckets: buckets}
+		got, err := readBuckets(h)
+		if err != nil {
+			return
+		}
+		var want int64
+		for b := buckets; len(b) > 0; {
+			_, n := binary.Uvarint(b)
+			c, m := binary.Uvarint(b[n:])
+			b = b[n+m:]
+			want = saturatingAdd(want, int64(c))
+		}
+		listed := bucketsOf(got)
+		var sum int64
+		got.each(func(i int, c int64) {
+			if i < 0 || i >= storedBuckets || c <= 0 {
+				t.Fatalf("stored bucket %d with %d", i, c)
+			}
+			sum = saturatingAdd(sum, c)
+		})
+		if sum != want || got.total != want || len(listed) > storedBuckets {
+			t.Fatalf("stored %d values in %d buckets (total %d), want %d", sum, len(listed), got.total, want)
+		}
+	})
 }

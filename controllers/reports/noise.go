@@ -3,8 +3,6 @@ package reports
 import (
 	"math"
 	"time"
-
-	hdr "github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // Sampling noise. A percentile of the window's values is itself a random
@@ -72,21 +70,23 @@ func Apart(a, b Band) bool {
 // before its bands were known, as after a restart).
 func Point(v time.Duration) Band { return Band{Low: v, High: v} }
 
-// bandsOf computes a dense histogram's summary percentiles and their
-// bands in one pass over its counts; maxValue is the recorded maximum.
-func bandsOf(h *hdr.Histogram, maxValue int64) (values [5]int64, bands Bands) {
-	n := float64(h.TotalCount())
+// bandsOf computes a histogram's summary percentiles and their bands in
+// one pass over its counts; maxValue is its max.
+func bandsOf(h *dense, maxValue int64) (values [5]int64, bands Bands) {
+	n := float64(h.total)
 	// For each summary percentile: its band's low end, itself, its high
-	// end; then the max's low end. ValueAtPercentilesSlice sorts them if
-	// they are not ascending (small n).
-	ps := make([]float64, 0, 3*len(summaryPercentiles)+1)
+	// end; then the max's low end. valuesAt sorts them if they are not
+	// ascending (small n).
+	var psBuf [3*5 + 1]float64
+	ps := psBuf[:0]
 	for _, p := range summaryPercentiles {
 		q := p / 100
 		k := max(noiseSigmas*math.Sqrt(n*q*(1-q)), noiseTailRanks)
 		ps = append(ps, clampPercentile(100*(q*n-k)/n), p, clampPercentile(100*(q*n+k)/n))
 	}
 	ps = append(ps, clampPercentile(100*(n-noiseTailRanks)/n))
-	v := h.ValueAtPercentilesSlice(ps)
+	var v [len(psBuf)]int64
+	h.valuesAt(ps, v[:])
 	for i := range summaryPercentiles {
 		values[i] = v[3*i+1]
 		bands[i] = Band{Low: micros(v[3*i]), High: micros(min(v[3*i+2], maxValue))}

@@ -10,16 +10,9 @@ var bandNames = [6]string{"p50", "p90", "p99", "p99.9", "p99.99", "max"}
 // latencyOf summarizes values as a Subscription summary does.
 func latencyOf(t *testing.T, values []int64) Latency {
 	t.Helper()
-	h := newStored()
-	for _, v := range values {
-		if err := h.RecordValue(v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var a accumulator
-	defer a.release()
-	a.add(h)
-	return a.latency()
+	var d dense
+	d.add(sparseOf(t, values), 1)
+	return d.latency()
 }
 
 func valuesOf(l Latency) [6]int64 {

@@ -2,6 +2,8 @@ package reports
 
 import (
 	"errors"
+	"math"
+	"runtime/debug"
 	"time"
 
 	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
@@ -19,7 +21,14 @@ const (
 	DefaultWindow    = time.Minute
 	DefaultInterval  = 10 * time.Second
 	DefaultMaxSeries = 100_000
-	DefaultMaxBytes  = 1 << 30
+	// DefaultMaxBytes is the reports' memory cap when neither
+	// Options.MaxBytes nor GOMEMLIMIT sets it.
+	DefaultMaxBytes = 1 << 30
+	// MemoryLimitShare is the share of the Go memory limit (GOMEMLIMIT,
+	// runtime/debug.SetMemoryLimit) that the reports' memory cap takes by
+	// default: a quarter, beside the informers' caches, the xDS streams'
+	// buffers and the pods' configurations.
+	MemoryLimitShare = 4
 	// DefaultPodReportsPerInterval is twice a sidecar's cadence (one
 	// report per interval), for jitter and resends.
 	DefaultPodReportsPerInterval = 2
@@ -84,9 +93,13 @@ type Options struct {
 	// MaxSeries caps the series (pod UID, boot ID) held; a new one past it
 	// is refused with RESOURCE_EXHAUSTED (default 100,000).
 	MaxSeries int
-	// MaxBytes caps the estimated memory of what is held; reports are
-	// refused with RESOURCE_EXHAUSTED while the estimate is past it
-	// (default 1 GiB).
+	// MaxBytes caps the estimated memory of what is held. Past it, the
+	// reports' latency histograms are shed (their counters and kill states
+	// are kept, the shed reports counted and summaries say how many of
+	// theirs shed them); past it by a quarter more, which counters alone
+	// fill slowly, reports are refused with RESOURCE_EXHAUSTED. Default: a
+	// MemoryLimitShare of the Go memory limit (GOMEMLIMIT) when one is
+	// set, else DefaultMaxBytes.
 	MaxBytes int64
 	// PodReportsPerInterval and PodReportBurst bound how fast one pod may
 	// report (a token bucket per pod UID, refilled PodReportsPerInterval
@@ -124,7 +137,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.MaxSeries = DefaultMaxSeries
 	}
 	if o.MaxBytes <= 0 {
-		o.MaxBytes = DefaultMaxBytes
+		o.MaxBytes = MaxBytesFor(debug.SetMemoryLimit(-1))
 	}
 	if o.PodReportsPerInterval <= 0 {
 		o.PodReportsPerInterval = DefaultPodReportsPerInterval
@@ -159,4 +172,23 @@ func (o Options) replacedBy(now time.Time) time.Time { return now.Add(-o.Window 
 func (o Options) maxSlices() int {
 	n := int((o.Window + o.Interval - 1) / o.Interval)
 	return 2*n + 2
+}
+
+// MaxBytesFor is the default reports' memory cap under a Go memory limit
+// (runtime/debug.SetMemoryLimit(-1), which GOMEMLIMIT sets; math.MaxInt64:
+// none): a MemoryLimitShare of it, or DefaultMaxBytes without one.
+func MaxBytesFor(memoryLimit int64) int64 {
+	if memoryLimit <= 0 || memoryLimit == math.MaxInt64 {
+		return DefaultMaxBytes
+	}
+	return max(memoryLimit/MemoryLimitShare, 1)
+}
+
+// hardMaxBytes is where reports are refused: MaxBytes and a quarter more,
+// the headroom that shed reports (counters and kill states) fill.
+func (o Options) hardMaxBytes() int64 {
+	if o.MaxBytes > math.MaxInt64/5*4 {
+		return math.MaxInt64
+	}
+	return o.MaxBytes + o.MaxBytes/4
 }

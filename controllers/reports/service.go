@@ -45,6 +45,7 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reports: registering metrics: %w", err)
 	}
+	m.maxBytes.Set(float64(opts.MaxBytes))
 	perSecond := rate.Limit(float64(opts.PodReportsPerInterval) / opts.Interval.Seconds())
 	return &Service{opts: opts, store: newStore(opts, m), metrics: m,
 		podRate: bounded.NewLimiters[string](perSecond, opts.PodReportBurst, maxRatedPods)}, nil
@@ -143,6 +144,7 @@ func (s *Service) accept(id xds.Identity, r *xdsv1.Report) *refusal {
 		return nil
 	}
 	s.metrics.accepted.Inc()
-	s.store.notify(changesOf(checked))
+	s.store.notify(checked.changed)
+	s.store.gather(checked.gathered)
 	return nil
 }

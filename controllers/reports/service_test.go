@@ -283,7 +283,7 @@ func TestARefusedReportStoresNothing(t *testing.T) {
 			code: codes.InvalidArgument, mention: "schema version 2", metric: refusedSchema,
 		},
 		{
-			name: "2 significant digits", token: "token-0",
+			name: "V2 encoding: 2 significant digits", token: "token-0",
 			report: func(t *testing.T) *xdsv1.Report {
 				s := billing(t)
 				s.Dwell = encodeGeometry(t, 1, 60_000_000, 2, []int64{100})
@@ -292,31 +292,123 @@ func TestARefusedReportStoresNothing(t *testing.T) {
 			code: codes.InvalidArgument, mention: "2 digits", metric: refusedHistogram,
 		},
 		{
-			name: "a highest value of an hour", token: "token-0",
+			name: "V2 encoding: a highest value of an hour", token: "token-0",
 			report: func(t *testing.T) *xdsv1.Report {
 				s := billing(t)
-				s.EndToEnd = encodeGeometry(t, 1, 3_600_000_000, 3, []int64{100})
+				s.EndToEndBuckets, s.EndToEnd = nil, encodeGeometry(t, 1, 3_600_000_000, 3, []int64{100})
 				return report("uid-0", "b", 1, []*xdsv1.SubscriptionReport{s})
 			},
 			code: codes.InvalidArgument, mention: "highest 3600000000", metric: refusedHistogram,
 		},
 		{
-			name: "a lowest value of 1 ms", token: "token-0",
+			name: "V2 encoding: a lowest value of 1 ms", token: "token-0",
 			report: func(t *testing.T) *xdsv1.Report {
 				s := billing(t)
-				s.EndToEnd = encodeGeometry(t, 1000, 60_000_000, 3, []int64{100_000})
+				s.EndToEndBuckets, s.EndToEnd = nil, encodeGeometry(t, 1000, 60_000_000, 3, []int64{100_000})
 				return report("uid-0", "b", 1, []*xdsv1.SubscriptionReport{s})
 			},
 			code: codes.InvalidArgument, mention: "lowest 1000", metric: refusedHistogram,
 		},
 		{
-			name: "a histogram that does not decode", token: "token-0",
+			name: "V2 encoding: a histogram that does not decode", token: "token-0",
 			report: func(t *testing.T) *xdsv1.Report {
 				s := billing(t)
-				s.EndToEnd = []byte("HISTFAAAAB14nJNpmSzMwMDAxQABzFCaEUzOmNZg") // truncated
+				s.EndToEndBuckets, s.EndToEnd = nil, []byte("HISTFAAAAB14nJNpmSzMwMDAxQABzFCaEUzOmNZg") // truncated
 				return report("uid-0", "b", 1, []*xdsv1.SubscriptionReport{s})
 			},
 			code: codes.InvalidArgument, mention: "end_to_end", metric: refusedHistogram,
+		},
+		{
+			name: "bucket counts: a highest value of an hour", token: "token-0",
+			report: func(t *testing.T) *xdsv1.Report {
+				s := billing(t)
+				s.EndToEndBuckets = bucketsGeometry(t, 1, 3_600_000_000, 3, []int64{100})
+				return report("uid-0", "b", 1, []*xdsv1.SubscriptionReport{s})
+			},
+			code: codes.InvalidArgument, mention: "highest 3600000000", metric: refusedHistogram,
+		},
+		{
+			name: "bucket counts: a lowest value of 1 ms", token: "token-0",
+			report: func(t *testing.T) *xdsv1.Report {
+				s := billing(t)
+				s.DwellBuckets = bucketsGeometry(t, 1000, 60_000_000, 3, []int64{100_000})
+				return report("uid-0", "b", 1, []*xdsv1.SubscriptionReport{s})
+			},
+			code: codes.InvalidArgument, mention: "lowest 1000", metric: refusedHistogram,
+		},
+		{
+			name: "bucket counts: 1 significant digit", token: "token-0",
+			report: func(t *testing.T) *xdsv1.Report {
+				s := billing(t)
+				s.EndToEndBuckets = bucketsGeometry(t, 1, 60_000_000, 1, []int64{100})
+				return report("uid-0", "b", 1, []*xdsv1.SubscriptionReport{s})
+			},
+			code: codes.InvalidArgument, mention: "1 digits", metric: refusedHistogram,
+		},
+		{
+			name: "bucket counts: a distance without its count", token: "token-0",
+			report: func(t *testing.T) *xdsv1.Report {
+				s := billing(t)
+				s.EndToEndBuckets.Buckets = append(s.EndToEndBuckets.Buckets, 1)
+				return report("uid-0", "b", 1, []*xdsv1.SubscriptionReport{s})
+			},
+			code: codes.InvalidArgument, mention: "malformed varint", metric: refusedHistogram,
+		},
+		{
+			name: "bucket counts: a varint cut short", token: "token-0",
+			report: func(t *testing.T) *xdsv1.Report {
+				s := billing(t)
+				s.EndToEndBuckets.Buckets = append(wireBuckets(101, 1, 1), 0x80)
+				return report("uid-0", "b", 1, []*xdsv1.SubscriptionReport{s})
+			},
+			code: codes.InvalidArgument, mention: "malformed varint", metric: refusedHistogram,
+		},
+		{
+			name: "bucket counts: a bucket twice", token: "token-0",
+			report: func(t *testing.T) *xdsv1.Report {
+				s := billing(t)
+				s.EndToEndBuckets.Buckets = wireBuckets(101, 1, 0, 1)
+				return report("uid-0", "b", 1, []*xdsv1.SubscriptionReport{s})
+			},
+			code: codes.InvalidArgument, mention: "distance 0", metric: refusedHistogram,
+		},
+		{
+			name: "bucket counts: a count of 0", token: "token-0",
+			report: func(t *testing.T) *xdsv1.Report {
+				s := billing(t)
+				s.DwellBuckets = &xdsv1.Histogram{LowestTrackableValue: 1, HighestTrackableValue: 60_000_000, SignificantDigits: 3, Buckets: wireBuckets(101, 0)}
+				return report("uid-0", "b", 1, []*xdsv1.SubscriptionReport{s})
+			},
+			code: codes.InvalidArgument, mention: "count 0", metric: refusedHistogram,
+		},
+		{
+			name: "bucket counts: an index past the geometry's", token: "token-0",
+			report: func(t *testing.T) *xdsv1.Report {
+				s := billing(t)
+				s.EndToEndBuckets.Buckets = wireBuckets(101, 1, 1<<63, 1)
+				return report("uid-0", "b", 1, []*xdsv1.SubscriptionReport{s})
+			},
+			code: codes.InvalidArgument, mention: "beyond the highest", metric: refusedHistogram,
+		},
+		{
+			name: "bucket counts: a value above 60 s within the counts", token: "token-0",
+			report: func(t *testing.T) *xdsv1.Report {
+				s := billing(t)
+				// 3 digits: the last bucket of the counts array (17,407)
+				// lies at 67 s.
+				s.EndToEndBuckets.Buckets = wireBuckets(17_408, 1)
+				return report("uid-0", "b", 1, []*xdsv1.SubscriptionReport{s})
+			},
+			code: codes.InvalidArgument, mention: "beyond the highest", metric: refusedHistogram,
+		},
+		{
+			name: "bucket counts: a count past 2^62", token: "token-0",
+			report: func(t *testing.T) *xdsv1.Report {
+				s := billing(t)
+				s.EndToEndBuckets.Buckets = wireBuckets(101, 1<<62+1)
+				return report("uid-0", "b", 1, []*xdsv1.SubscriptionReport{s})
+			},
+			code: codes.InvalidArgument, mention: "count", metric: refusedHistogram,
 		},
 		{
 			name: "a reason listed twice", token: "token-0",

@@ -31,6 +31,12 @@ type Store struct {
 
 	listenMu  sync.Mutex
 	listeners []func(kind, namespace, name string)
+
+	// gathered are changes to notify at a sweep once per interval
+	// (gather); gatheredTaken is when they last were.
+	gatheredMu    sync.Mutex
+	gathered      map[change]struct{}
+	gatheredTaken time.Time
 }
 
 // namespace is one namespace's series and windows.
@@ -153,10 +159,18 @@ func (s *Store) isDuplicate(namespace, podUID, bootID string, sequence uint64) b
 // was silent for longer than the window): its totals are only a baseline,
 // its counters count from its next report, and its first slice holds its
 // histograms alone.
+//
+// Past the memory cap (Options.MaxBytes) the report's histograms are shed:
+// its counters and kill states are stored, its latency is not (counted,
+// and summaries say how many of their reports shed it). Past the cap and
+// its headroom (a quarter more), which only counters can fill, the report
+// is refused.
 func (s *Store) add(r *checkedReport) (duplicate bool, refused *refusal) {
-	if b := s.bytes.Load(); b > s.opts.MaxBytes {
-		return false, refuse(codes.ResourceExhausted, refusedMemoryCap, "the operator holds about %d bytes of reports, past its cap of %d; retry later", b, s.opts.MaxBytes)
+	b := s.bytes.Load()
+	if hard := s.opts.hardMaxBytes(); b > hard {
+		return false, refuse(codes.ResourceExhausted, refusedMemoryCap, "the operator holds about %d bytes of reports, past its cap of %d and the headroom above it (%d in all); retry later", b, s.opts.MaxBytes, hard)
 	}
+	shed := b > s.opts.MaxBytes
 	now := s.opts.Now()
 	cutoff := s.opts.replacedBy(now)
 	ns := s.lockNamespace(r.namespace)
@@ -183,7 +197,7 @@ func (s *Store) add(r *checkedReport) (duplicate bool, refused *refusal) {
 	}
 	// Only a series seen from its start knows what its totals grew by.
 	baseline := !known && r.sequence > 1
-	grown += s.addSubscriptions(ns, ser, r, baseline, now, cutoff)
+	grown += s.addSubscriptions(ns, ser, r, baseline, shed, now, cutoff)
 	grown += s.addTopics(ns, ser, r, baseline, now, cutoff)
 	ser.lastSequence, ser.lastReport = r.sequence, now
 	s.bytes.Add(grown)
@@ -203,7 +217,7 @@ func (s *Store) grew(cur, prev int64) int64 {
 
 // addSubscriptions stores the Subscriptions of r, a report of ser, and
 // returns the bytes it grew the store by.
-func (s *Store) addSubscriptions(ns *namespace, ser *series, r *checkedReport, baseline bool, now, cutoff time.Time) (grown int64) {
+func (s *Store) addSubscriptions(ns *namespace, ser *series, r *checkedReport, baseline, shed bool, now, cutoff time.Time) (grown int64) {
 	for i := range r.subscriptions {
 		rep := &r.subscriptions[i]
 		prev, had := ser.subscriptions[rep.name]
@@ -213,20 +227,33 @@ func (s *Store) addSubscriptions(ns *namespace, ser *series, r *checkedReport, b
 		}
 		ser.subscriptions[rep.name] = subscriptionTotals{delivered: rep.delivered, dropped: rep.dropped}
 		slice := &subscriptionSlice{at: now, endToEnd: rep.endToEnd, dwell: rep.dwell}
+		if shed && !(slice.endToEnd.empty() && slice.dwell.empty()) {
+			slice.endToEnd, slice.dwell, slice.shed = sparse{}, sparse{}, 1
+			s.metrics.shed.Inc()
+		}
 		if !baseline {
 			slice.delivered = s.grew(rep.delivered, prev.delivered)
 			slice.dropped = rep.dropped.minus(prev.dropped, s.metrics.counterShrinks.Inc)
 		}
 		w := ns.subscriptions[rep.name]
 		if w == nil {
-			w = newPolicyWindow[*subscriptionSlice]()
+			w = newPolicyWindow[*subscriptionSlice](true)
 			ns.subscriptions[rep.name] = w
+			grown += w.bytes()
 		}
 		p, created := w.pod(r.pod, r.podUID)
 		if created {
 			grown += podWindowBytes
 		}
-		grown += p.add(slice, cutoff, s.maxSlices)
+		grown += w.add(p, slice, cutoff, s.maxSlices)
+		// A pod that joins or comes back, a kill switch that moved and
+		// drops are told at once; the rest at the next sweep.
+		c := change{KindSubscription, r.namespace, rep.name}
+		if created || p.stale || p.kill != rep.kill || len(slice.dropped) > 0 {
+			r.changed = append(r.changed, c)
+		} else {
+			r.gathered = append(r.gathered, c)
+		}
 		p.lastReport, p.kill, p.stale = now, rep.kill, false
 	}
 	return grown
@@ -251,14 +278,21 @@ func (s *Store) addTopics(ns *namespace, ser *series, r *checkedReport, baseline
 		}
 		w := ns.topics[rep.name]
 		if w == nil {
-			w = newPolicyWindow[*topicSlice]()
+			w = newPolicyWindow[*topicSlice](false)
 			ns.topics[rep.name] = w
+			grown += w.bytes()
 		}
 		p, created := w.pod(r.pod, r.podUID)
 		if created {
 			grown += podWindowBytes
 		}
-		grown += p.add(slice, cutoff, s.maxSlices)
+		grown += w.add(p, slice, cutoff, s.maxSlices)
+		c := change{KindTopic, r.namespace, rep.name}
+		if created || p.stale || len(slice.refused) > 0 {
+			r.changed = append(r.changed, c)
+		} else {
+			r.gathered = append(r.gathered, c)
+		}
 		p.lastReport, p.stale = now, false
 	}
 	return grown

@@ -29,6 +29,11 @@ type SubscriptionSummary struct {
 	// KilledManual, KilledAuto and KilledShed count the pods, stale ones
 	// left out, whose latest report had delivery stopped, by cause.
 	KilledManual, KilledAuto, KilledShed int
+	// ShedReports counts the pods' reports in the window whose latency
+	// histograms the operator shed at its memory cap (Options.MaxBytes):
+	// EndToEnd and Dwell summarize the other reports alone. Their counters
+	// and kill states are counted.
+	ShedReports int
 }
 
 // PodSummary is one pod's share of a Subscription over the window.
@@ -44,6 +49,9 @@ type PodSummary struct {
 	LastReport time.Time
 	// Stale: no report for 2 intervals.
 	Stale bool
+	// ShedReports counts the pod's reports in the window whose latency
+	// histograms were shed (SubscriptionSummary.ShedReports).
+	ShedReports int
 }
 
 // TopicSummary is what the pods reported of one Topic over the window.
@@ -67,9 +75,11 @@ func (s *Store) windowStart(now time.Time) time.Time {
 }
 
 // Subscription summarizes a Subscription over the window; false when no
-// pod reported it in the window. It adds up the window's histograms: a few
-// microseconds per slice (BenchmarkSubscriptionSummary), under the
-// namespace's read lock.
+// pod reported it in the window. It adds nothing up: the aggregate
+// latencies are the window's running sums (less the slices of pods that
+// are late by more than an interval, which are in the sums until the next
+// sweep), and each pod's are kept from one summary to the next until its
+// slices change (podSummaryOf). Under the namespace's read lock.
 func (s *Store) Subscription(namespace, name string) (SubscriptionSummary, bool) {
 	now := s.opts.Now()
 	cutoff := s.opts.cutoff(now)
@@ -83,53 +93,46 @@ func (s *Store) Subscription(namespace, name string) (SubscriptionSummary, bool)
 		return SubscriptionSummary{}, false
 	}
 	out := SubscriptionSummary{WindowStart: s.windowStart(now), Window: s.opts.Window, Pods: make([]PodSummary, 0, len(w.pods))}
-	var allEndToEnd, allDwell, endToEnd, dwell accumulator
-	defer func() {
-		for _, a := range []*accumulator{&allEndToEnd, &allDwell, &endToEnd, &dwell} {
-			a.release()
-		}
-	}()
 	dropped := reasonSum{}
+	var left []*subscriptionSlice // held, but out of the window
 	for _, p := range w.pods {
-		endToEnd.reset()
-		dwell.reset()
-		var delivered int64
-		podDropped := reasonSum{}
-		n := 0
-		from := podCutoff(s, p.slices, cutoff)
+		if len(p.slices) == 0 {
+			continue
+		}
+		from := s.podCutoffAt(p.slices[len(p.slices)-1].at, cutoff)
+		sum := podSummaryOf(p, from)
 		for _, sl := range p.slices {
 			if !sl.at.After(from) {
-				continue // before the pod's window, or sweep has not come by yet
+				left = append(left, sl)
 			}
-			n++
-			endToEnd.add(sl.endToEnd)
-			dwell.add(sl.dwell)
-			allEndToEnd.add(sl.endToEnd)
-			allDwell.add(sl.dwell)
-			delivered = saturatingAdd(delivered, sl.delivered)
-			podDropped.add(sl.dropped)
 		}
-		if n == 0 {
+		if sum == nil {
 			continue
 		}
 		out.Pods = append(out.Pods, PodSummary{
 			Pod: p.pod, PodUID: p.podUID,
-			EndToEnd: endToEnd.latency(), Dwell: dwell.latency(),
-			Delivered: delivered, Dropped: podDropped.sorted(),
+			EndToEnd: sum.endToEnd, Dwell: sum.dwell,
+			Delivered: sum.delivered, Dropped: sum.dropped, ShedReports: sum.shed,
 			Kill: p.kill, LastReport: p.lastReport, Stale: p.isStale(now, s.opts.Interval),
 		})
-		out.Delivered = saturatingAdd(out.Delivered, delivered)
-		for reason, c := range podDropped {
-			dropped[reason] = saturatingAdd(dropped[reason], c)
+		out.Delivered = saturatingAdd(out.Delivered, sum.delivered)
+		dropped.add(sum.dropped)
+		out.ShedReports += sum.shed
+	}
+	if len(out.Pods) > 0 {
+		if len(left) == 0 {
+			out.EndToEnd, out.Dwell = w.sums.endToEnd.latency(), w.sums.dwell.latency()
+		} else {
+			out.EndToEnd = latencyLess(&w.sums.endToEnd, left, func(sl *subscriptionSlice) sparse { return sl.endToEnd })
+			out.Dwell = latencyLess(&w.sums.dwell, left, func(sl *subscriptionSlice) sparse { return sl.dwell })
 		}
 	}
 	ns.mu.RUnlock()
 	if len(out.Pods) == 0 {
 		return SubscriptionSummary{}, false
 	}
-	out.EndToEnd, out.Dwell = allEndToEnd.latency(), allDwell.latency()
 	out.Dropped = dropped.sorted()
-	slices.SortFunc(out.Pods, comparePods)
+	out.Pods = sortPods(out.Pods)
 	out.ReportingPods = len(out.Pods)
 	for _, p := range out.Pods {
 		if p.Stale {
@@ -151,6 +154,60 @@ func (s *Store) Subscription(namespace, name string) (SubscriptionSummary, bool)
 	return out, true
 }
 
+// latencyLess summarizes a running sum less some of its slices.
+func latencyLess(sum *dense, less []*subscriptionSlice, of func(*subscriptionSlice) sparse) Latency {
+	d := getDense()
+	defer putDense(d)
+	d.copyFrom(sum)
+	for _, sl := range less {
+		d.add(of(sl), -1)
+	}
+	return d.latency()
+}
+
+// podSummaryOf sums up a pod's slices accepted after from: kept in the
+// pod's window until its slices change, so that a Subscription's summary
+// recomputes only the pods that reported since the last one. Nil: none
+// in the window. Called under the namespace's read lock, concurrently:
+// the kept summary is swapped atomically.
+func podSummaryOf(p *podWindow[*subscriptionSlice], from time.Time) *podSummary {
+	// The slices in the window are the newest ones (they ascend): the
+	// summary is known by how many older ones are left out.
+	skip := 0
+	for skip < len(p.slices) && !p.slices[skip].at.After(from) {
+		skip++
+	}
+	if skip == len(p.slices) {
+		return nil
+	}
+	if kept := p.summary.Load(); kept != nil && kept.version == p.version && kept.from == skip {
+		return kept
+	}
+	endToEnd, dwell := getDense(), getDense()
+	defer putDense(endToEnd)
+	defer putDense(dwell)
+	sum := &podSummary{version: p.version, from: skip}
+	podDropped := reasonSum{}
+	n := 0
+	for _, sl := range p.slices[skip:] {
+		if !sl.at.After(from) {
+			continue // out of order (a clock that went back): left out all the same
+		}
+		n++
+		endToEnd.add(sl.endToEnd, 1)
+		dwell.add(sl.dwell, 1)
+		sum.delivered = saturatingAdd(sum.delivered, sl.delivered)
+		podDropped.add(sl.dropped)
+		sum.shed += int(sl.shed)
+	}
+	if n == 0 {
+		return nil
+	}
+	sum.endToEnd, sum.dwell, sum.dropped = endToEnd.latency(), dwell.latency(), podDropped.sorted()
+	p.summary.Store(sum)
+	return sum
+}
+
 // podCutoff is the start of one pod's window: the window's length before
 // its newest report, less half an interval, unless the store's cutoff
 // (now − window − interval/2, Options.cutoff) is later. Anchored at now
@@ -168,15 +225,35 @@ func podCutoff[S windowSlice[S]](s *Store, slices []S, cutoff time.Time) time.Ti
 	if len(slices) == 0 {
 		return cutoff
 	}
-	from := slices[len(slices)-1].acceptedAt().Add(-s.opts.Window + s.opts.Interval/2)
-	if from.After(cutoff) {
+	return s.podCutoffAt(slices[len(slices)-1].acceptedAt(), cutoff)
+}
+
+// podCutoffAt is podCutoff of a pod whose newest slice was accepted at
+// newest.
+func (s *Store) podCutoffAt(newest, cutoff time.Time) time.Time {
+	if from := newest.Add(-s.opts.Window + s.opts.Interval/2); from.After(cutoff) {
 		return from
 	}
 	return cutoff
 }
 
+// sortPods returns pods ordered by comparePods. A PodSummary is some 400
+// bytes: their indexes are sorted, and each is copied once.
+func sortPods(pods []PodSummary) []PodSummary {
+	order := make([]int, len(pods))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return comparePods(&pods[a], &pods[b]) })
+	out := make([]PodSummary, len(pods))
+	for i, k := range order {
+		out[i] = pods[k]
+	}
+	return out
+}
+
 // comparePods orders stale pods first, then the slowest.
-func comparePods(a, b PodSummary) int {
+func comparePods(a, b *PodSummary) int {
 	if a.Stale != b.Stale {
 		if a.Stale {
 			return -1

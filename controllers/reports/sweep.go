@@ -32,7 +32,8 @@ type change struct{ kind, namespace, name string }
 // sweep evicts the slices that left the window (Options.cutoff), forgets
 // the pods left with none, the policies left with no pod and the series
 // silent for the window, records which pods turned stale, and tells the
-// listeners what changed.
+// listeners what changed, and, once per interval, what reports changed
+// since (gather).
 func (s *Store) sweep() {
 	now := s.opts.Now()
 	cutoff, silent := s.opts.cutoff(now), now.Add(-s.opts.Window)
@@ -60,6 +61,7 @@ func (s *Store) sweep() {
 			}
 			if len(w.pods) == 0 {
 				delete(ns.subscriptions, policy)
+				freed += w.bytes()
 			}
 		}
 		for policy, w := range ns.topics {
@@ -70,6 +72,7 @@ func (s *Store) sweep() {
 			}
 			if len(w.pods) == 0 {
 				delete(ns.topics, policy)
+				freed += w.bytes()
 			}
 		}
 		for key, ser := range ns.series {
@@ -103,13 +106,23 @@ func (s *Store) sweep() {
 	}
 	s.metrics.series.Set(float64(s.series.Load()))
 	s.metrics.bytes.Set(float64(s.bytes.Load()))
+	gathered := s.takeGathered(now)
+	for _, c := range changes {
+		delete(gathered, c)
+	}
+	for c := range gathered {
+		changes = append(changes, c)
+	}
 	s.notify(changes)
 }
 
 // OnChange registers fn to be called with the kind (KindSubscription or
 // KindTopic), namespace and name of every object whose summary changed:
 // a report named it, a slice left its window, one of its pods turned
-// stale or was forgotten. fn is called with no lock held, on the
+// stale or was forgotten. A report that only adds to the latencies and
+// counts of a pod already in the window is told at a sweep once per
+// Interval, once per object however many came (gather); the rest at
+// once. fn is called with no lock held, on the
 // goroutine of a report's stream or of Start: it must not block (queue
 // the object, as a workqueue does).
 func (s *Store) OnChange(fn func(kind, namespace, name string)) {
@@ -132,14 +145,39 @@ func (s *Store) notify(changes []change) {
 	}
 }
 
-// changesOf names the objects a stored report changed.
-func changesOf(r *checkedReport) []change {
-	out := make([]change, 0, len(r.subscriptions)+len(r.topics))
-	for _, sub := range r.subscriptions {
-		out = append(out, change{KindSubscription, r.namespace, sub.name})
+// gather keeps changes to notify once per interval, at a sweep, once
+// each: the latencies and counts of pods that were reporting already. The
+// status writer writes an object at most once per write interval and only
+// on a material change, and a Subscription's pods report all through the
+// interval: told of each report, it would summarize each object at every
+// report (about once a second for 10 pods) to find nothing to write.
+// Gathered, each object is summarized about once per interval, with every
+// pod's report of that interval in it, plus when a pod joins, comes back,
+// changes its kill state or drops messages (told at once).
+func (s *Store) gather(changes []change) {
+	if len(changes) == 0 {
+		return
 	}
-	for _, t := range r.topics {
-		out = append(out, change{KindTopic, r.namespace, t.name})
+	s.gatheredMu.Lock()
+	if s.gathered == nil {
+		s.gathered = map[change]struct{}{}
 	}
-	return out
+	for _, c := range changes {
+		s.gathered[c] = struct{}{}
+	}
+	s.gatheredMu.Unlock()
+}
+
+// takeGathered returns the gathered changes and forgets them, if the
+// last were taken an interval ago (give or take a quarter, the sweeps'
+// ticks); else nothing.
+func (s *Store) takeGathered(now time.Time) map[change]struct{} {
+	s.gatheredMu.Lock()
+	defer s.gatheredMu.Unlock()
+	if now.Sub(s.gatheredTaken) < s.opts.Interval-s.opts.Interval/4 && now.After(s.gatheredTaken) {
+		return nil
+	}
+	g := s.gathered
+	s.gathered, s.gatheredTaken = nil, now
+	return g
 }

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	hdr "github.com/HdrHistogram/hdrhistogram-go"
 	"google.golang.org/grpc/codes"
 
 	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
@@ -13,20 +12,24 @@ import (
 )
 
 // checkedReport is a report that passed every check, its histograms
-// decoded and re-recorded at 2 digits, ready to store.
+// re-bucketed at 2 digits, ready to store.
 type checkedReport struct {
 	namespace, pod, podUID string
 	bootID                 string
 	sequence               uint64
 	subscriptions          []subscriptionReport
 	topics                 []topicReport
+	// changed and gathered are filled by Store.add: the objects whose
+	// summaries the report changed, to notify at once or at the next
+	// sweep (Store.OnChange).
+	changed, gathered []change
 }
 
 type subscriptionReport struct {
 	name            string
-	endToEnd, dwell *hdr.PackedHistogram // nil: no value
-	delivered       int64                // total since the series started
-	dropped         reasons              // totals
+	endToEnd, dwell sparse  // at 2 digits; empty: no value
+	delivered       int64   // total since the series started
+	dropped         reasons // totals
 	kill            KillState
 }
 
@@ -109,11 +112,11 @@ func decodeReport(id xds.Identity, r *xdsv1.Report) (*checkedReport, *refusal) {
 		if bad != nil {
 			return nil, refuse(codes.InvalidArgument, refusedMalformed, "Subscription %q kill: %w", s.GetName(), bad)
 		}
-		e2e, err := decodeHistogram(s.GetEndToEnd())
+		e2e, err := readHistogram(s.GetEndToEndBuckets(), s.GetEndToEnd())
 		if err != nil {
 			return nil, refuse(codes.InvalidArgument, refusedHistogram, "Subscription %q end_to_end histogram: %w", s.GetName(), err)
 		}
-		dwell, err := decodeHistogram(s.GetDwell())
+		dwell, err := readHistogram(s.GetDwellBuckets(), s.GetDwell())
 		if err != nil {
 			return nil, refuse(codes.InvalidArgument, refusedHistogram, "Subscription %q dwell histogram: %w", s.GetName(), err)
 		}

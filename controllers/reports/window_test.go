@@ -116,6 +116,7 @@ func TestAPodTurnsStaleAfterTwoIntervals(t *testing.T) {
 	mustAccept(t, svc, 1, killed(1, 2, KillCauseManual))
 	clk.Advance(10 * time.Second)
 	mustAccept(t, svc, 1, killed(1, 3, KillCauseManual))
+	store.sweep() // tells what the reports changed
 	rec.take()
 
 	// Exactly 2 intervals since pod-0's report: not stale yet.
@@ -321,6 +322,74 @@ func TestPodsAreOrderedStaleFirstThenSlowest(t *testing.T) {
 	}
 	if want := []string{"pod-4", "pod-3", "pod-1", "pod-2", "pod-0"}; !slices.Equal(got, want) {
 		t.Fatalf("order %v, want %v", got, want)
+	}
+}
+
+// A report that only adds to the latencies and counts of pods already in
+// the window is told at a sweep an interval after the last were, once per
+// object; one that changes what status shows at a glance is told at once.
+func TestWhatAReportChangesIsToldAtOnceOrAtTheNextSweep(t *testing.T) {
+	plain := func(pod int, seq uint64) *xdsv1.Report { return billingAt(t, pod, "a", seq, seq, 100) }
+	both := []string{"Subscription shop/billing", "Topic shop/orders"}
+	cases := []struct {
+		name   string
+		report func(seq uint64) *xdsv1.Report // the report after pod 0's first (seq 2), and the next (3)
+		pod    int
+		now    []string // told at once, of the report seq 2
+		sweep  []string // told at the next sweep, after the report seq 3
+	}{
+		{"the same pod again", func(seq uint64) *xdsv1.Report { return plain(0, seq) }, 0, nil, both},
+		{"a pod that joins, then reports again", func(seq uint64) *xdsv1.Report { return plain(1, seq-1) }, 1, both, both},
+		{"a kill switch engaged, then still", func(seq uint64) *xdsv1.Report {
+			r := plain(0, seq)
+			r.Subscriptions[0].Kill = &xdsv1.KillState{Killed: true, Cause: KillCauseManual}
+			return r
+		}, 0, []string{"Subscription shop/billing"}, both},
+		{"drops, and more", func(seq uint64) *xdsv1.Report {
+			r := plain(0, seq)
+			r.Subscriptions[0].Dropped = []*xdsv1.ReasonCount{reason("overflow", seq)}
+			return r
+		}, 0, []string{"Subscription shop/billing"}, []string{"Topic shop/orders"}},
+		{"refused publishes, and more", func(seq uint64) *xdsv1.Report {
+			r := plain(0, seq)
+			r.Topics[0].Refused = []*xdsv1.ReasonCount{reason("rate", seq)}
+			return r
+		}, 0, []string{"Topic shop/orders"}, []string{"Subscription shop/billing"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			svc, _ := newTestService(t, clk, nil)
+			store := svc.Store()
+			rec := newRecorder(store)
+			mustAccept(t, svc, 0, plain(0, 1))
+			store.sweep()
+			rec.take()
+			clk.Advance(time.Second)
+			mustAccept(t, svc, tc.pod, tc.report(2))
+			if got := rec.take(); !equalSets(got, tc.now) {
+				t.Fatalf("told at once %v, want %v", got, tc.now)
+			}
+			clk.Advance(time.Second)
+			mustAccept(t, svc, tc.pod, tc.report(3))
+			rec.take()
+			store.sweep()
+			if got := rec.take(); len(got) != 0 {
+				t.Fatalf("a sweep within the interval told %v", got)
+			}
+			clk.Advance(10 * time.Second)
+			store.sweep()
+			// Both reports' other changes, once, an interval after the last
+			// were told.
+			if got := rec.take(); !equalSets(got, tc.sweep) {
+				t.Fatalf("told at the sweep %v, want %v", got, tc.sweep)
+			}
+			clk.Advance(5 * time.Second)
+			store.sweep()
+			if got := rec.take(); len(got) != 0 {
+				t.Fatalf("the next sweep told %v", got)
+			}
+		})
 	}
 }
 

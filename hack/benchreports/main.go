@@ -62,6 +62,7 @@ func main() {
 	flag.IntVar(&o.inflight, "inflight", 16, "create calls in flight at once")
 	flag.BoolVar(&o.profile, "profile", false, "serve the operator's pprof and save a CPU profile of the measured period (at most -profile-seconds) and a heap profile at its end into -out, with pprof's top functions beside them")
 	flag.IntVar(&o.profileSeconds, "profile-seconds", 60, "the CPU profile's length")
+	flag.DurationVar(&o.configuredTimeout, "configured-timeout", 0, "how long the sidecars may take to hold their configuration before the load starts (0: 5 min, or 100 ms per sidecar if longer)")
 	opArgs := flag.String("operator-args", "", "extra flags for the operator, space-separated")
 	opEnv := flag.String("operator-env", "", "extra environment for the operator, space-separated KEY=value (e.g. GOGC=50)")
 	goMemLimit := flag.String("go-memlimit", "chart", "the operator's GOMEMLIMIT: chart for the Helm chart's default (operator.goMemLimit in "+chartValues+"), empty for none, or a value such as 400MiB")
@@ -89,7 +90,12 @@ func main() {
 	if *goMemLimit != "" {
 		o.operatorEnv = append(o.operatorEnv, "GOMEMLIMIT="+*goMemLimit)
 	}
-	o.configuredTimeout, o.tokenLifetime, o.progressEvery = 5*time.Minute, 3*time.Hour, 10*time.Second
+	if o.configuredTimeout == 0 {
+		// Every sidecar's first stream waits for its TokenReview: at 5,000
+		// on a 2-core machine that takes minutes.
+		o.configuredTimeout = max(5*time.Minute, time.Duration(o.sidecars)*100*time.Millisecond)
+	}
+	o.tokenLifetime, o.progressEvery = 3*time.Hour, 10*time.Second
 	o.operatorLog = filepath.Join(o.outDir, "operator.log")
 	// envtest logs through controller-runtime's logger, which complains
 	// with a stack trace when nothing was set.

@@ -15,6 +15,8 @@ const (
 	metricDuplicates = "weighstation_operator_reports_duplicates_total"
 	metricRefused    = "weighstation_operator_reports_refused_total"
 	metricBytes      = "weighstation_operator_reports_memory_bytes"
+	metricCap        = "weighstation_operator_reports_memory_cap_bytes"
+	metricShed       = "weighstation_operator_reports_latency_shed_total"
 	// The report status writer's reconciles (controllers/reportstatus.go,
 	// named "reports"), by result.
 	metricReconciles = `controller_runtime_reconcile_total{controller="reports",`
@@ -84,6 +86,8 @@ func (s *summary) fill(before, after sample) {
 	s.ReportsDuplicates = after.metrics[metricDuplicates] - before.metrics[metricDuplicates]
 	s.ReportsRefused = refused(before.metrics, after.metrics)
 	s.StoreMiB = after.metrics[metricBytes] / (1 << 20)
+	s.StoreCapMiB = after.metrics[metricCap] / (1 << 20)
+	s.LatencyShed = after.metrics[metricShed] - before.metrics[metricShed]
 	s.ReconcilesPerSecond = (reconciles(after.metrics) - reconciles(before.metrics)) / wall
 	s.OperatorCPUSeconds = (after.operator - before.operator).Seconds()
 	s.OperatorCores = s.OperatorCPUSeconds / wall

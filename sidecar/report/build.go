@@ -85,24 +85,13 @@ func (b *builder) subscriptions(src Source, configured []string) []*xdsv1.Subscr
 		}
 		sr := &xdsv1.SubscriptionReport{Name: name, Delivered: t.Delivered, Dropped: dropped(t), Kill: killState(kills[name])}
 		if recorded {
-			sr.Dwell = b.encode(name, "dwell", b.previous[name][0], l[0])
-			sr.EndToEnd = b.encode(name, "end_to_end", b.previous[name][1], l[1])
+			sr.DwellBuckets, _ = delta(b.previous[name][0], l[0])
+			sr.EndToEndBuckets, _ = delta(b.previous[name][1], l[1])
 		}
 		out = append(out, sr)
 	}
 	b.previous = next // and forgets the policies the sidecar no longer has
 	return out
-}
-
-// encode is one distribution's delta for the report. It cannot fail on a
-// histogram the recorder made; if it did, the interval's values would be
-// lost, and it says so.
-func (b *builder) encode(name, kind string, base *baseline, current *hdrhistogram.Snapshot) []byte {
-	enc, err := encodeDelta(base, current)
-	if err != nil {
-		b.log.Error(err, "a report leaves out the interval's latency values", "subscription", name, "kind", kind, "sequence", b.sequence)
-	}
-	return enc
 }
 
 // dropped lists the drops by reason, named as the sidecar's metrics name

@@ -53,8 +53,8 @@ func TestHistogramsHoldOnlyTheIntervalsValues(t *testing.T) {
 			t.Fatalf("%s: subscriptions %v, want orders alone", step.name, got.GetSubscriptions())
 		}
 		sub := got.GetSubscriptions()[0]
-		checkHistogram(t, step.name+", dwell", sub.GetDwell(), step.dwell...)
-		checkHistogram(t, step.name+", end to end", sub.GetEndToEnd(), step.endToEnd...)
+		checkHistogram(t, step.name+", dwell", sub.GetDwellBuckets(), step.dwell...)
+		checkHistogram(t, step.name+", end to end", sub.GetEndToEndBuckets(), step.endToEnd...)
 		if !got.GetEnd().AsTime().Equal(end) {
 			t.Errorf("%s: the interval ends at %v, want %v", step.name, got.GetEnd().AsTime(), end)
 		}
@@ -195,7 +195,7 @@ func TestOnlyTheConfigurationsPoliciesInUseAreReported(t *testing.T) {
 			continue
 		}
 		for _, s := range got.GetSubscriptions() {
-			checkHistogram(t, step.name+": "+s.GetName(), s.GetDwell(), step.wantDwell[s.GetName()]...)
+			checkHistogram(t, step.name+": "+s.GetName(), s.GetDwellBuckets(), step.wantDwell[s.GetName()]...)
 		}
 	}
 }

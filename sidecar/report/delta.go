@@ -1,9 +1,11 @@
 package report
 
 import (
-	"fmt"
+	"encoding/binary"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
 )
 
 // baseline is a cumulative histogram as of the previous report, which the
@@ -29,32 +31,48 @@ func baselineOf(s *hdrhistogram.Snapshot) *baseline {
 	return b
 }
 
-// delta returns the values current recorded since base, bucket by bucket,
-// as a snapshot of current's geometry, and their number. The histograms are
-// cumulative, so the difference is what the interval recorded. When base
-// is nil (the first report of a policy), has another geometry, or holds
-// more in some bucket than current does (the histogram was reset or
-// replaced), all of current is the delta: a delta is never negative.
-func delta(base *baseline, current *hdrhistogram.Snapshot) (*hdrhistogram.Snapshot, int64) {
-	d := &hdrhistogram.Snapshot{
-		LowestTrackableValue:           current.LowestTrackableValue,
-		HighestTrackableValue:          current.HighestTrackableValue,
-		SignificantFigures:             current.SignificantFigures,
-		IntegerToDoubleConversionRatio: current.IntegerToDoubleConversionRatio,
-		Counts:                         make([]int64, len(current.Counts)),
+// delta returns the values current recorded since base, as the report
+// carries them (report.proto's Histogram: current's geometry and its
+// populated buckets), and their number; nil and 0 when the interval
+// recorded no value. The histograms are cumulative, so the difference is
+// what the interval recorded. When base is nil (the first report of a
+// policy), has another geometry, or holds more in some bucket than current
+// does (the histogram was reset or replaced), all of current is the delta:
+// a delta is never negative.
+func delta(base *baseline, current *hdrhistogram.Snapshot) (*xdsv1.Histogram, int64) {
+	if !continues(base, current) {
+		base = nil
 	}
+	var buf []byte
 	var total int64
+	last, next := -1, 0
 	for i, c := range current.Counts {
-		d.Counts[i] = c
-		total += c
-	}
-	if continues(base, current) {
-		for k, i := range base.index {
-			d.Counts[i] -= base.count[k]
-			total -= base.count[k]
+		if base != nil && next < len(base.index) && int(base.index[next]) == i {
+			c -= base.count[next]
+			next++
 		}
+		if c <= 0 {
+			continue
+		}
+		if buf == nil {
+			// Most buckets take 2 bytes: the distance from the last one, a
+			// small count.
+			buf = make([]byte, 0, 256)
+		}
+		buf = binary.AppendUvarint(buf, uint64(i-last))
+		buf = binary.AppendUvarint(buf, uint64(c))
+		total += c
+		last = i
 	}
-	return d, total
+	if total == 0 {
+		return nil, 0
+	}
+	return &xdsv1.Histogram{
+		LowestTrackableValue:  current.LowestTrackableValue,
+		HighestTrackableValue: current.HighestTrackableValue,
+		SignificantDigits:     uint32(current.SignificantFigures),
+		Buckets:               buf,
+	}, total
 }
 
 // continues reports whether current can be base plus what was recorded
@@ -73,19 +91,4 @@ func continues(base *baseline, current *hdrhistogram.Snapshot) bool {
 		}
 	}
 	return true
-}
-
-// encodeDelta is the report's form of delta(base, current): HdrHistogram's
-// compressed V2 encoding (base64 text, as hdrhistogram.Decode reads it),
-// or nothing when the interval recorded no value.
-func encodeDelta(base *baseline, current *hdrhistogram.Snapshot) ([]byte, error) {
-	d, total := delta(base, current)
-	if total == 0 {
-		return nil, nil
-	}
-	b, err := hdrhistogram.Import(d).Encode(hdrhistogram.V2CompressedEncodingCookieBase)
-	if err != nil {
-		return nil, fmt.Errorf("encoding a histogram: %w", err)
-	}
-	return b, nil
 }

@@ -9,7 +9,9 @@
 //     sidecar's write of the message to the application's socket (two
 //     clocks; unstamped messages are not in it), and dwell, from the
 //     message's arrival in this sidecar to that write (one clock), as the
-//     HdrHistograms of the values recorded in the interval only;
+//     HdrHistograms of the values recorded in the interval only, sent as
+//     their populated buckets (report.proto's Histogram, at the recorders'
+//     geometry), which the operator adds up without decoding;
 //   - messages delivered, and dropped by reason (the names of the
 //     sidecar's metrics), as totals since the sidecar started;
 //   - the kill switch's state: Manual (engaged by hand) or Auto (the

@@ -2,6 +2,7 @@ package report_test
 
 import (
 	"context"
+	"encoding/binary"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	"google.golang.org/grpc"
 
+	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
 	"github.com/weighstation/weighstation/sidecar/latency"
 	"github.com/weighstation/weighstation/sidecar/report"
 )
@@ -69,20 +71,48 @@ func histogramOf(values ...time.Duration) *hdrhistogram.Histogram {
 	return h
 }
 
-// checkHistogram checks that encoded holds exactly want's values, bucket by
-// bucket; no values: encoded is empty.
-func checkHistogram(t *testing.T, what string, encoded []byte, want ...time.Duration) {
+// histogramFrom is the HdrHistogram a report's bucket counts describe
+// (nil: none), checking the form report.proto states.
+func histogramFrom(t *testing.T, h *xdsv1.Histogram) *hdrhistogram.Histogram {
+	t.Helper()
+	if h == nil {
+		return nil
+	}
+	s := hdrhistogram.New(h.GetLowestTrackableValue(), h.GetHighestTrackableValue(), int(h.GetSignificantDigits())).Export()
+	if len(h.GetBuckets()) == 0 {
+		t.Fatal("a histogram without buckets: want none")
+	}
+	i := -1
+	for b := h.GetBuckets(); len(b) > 0; {
+		d, k := binary.Uvarint(b)
+		c, m := binary.Uvarint(b[k:])
+		if k <= 0 || m <= 0 || d == 0 || c == 0 {
+			t.Fatalf("after index %d: a malformed bucket", i)
+		}
+		b = b[k+m:]
+		i += int(d)
+		s.Counts[i] = int64(c)
+	}
+	return hdrhistogram.Import(s)
+}
+
+// checkHistogram checks that a report's histogram holds exactly want's
+// values, bucket by bucket, at the recorders' geometry; no values: none.
+func checkHistogram(t *testing.T, what string, h *xdsv1.Histogram, want ...time.Duration) {
 	t.Helper()
 	if len(want) == 0 {
-		if len(encoded) != 0 {
-			t.Errorf("%s: %d bytes, want none (no value in the interval)", what, len(encoded))
+		if h != nil {
+			t.Errorf("%s: %d bytes of buckets, want none (no value in the interval)", what, len(h.GetBuckets()))
 		}
 		return
 	}
-	got, err := hdrhistogram.Decode(encoded)
-	if err != nil {
-		t.Fatalf("%s: decoding: %v", what, err)
+	if h == nil {
+		t.Fatalf("%s: no histogram, want %d values", what, len(want))
 	}
+	if h.GetLowestTrackableValue() != latency.MinMicros || h.GetHighestTrackableValue() != latency.MaxMicros || h.GetSignificantDigits() != latency.SignificantDigits {
+		t.Errorf("%s: geometry %d..%d, %d digits; want the recorders'", what, h.GetLowestTrackableValue(), h.GetHighestTrackableValue(), h.GetSignificantDigits())
+	}
+	got := histogramFrom(t, h)
 	w := histogramOf(want...)
 	if got.TotalCount() != w.TotalCount() || !slices.Equal(got.Export().Counts, w.Export().Counts) {
 		t.Errorf("%s: %d values (p50 %d µs, max %d µs), want %d (p50 %d µs, max %d µs), bucket by bucket",

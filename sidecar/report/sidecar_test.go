@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/nats-io/nats.go"
 
+	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar"
@@ -84,10 +84,9 @@ func TestReportsOfARealSidecar(t *testing.T) {
 	if sub.GetName() != "greeters" || sub.GetDelivered() != 2 || len(sub.GetDropped()) != 0 || sub.GetKill().GetKilled() {
 		t.Errorf("Subscription %v, want greeters: 2 delivered, none dropped, not killed", sub)
 	}
-	for kind, enc := range map[string][]byte{"dwell": sub.GetDwell(), "end to end": sub.GetEndToEnd()} {
-		h, err := hdrhistogram.Decode(enc)
-		if err != nil || h.TotalCount() != 2 {
-			t.Errorf("%s: %v, want the 2 deliveries' values (decoding: %v)", kind, h, err)
+	for kind, got := range map[string]*xdsv1.Histogram{"dwell": sub.GetDwellBuckets(), "end to end": sub.GetEndToEndBuckets()} {
+		if h := histogramFrom(t, got); h == nil || h.TotalCount() != 2 {
+			t.Errorf("%s: %v, want the 2 deliveries' values", kind, got)
 		}
 	}
 	topic := rep.GetTopics()[0]

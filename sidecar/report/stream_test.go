@@ -73,7 +73,7 @@ func TestUnacknowledgedReportsAreResentUnchanged(t *testing.T) {
 	if !bytes.Equal(marshal(t, resent.report), marshal(t, lost.report)) {
 		t.Errorf("report 2 changed when it was sent again:\n%v\nwas\n%v", resent.report, lost.report)
 	}
-	checkHistogram(t, "the resent report's dwell", resent.report.GetSubscriptions()[0].GetDwell(), ms(3)...)
+	checkHistogram(t, "the resent report's dwell", resent.report.GetSubscriptions()[0].GetDwellBuckets(), ms(3)...)
 	if resent.token != "rotated-token" {
 		t.Errorf("stream 2 presented %q, want the rotated token", resent.token)
 	}
@@ -223,7 +223,7 @@ func TestFlushSendsALastReportAndWaitsForItsAcknowledgement(t *testing.T) {
 		t.Fatalf("stats %+v after Flush: want 1 built and acknowledged, none pending", st)
 	}
 	last := op.next(t)
-	checkHistogram(t, "the last report's dwell", last.report.GetSubscriptions()[0].GetDwell(), ms(1)...)
+	checkHistogram(t, "the last report's dwell", last.report.GetSubscriptions()[0].GetDwellBuckets(), ms(1)...)
 
 	op.setVerdict(func(int, *xdsv1.Report) error { return errQuiet })
 	short, cancelShort := context.WithTimeout(context.Background(), 100*time.Millisecond)
