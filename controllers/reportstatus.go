@@ -137,13 +137,16 @@ func (r *ReportStatusReconciler) fillSubscription(st *v1alpha1.SubscriptionStatu
 		return
 	}
 	agg := &v1alpha1.AggregateStatus{
-		Dwell:       latencySummary(s.Dwell),
-		Delivered:   s.Delivered,
-		Dropped:     reasonCounts(s.Dropped),
-		Pods:        int32(s.ReportingPods),
-		StalePods:   int32(s.StalePods),
-		WindowStart: metav1.NewTime(s.WindowStart),
-		Window:      metav1.Duration{Duration: s.Window},
+		Dwell:     latencySummary(s.Dwell),
+		Delivered: s.Delivered,
+		Dropped:   reasonCounts(s.Dropped),
+		Pods:      int32(s.ReportingPods),
+		StalePods: int32(s.StalePods),
+		// Shed latency is marked, never hidden: the percentiles then
+		// cover fewer reports than Pods sent.
+		LatencyShedReports: int32(s.ShedReports),
+		WindowStart:        metav1.NewTime(s.WindowStart),
+		Window:             metav1.Duration{Duration: s.Window},
 	}
 	if e2e := latencySummary(s.EndToEnd); e2e != nil {
 		agg.LatencySummary = *e2e

@@ -51,6 +51,9 @@ func materialSubscriptionChange(cur, next *v1alpha1.SubscriptionStatus, moved la
 		if a.Count != b.Count || a.Delivered != b.Delivered {
 			return fmt.Sprintf("%d measured, %d delivered -> %d, %d", a.Count, a.Delivered, b.Count, b.Delivered)
 		}
+		if a.LatencyShedReports != b.LatencyShedReports {
+			return fmt.Sprintf("latency shed from %d -> %d reports", a.LatencyShedReports, b.LatencyShedReports)
+		}
 		if a.Pods != b.Pods || a.StalePods != b.StalePods {
 			return fmt.Sprintf("pods %d (%d stale) -> %d (%d stale)", a.Pods, a.StalePods, b.Pods, b.StalePods)
 		}
@@ -254,6 +257,9 @@ func degraded(st *v1alpha1.SubscriptionStatus) (metav1.ConditionStatus, string, 
 	}
 	if len(tripped) > 0 {
 		trouble = append(trouble, fmt.Sprintf("the breaker tripped in %d pod(s)%s", len(tripped), listed(tripped)))
+	}
+	if agg.LatencyShedReports > 0 {
+		trouble = append(trouble, fmt.Sprintf("the operator shed the latency of %d report(s) at its report memory cap (-report-max-bytes): the percentiles leave them out", agg.LatencyShedReports))
 	}
 	var lost []string
 	for _, d := range agg.Dropped {

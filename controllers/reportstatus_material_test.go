@@ -67,6 +67,7 @@ func TestMaterialChanges(t *testing.T) {
 			s.Aggregate.Dropped = []v1alpha1.ReasonCount{{Reason: "overflow", Count: 3}}
 		}, "drops by reason"},
 		{"a pod went stale", func(s *v1alpha1.SubscriptionStatus) { s.Pods[1].Stale, s.Aggregate.StalePods = true, 1 }, "stale"},
+		{"the operator shed latency", func(s *v1alpha1.SubscriptionStatus) { s.Aggregate.LatencyShedReports = 3 }, "latency shed"},
 		{"a pod was killed", func(s *v1alpha1.SubscriptionStatus) {
 			s.Pods[1].Killed = &v1alpha1.PodKill{Reason: v1alpha1.KillAuto}
 		}, "kill state"},
@@ -129,6 +130,7 @@ func TestDegraded(t *testing.T) {
 		{"no reports", func(s *v1alpha1.SubscriptionStatus) { s.Aggregate = nil }, metav1.ConditionUnknown, "no sidecar reported"},
 		{"healthy; routine drops do not count", func(*v1alpha1.SubscriptionStatus) {}, metav1.ConditionFalse, "2 pod(s) reporting"},
 		{"a stale pod", func(s *v1alpha1.SubscriptionStatus) { s.Aggregate.StalePods, s.Pods[1].Stale = 1, true }, metav1.ConditionTrue, "1 pod(s) stopped reporting (b)"},
+		{"latency shed at the cap", func(s *v1alpha1.SubscriptionStatus) { s.Aggregate.LatencyShedReports = 2 }, metav1.ConditionTrue, "shed the latency of 2 report(s) at its report memory cap (-report-max-bytes)"},
 		{"a refusal", func(s *v1alpha1.SubscriptionStatus) {
 			s.Config = &v1alpha1.ConfigStatus{Rejected: []v1alpha1.ConfigRejection{{Pod: "a", Reason: "bad"}}}
 		}, metav1.ConditionTrue, "refused the configuration (a)"},

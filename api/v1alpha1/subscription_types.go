@@ -207,6 +207,12 @@ type AggregateStatus struct {
 	Dropped []ReasonCount `json:"dropped,omitempty"`
 	// Pods is the number of pods whose reports are in the window.
 	Pods int32 `json:"pods"`
+	// LatencyShedReports is the number of reports in the window whose
+	// latency the operator shed at its report memory cap
+	// (-report-max-bytes): their counters and kill states are in, their
+	// latency is not, so the percentiles cover the other reports only.
+	// +optional
+	LatencyShedReports int32 `json:"latencyShedReports,omitempty"`
 	// StalePods is the number of those that stopped reporting.
 	// +optional
 	StalePods int32 `json:"stalePods,omitempty"`
