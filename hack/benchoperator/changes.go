@@ -30,15 +30,22 @@ type ctrlObject = ctrlclient.Object
 type createObj struct{ obj ctrlObject }
 
 // interleave orders the Topics and Subscriptions for creation: one of
-// each in turn, as a namespace fills up.
+// each in turn, as a namespace fills up, namespace after namespace.
 func interleave(w *world) []createObj {
 	var out []createObj
-	for i := 0; i < max(len(w.topics), len(w.subs)); i++ {
-		if i < len(w.topics) {
-			out = append(out, createObj{w.topics[i]})
-		}
-		if i < len(w.subs) {
-			out = append(out, createObj{w.subs[i]})
+	in := func(ns string, obj ctrlObject) createObj {
+		c := obj.DeepCopyObject().(ctrlObject)
+		c.SetNamespace(ns)
+		return createObj{c}
+	}
+	for _, ns := range w.namespaces {
+		for i := 0; i < max(len(w.topics), len(w.subs)); i++ {
+			if i < len(w.topics) {
+				out = append(out, in(ns, w.topics[i]))
+			}
+			if i < len(w.subs) {
+				out = append(out, in(ns, w.subs[i]))
+			}
 		}
 	}
 	return out
@@ -66,7 +73,8 @@ type changeSpec struct {
 
 type changeKind struct {
 	name, title string
-	prepare     func(e *env, ctx context.Context, rep int) (*changeSpec, error)
+	// prepare lays out run rep of runs.
+	prepare func(e *env, ctx context.Context, rep, runs int) (*changeSpec, error)
 }
 
 var changeKinds = []changeKind{
@@ -85,40 +93,45 @@ func mergePatch(ctx context.Context, c ctrlclient.Client, obj ctrlObject, body s
 	return time.Now(), nil
 }
 
+// The runs of a change spread over the namespaces, and within one over
+// its Subscriptions, pods, groups and Topics.
+
 // (a) engage the kill switch of one Subscription: its group's sidecars
 // must hold it engaged.
-func (e *env) killSwitch(ctx context.Context, rep int) (*changeSpec, error) {
+func (e *env) killSwitch(ctx context.Context, rep, runs int) (*changeSpec, error) {
 	// One more each time, so that the runs' groups differ too.
-	m := spread(rep, e.o.repeats, len(e.w.subs), 7+rep)
-	name := subName(m)
+	m := spread(rep, runs, len(e.w.subs), 7+rep)
+	n := spread(rep, runs, len(e.w.namespaces), 0)
+	ns, name := e.w.namespaces[n], subName(m)
 	g := e.w.subGroup(name)
-	pods := e.w.podsOf(g)
+	pods := e.w.podsOf(n, g)
 	return &changeSpec{
-		desc:     fmt.Sprintf("Subscription %s (group %s, %d pods)", name, groupName(g), len(pods)),
+		desc:     fmt.Sprintf("Subscription %s (group %s, %d pods)", e.w.qualified(ns, name), groupName(g), len(pods)),
 		affected: pods,
 		selected: len(pods),
 		pred:     func(_ int, st *podState) bool { return slices.Contains(st.engaged, name) },
 		do: func(ctx context.Context) (time.Time, error) {
-			return mergePatch(ctx, e.cl.Client, &v1alpha1.Subscription{ObjectMeta: objMeta(name)}, `{"spec":{"killSwitch":{"engaged":true,"reason":"bench-operator"}}}`)
+			return mergePatch(ctx, e.cl.Client, &v1alpha1.Subscription{ObjectMeta: objMeta(ns, name)}, `{"spec":{"killSwitch":{"engaged":true,"reason":"bench-operator"}}}`)
 		},
 	}, nil
 }
 
 // (b) move one pod to the next group: its sidecar must hold the new
 // group's Subscriptions.
-func (e *env) podLabels(ctx context.Context, rep int) (*changeSpec, error) {
-	i := spread(rep, e.o.repeats, e.w.size.Pods, 3)
+func (e *env) podLabels(ctx context.Context, rep, runs int) (*changeSpec, error) {
+	i := spread(rep, runs, e.w.size.totalPods(), 3)
+	ns := e.w.namespaces[e.w.namespaceOf(i)]
 	from := e.w.group(i)
 	to := (from + 1) % e.w.size.Groups
 	want, n := e.w.subsHash[to], len(e.w.subsOf[to])
 	return &changeSpec{
-		desc:     fmt.Sprintf("pod %s from %s to %s", podName(i), groupName(from), groupName(to)),
+		desc:     fmt.Sprintf("pod %s from %s to %s", e.w.qualified(ns, podName(i)), groupName(from), groupName(to)),
 		affected: []int{i},
 		pred:     func(_ int, st *podState) bool { return st.subs == want && st.nsubs == n },
-		allowed:  e.allowedFor(from, to),
+		allowed:  e.allowedFor(ns, from, to),
 		do: func(ctx context.Context) (time.Time, error) {
 			e.w.setGroup(i, to)
-			return mergePatch(ctx, e.cl.Client, &corev1.Pod{ObjectMeta: objMeta(podName(i))}, fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, groupLabel, groupName(to)))
+			return mergePatch(ctx, e.cl.Client, &corev1.Pod{ObjectMeta: objMeta(ns, podName(i))}, fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, groupLabel, groupName(to)))
 		},
 	}, nil
 }
@@ -127,21 +140,22 @@ func (e *env) podLabels(ctx context.Context, rep int) (*changeSpec, error) {
 // every Topic and its group's Subscriptions. The time runs from the
 // pod's create call, and includes its token request and the sidecar's
 // connection.
-func (e *env) podCreate(ctx context.Context, rep int) (*changeSpec, error) {
-	g := spread(rep, e.o.repeats, e.w.size.Groups, 1)
-	name := fmt.Sprintf("p-new-%d", rep)
-	if err := e.cl.CreateServiceAccount(ctx, podNamespace, name); err != nil {
+func (e *env) podCreate(ctx context.Context, rep, runs int) (*changeSpec, error) {
+	g := spread(rep, runs, e.w.size.Groups, 1)
+	nsi := spread(rep, runs, len(e.w.namespaces), 0)
+	ns, name := e.w.namespaces[nsi], fmt.Sprintf("p-new-%d", rep)
+	if err := e.cl.CreateServiceAccount(ctx, ns, name); err != nil {
 		return nil, err
 	}
 	want, n, topics := e.w.subsHash[g], len(e.w.subsOf[g]), len(e.w.topics)
-	index := e.w.addPod(name, g)
+	index := e.w.addPod(name, nsi, g)
 	return &changeSpec{
-		desc:     fmt.Sprintf("pod %s in %s", name, groupName(g)),
+		desc:     fmt.Sprintf("pod %s in %s", e.w.qualified(ns, name), groupName(g)),
 		affected: []int{index},
 		pred:     func(_ int, st *podState) bool { return st.subs == want && st.nsubs == n && st.topics == topics },
-		allowed:  e.allowedFor(g),
+		allowed:  e.allowedFor(ns, g),
 		do: func(ctx context.Context) (time.Time, error) {
-			p := newPod(name, g)
+			p := newPod(ns, name, g)
 			if err := e.cl.Client.Create(ctx, p); err != nil {
 				return time.Time{}, fmt.Errorf("creating pod %s: %w", name, err)
 			}
@@ -157,32 +171,30 @@ func (e *env) podCreate(ctx context.Context, rep int) (*changeSpec, error) {
 
 // (d) change the size limit of one Topic that applies to every pod:
 // every sidecar must hold the new limit.
-func (e *env) topicSize(ctx context.Context, rep int) (*changeSpec, error) {
-	j := spread(rep, e.o.repeats, len(e.w.topics), 1)
+func (e *env) topicSize(ctx context.Context, rep, runs int) (*changeSpec, error) {
+	j := spread(rep, runs, len(e.w.topics), 1)
 	for hasPublishers(j) {
 		j = (j + 1) % len(e.w.topics)
 	}
-	name := topicName(j)
+	n := spread(rep, runs, len(e.w.namespaces), 0)
+	ns, name := e.w.namespaces[n], topicName(j)
 	limit := int64(200000 + 1000*rep + j)
 	if err := e.swarm.command(opproto.Command{Op: opproto.OpProbe, Topic: name}); err != nil {
 		return nil, err
 	}
-	pods := make([]int, e.w.podCount())
-	for i := range pods {
-		pods[i] = i
-	}
+	pods := e.w.podsOf(n, -1)
 	spec := &changeSpec{
-		desc:      fmt.Sprintf("Topic %s maxMessageBytes to %d", name, limit),
+		desc:      fmt.Sprintf("Topic %s maxMessageBytes to %d", e.w.qualified(ns, name), limit),
 		affected:  pods,
 		appliesTo: len(pods),
 		pred:      func(_ int, st *podState) bool { return st.probe == limit },
 		do: func(ctx context.Context) (time.Time, error) {
-			return mergePatch(ctx, e.cl.Client, &v1alpha1.Topic{ObjectMeta: objMeta(name)}, fmt.Sprintf(`{"spec":{"limits":{"maxMessageBytes":%d}}}`, limit))
+			return mergePatch(ctx, e.cl.Client, &v1alpha1.Topic{ObjectMeta: objMeta(ns, name)}, fmt.Sprintf(`{"spec":{"limits":{"maxMessageBytes":%d}}}`, limit))
 		},
 	}
 	spec.after = func(ctx context.Context, m *measurement) error {
 		var t v1alpha1.Topic
-		if err := e.cl.Client.Get(ctx, types.NamespacedName{Namespace: podNamespace, Name: name}, &t); err != nil {
+		if err := e.cl.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &t); err != nil {
 			return err
 		}
 		m.PolicyBytes = proto.Size(xdsresource.TopicResource(desired.TopicPolicyOf(t)))
@@ -192,16 +204,17 @@ func (e *env) topicSize(ctx context.Context, rep int) (*changeSpec, error) {
 	return spec, nil
 }
 
-// allowedFor is what a change to the pods of groups may write: the
-// Subscriptions that select them and the Topics whose publishers do.
-func (e *env) allowedFor(groups ...int) map[string]bool {
+// allowedFor is what a change to the pods of groups of namespace ns may
+// write: the Subscriptions that select them and the Topics whose
+// publishers do.
+func (e *env) allowedFor(ns string, groups ...int) map[string]bool {
 	out := map[string]bool{}
 	for _, g := range groups {
 		for _, s := range e.w.subsOf[g] {
-			out["subscription/"+s] = true
+			out[e.w.objKey("subscription", ns, s)] = true
 		}
 		for _, t := range e.w.publishersOf[g] {
-			out["topic/"+t] = true
+			out[e.w.objKey("topic", ns, t)] = true
 		}
 	}
 	return out
@@ -216,8 +229,9 @@ func (e *env) runChanges(ctx context.Context, ch changeKind) error {
 		stopPerf = startPerf(filepath.Join(e.profileDir, fmt.Sprintf("%s-%s", e.w.size.Name, ch.name)), e.op.Pid())
 		defer stopPerf()
 	}
-	for rep := range e.o.repeats {
-		spec, err := ch.prepare(e, ctx, rep)
+	runs := max(e.o.repeats, e.w.size.MinRuns[ch.name])
+	for rep := range runs {
+		spec, err := ch.prepare(e, ctx, rep, runs)
 		if err != nil {
 			return err
 		}
@@ -330,7 +344,7 @@ func (e *env) measure(ctx context.Context, spec *changeSpec) (*measurement, erro
 	for _, wr := range writes {
 		m.WritesByKind[wr.kind]++
 		m.WritesBy[wr.by]++
-		key := wr.kind + "/" + wr.name
+		key := e.w.objKey(wr.kind, wr.ns, wr.name)
 		if !objs[key] && spec.allowed != nil && !spec.allowed[key] {
 			m.WritesOutside = append(m.WritesOutside, key)
 		}
@@ -445,6 +459,6 @@ func startPerf(base string, pid int) func() {
 	return stop
 }
 
-func objMeta(name string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Namespace: podNamespace, Name: name}
+func objMeta(ns, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: ns, Name: name}
 }

@@ -14,7 +14,7 @@ import (
 
 const (
 	operatorNamespace = kubeenv.OperatorNamespace
-	podNamespace      = "bench"
+	podNamespace      = "bench" // a world of more namespaces names them bench-000, bench-001, ...
 	audience          = kubeenv.XDSAudience
 	tokenLifetime     = 3 * time.Hour
 	groupLabel        = "group"
@@ -26,8 +26,8 @@ type cluster struct {
 	tokens string
 }
 
-func startCluster(crdDir string) (*cluster, error) {
-	kc, err := kubeenv.Start("bench-operator", crdDir, operatorNamespace, podNamespace)
+func startCluster(crdDir string, namespaces []string) (*cluster, error) {
+	kc, err := kubeenv.Start("bench-operator", crdDir, append([]string{operatorNamespace}, namespaces...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -39,9 +39,10 @@ func startCluster(crdDir string) (*cluster, error) {
 	return c, nil
 }
 
-// newPod is a sidecar pod of group g, with its own ServiceAccount.
-func newPod(name string, group int) *corev1.Pod {
-	return kubeenv.SidecarPod(podNamespace, name, map[string]string{groupLabel: groupName(group)})
+// newPod is a sidecar pod of group g in namespace ns, with its own
+// ServiceAccount.
+func newPod(ns, name string, group int) *corev1.Pod {
+	return kubeenv.SidecarPod(ns, name, map[string]string{groupLabel: groupName(group)})
 }
 
 // token requests a token bound to the pod for the xDS audience, as the
@@ -51,5 +52,5 @@ func (c *cluster) token(ctx context.Context, p *corev1.Pod, index int) (opproto.
 	if err != nil {
 		return opproto.Pod{}, err
 	}
-	return opproto.Pod{Index: index, Name: p.Name, UID: string(p.UID), TokenFile: file}, nil
+	return opproto.Pod{Index: index, Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), TokenFile: file}, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"regexp"
 
 	"github.com/weighstation/weighstation/hack/benchharness"
@@ -69,4 +70,26 @@ func total(m map[string]float64) float64 {
 		t += v
 	}
 	return t
+}
+
+// goRuntime is what the operator's Go runtime holds (its /metrics).
+type goRuntime struct {
+	Goroutines    float64 `json:"goroutines"`
+	HeapInuseMiB  float64 `json:"heapInuseMiB"`
+	StackInuseMiB float64 `json:"stackInuseMiB"`
+	SysMiB        float64 `json:"sysMiB"`
+	StreamsXDS    float64 `json:"xdsStreams"`
+}
+
+func (m metrics) runtime() *goRuntime {
+	return &goRuntime{Goroutines: m["go_goroutines"], HeapInuseMiB: m["go_memstats_heap_inuse_bytes"] / (1 << 20),
+		StackInuseMiB: m["go_memstats_stack_inuse_bytes"] / (1 << 20), SysMiB: m["go_memstats_sys_bytes"] / (1 << 20),
+		StreamsXDS: m["weighstation_operator_xds_streams"]}
+}
+
+func (g *goRuntime) String() string {
+	if g == nil {
+		return "not read"
+	}
+	return fmt.Sprintf("%.0f xDS streams, %.0f goroutines, heap in use %.0f MiB, stacks %.0f MiB, from the OS %.0f MiB", g.StreamsXDS, g.Goroutines, g.HeapInuseMiB, g.StackInuseMiB, g.SysMiB)
 }

@@ -133,7 +133,7 @@ func (s *swarmConn) handle(ev opproto.Event) {
 		}
 		st := &s.state[ev.Pod]
 		*st = podState{at: ev.At, version: ev.Version, topics: ev.Topics, subs: ev.Subs, nsubs: ev.NSubs, engaged: ev.Engaged, probe: ev.Probe, applies: st.applies + 1}
-		if ev.Pod < s.world.size.Pods {
+		if total := s.world.size.totalPods(); ev.Pod < total {
 			holds := s.world.holds(ev.Pod, st)
 			if holds != s.holding[ev.Pod] {
 				s.holding[ev.Pod] = holds
@@ -144,9 +144,9 @@ func (s *swarmConn) handle(ev opproto.Event) {
 				}
 			}
 			switch {
-			case s.nHolding == s.world.size.Pods && s.holdSince == 0:
+			case s.nHolding == total && s.holdSince == 0:
 				s.holdSince = ev.At
-			case s.nHolding < s.world.size.Pods:
+			case s.nHolding < total:
 				s.holdSince = 0
 			}
 		}

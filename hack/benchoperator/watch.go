@@ -26,6 +26,7 @@ import (
 type statusWrite struct {
 	at   time.Time
 	kind string // "topic" or "subscription"
+	ns   string
 	name string
 	by   string // "reconciler", "propagation", "both" or "other"
 }
@@ -38,14 +39,14 @@ type watched struct {
 	ready      bool
 }
 
-// statusWatch watches every Topic and Subscription of the namespace: it
+// statusWatch watches every Topic and Subscription of the world: it
 // counts status writes and tells when the world is Ready.
 type statusWatch struct {
 	world *world
 	ctx   context.Context
 
 	mu     sync.Mutex
-	objs   map[string]map[string]*watched // kind -> name -> last seen
+	objs   map[string]map[string]*watched // kind -> namespace/name -> last seen
 	writes []statusWrite
 	// readySince is when every Subscription and every Topic with a
 	// publishers selector came to report Ready with appliedPods ==
@@ -63,7 +64,7 @@ func startStatusWatch(ctx context.Context, c ctrlclient.WithWatch, w *world) *st
 		"topic":        func() ctrlclient.ObjectList { return &v1alpha1.TopicList{} },
 		"subscription": func() ctrlclient.ObjectList { return &v1alpha1.SubscriptionList{} },
 	} {
-		go kubeenv.Watch(ctx, c, podNamespace, newList,
+		go kubeenv.Watch(ctx, c, w.watchNamespace(), newList,
 			func(typ watch.EventType, obj ctrlclient.Object) { s.observe(kind, typ, obj) },
 			func(err error) { s.fail(kind, err) })
 	}
@@ -121,30 +122,32 @@ func (s *statusWatch) observe(kind string, typ watch.EventType, obj ctrlclient.O
 	// Only Subscriptions and Topics with a publishers selector count pods.
 	counted := kind == "subscription"
 	expected := 0
+	n, inWorld := s.world.nsIndex[obj.GetNamespace()]
 	switch o := obj.(type) {
 	case *v1alpha1.Subscription:
-		expected = s.world.groupSize(s.world.subGroup(o.Name))
+		expected = s.world.groupSize(n, s.world.subGroup(o.Name))
 	case *v1alpha1.Topic:
 		counted = o.Spec.Publishers != nil
 		if counted {
 			var j int
 			if _, err := fmt.Sscanf(o.Name, "t-%d", &j); err == nil {
-				expected = s.world.groupSize(s.world.publisherGroup(j))
+				expected = s.world.groupSize(n, s.world.publisherGroup(j))
 			}
 		}
 	}
+	counted = counted && inWorld
 	ready = ready && counted && int(total) == expected
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.last, s.events = now, s.events+1
 	m := s.objs[kind]
-	name := obj.GetName()
-	old, seen := m[name]
+	name, key := obj.GetName(), obj.GetNamespace()+"/"+obj.GetName()
+	old, seen := m[key]
 	wasReady := seen && old.ready
 	switch typ {
 	case watch.Deleted:
-		delete(m, name)
+		delete(m, key)
 		ready = false
 	default:
 		if seen && typ == watch.Modified && old.generation == obj.GetGeneration() && old.rv != obj.GetResourceVersion() {
@@ -157,9 +160,9 @@ func (s *statusWatch) observe(kind string, typ watch.EventType, obj ctrlclient.O
 			case old.propagated != prop:
 				by = "propagation"
 			}
-			s.writes = append(s.writes, statusWrite{at: now, kind: kind, name: name, by: by})
+			s.writes = append(s.writes, statusWrite{at: now, kind: kind, ns: obj.GetNamespace(), name: name, by: by})
 		}
-		m[name] = &watched{generation: obj.GetGeneration(), rv: obj.GetResourceVersion(), reconciler: rec, propagated: prop, ready: ready}
+		m[key] = &watched{generation: obj.GetGeneration(), rv: obj.GetResourceVersion(), reconciler: rec, propagated: prop, ready: ready}
 	}
 	if ready != wasReady {
 		if ready {
@@ -168,7 +171,7 @@ func (s *statusWatch) observe(kind string, typ watch.EventType, obj ctrlclient.O
 			s.nReady--
 		}
 	}
-	want := len(s.world.subs) + (len(s.world.topics)+2)/3
+	want := s.world.counted()
 	switch {
 	case s.nReady == want && s.readySince.IsZero():
 		s.readySince = now

@@ -65,7 +65,7 @@ func main() {
 	flag.DurationVar(&o.configuredTimeout, "configured-timeout", 0, "how long the sidecars may take to hold their configuration before the load starts (0: 5 min, or 100 ms per sidecar if longer)")
 	opArgs := flag.String("operator-args", "", "extra flags for the operator, space-separated")
 	opEnv := flag.String("operator-env", "", "extra environment for the operator, space-separated KEY=value (e.g. GOGC=50)")
-	goMemLimit := flag.String("go-memlimit", "chart", "the operator's GOMEMLIMIT: chart for the Helm chart's default (operator.goMemLimit in "+chartValues+"), empty for none, or a value such as 400MiB")
+	goMemLimit := flag.String("go-memlimit", "chart", "the operator's GOMEMLIMIT: chart for the Helm chart's default (operator.goMemLimit in "+benchharness.ChartValues+"), empty for none, or a value such as 400MiB")
 	flag.Parse()
 	if o.sampling != samplingFresh && o.sampling != samplingRepeat {
 		fmt.Fprintf(os.Stderr, "bench-reports: -samples %q is neither %s nor %s\n", o.sampling, samplingFresh, samplingRepeat)
@@ -80,7 +80,7 @@ func main() {
 	}
 	o.operatorArgs, o.operatorEnv = strings.Fields(*opArgs), strings.Fields(*opEnv)
 	if *goMemLimit == "chart" {
-		limit, err := chartGoMemLimit()
+		limit, err := benchharness.ChartGoMemLimit()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "bench-reports: -go-memlimit chart: %v\n", err)
 			os.Exit(2)

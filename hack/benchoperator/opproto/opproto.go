@@ -20,13 +20,20 @@ type Setup struct {
 	ServerName string `json:"serverName"`
 	// CAFile is the operator's CA bundle (PEM).
 	CAFile string `json:"caFile"`
-	// Namespace is the pods' namespace.
+	// Namespace is the pods' namespace, unless a Pod names its own.
 	Namespace string `json:"namespace"`
+	// StreamsPerConn is how many sidecars share one gRPC connection (0
+	// or 1: each dials its own), each on its own ADS stream with its own
+	// token: sidecar i uses connection i / StreamsPerConn, dialed from
+	// that connection's own loopback address.
+	StreamsPerConn int `json:"streamsPerConn,omitempty"`
 }
 
 // Pod is one simulated sidecar's identity.
 type Pod struct {
-	Index     int    `json:"index"`
+	Index int `json:"index"`
+	// Namespace is the pod's namespace (empty: Setup.Namespace).
+	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name"`
 	UID       string `json:"uid"`
 	TokenFile string `json:"tokenFile"`

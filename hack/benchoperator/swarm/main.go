@@ -4,8 +4,11 @@
 // its own gRPC connection and ADS stream, authenticated by its own
 // pod-bound token, over TLS to the operator's CA — but its Apply only
 // records the configuration (no sidecar.Server, no NATS connection), so
-// that 2,000 of them fit beside the operator on two cores. The xDS client
+// that 10,000 of them fit beside the operator on two cores. The xDS client
 // ACKs what Apply accepted, so the operator's Ready means acknowledged.
+// With Setup.StreamsPerConn above 1, that many sidecars share one gRPC
+// connection (xdsclient.Options.Conn), each still on its own stream with
+// its own token in its own call's metadata.
 //
 // The bench drives it over one TCP connection (hack/benchoperator/opproto):
 // it adds sidecars as it creates pods, and the swarm reports every applied
@@ -33,10 +36,13 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/go-logr/logr"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/types/known/anypb"
 
+	deltav1 "github.com/weighstation/weighstation/api/xds/delta/v1"
 	"github.com/weighstation/weighstation/hack/benchharness"
 	"github.com/weighstation/weighstation/hack/benchoperator/opproto"
 	"github.com/weighstation/weighstation/internal/tlsreload"
@@ -80,8 +86,28 @@ func (c *counting) Unmarshal(data mem.BufferSlice, v any) error {
 	if err := c.CodecV2.Unmarshal(data, v); err != nil {
 		return err
 	}
-	resp, ok := v.(*discoveryv3.DeltaDiscoveryResponse)
+	// The sidecar's client decodes envoy's wire format into messages of
+	// its own (api/xds/delta/v1); go-control-plane's are accepted too.
+	resp, ok := v.(interface {
+		GetRemovedResources() []string
+	})
 	if !ok {
+		return nil
+	}
+	var resources []interface {
+		GetName() string
+		GetResource() *anypb.Any
+	}
+	switch r := v.(type) {
+	case *deltav1.Response:
+		for _, res := range r.GetResources() {
+			resources = append(resources, res)
+		}
+	case *discoveryv3.DeltaDiscoveryResponse:
+		for _, res := range r.GetResources() {
+			resources = append(resources, res)
+		}
+	default:
 		return nil
 	}
 	c.mu.Lock()
@@ -89,7 +115,7 @@ func (c *counting) Unmarshal(data mem.BufferSlice, v any) error {
 	c.c.Responses++
 	c.c.ResponseBytes += int64(size)
 	c.c.Removed += int64(len(resp.GetRemovedResources()))
-	for _, r := range resp.GetResources() {
+	for _, r := range resources {
 		kind := "other"
 		if n, err := xdsresource.ParseName(r.GetName()); err == nil {
 			kind = n.Kind.String()
@@ -148,15 +174,45 @@ func run(setupPath, benchAddr string, maxBackoff time.Duration) error {
 	var wg sync.WaitGroup
 	var clientsMu sync.Mutex
 	var clients []*xdsclient.Client
+	conns := map[int]*grpc.ClientConn{} // shared connections, by number
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
 	add := func(p opproto.Pod) error {
-		c, err := xdsclient.New(xdsclient.Options{
-			Address: setup.XDSAddress, Namespace: setup.Namespace, Pod: p.Name, PodUID: p.UID, TokenFile: p.TokenFile,
+		ns := p.Namespace
+		if ns == "" {
+			ns = setup.Namespace
+		}
+		opts := xdsclient.Options{
+			Address: setup.XDSAddress, Namespace: ns, Pod: p.Name, PodUID: p.UID, TokenFile: p.TokenFile,
 			Credentials: creds, Apply: applier(p.Index, out), InitialBackoff: xdsclient.DefaultInitialBackoff, MaxBackoff: maxBackoff,
 			// Its own address, as a pod's: the operator's per-peer
 			// TokenReview limit would otherwise admit one pod a second.
 			LocalAddr: benchharness.SidecarIP(p.Index),
 			Log:       logr.Discard(),
-		})
+		}
+		if k := setup.StreamsPerConn; k > 1 {
+			// A connection of its own address per k sidecars (the
+			// per-peer TokenReview limit then sees k pods behind it).
+			n := p.Index / k
+			clientsMu.Lock()
+			conn, ok := conns[n]
+			if !ok {
+				o := opts
+				o.LocalAddr = benchharness.SidecarIP(n)
+				c, err := o.Dial()
+				if err != nil {
+					clientsMu.Unlock()
+					return fmt.Errorf("connection %d: %w", n, err)
+				}
+				conn, conns[n] = c, c
+			}
+			clientsMu.Unlock()
+			opts.Conn = conn
+		}
+		c, err := xdsclient.New(opts)
 		if err != nil {
 			return fmt.Errorf("pod %s: %w", p.Name, err)
 		}
