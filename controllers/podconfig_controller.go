@@ -262,6 +262,14 @@ func (r *PodConfigReconciler) reconcileTopics(ctx context.Context, namespace str
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if view.Empty() && len(pods) == 0 {
+		// Nothing of the namespace is left (it is being deleted, or was
+		// emptied): neither is anything of it here, so namespaces that
+		// come and go leave no entries behind.
+		delete(r.views, namespace)
+		delete(r.topicsPublished, namespace)
+		return ctrl.Result{}, nil
+	}
 	mode, err := r.accessModeOf(ctx, namespace)
 	if err != nil {
 		return ctrl.Result{}, err

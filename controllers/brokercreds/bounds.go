@@ -35,7 +35,11 @@ func NewBounds(next desired.Sink) *Bounds {
 // SetTopics implements desired.Sink.
 func (b *Bounds) SetTopics(namespace string, topics []meshconfig.TopicPolicy) bool {
 	b.mu.Lock()
-	b.topics[namespace] = topics
+	if len(topics) == 0 {
+		delete(b.topics, namespace) // namespaces come and go
+	} else {
+		b.topics[namespace] = topics
+	}
 	b.mu.Unlock()
 	return b.Next.SetTopics(namespace, topics)
 }

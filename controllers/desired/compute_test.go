@@ -373,6 +373,10 @@ func TestStoreKeepsTopicsOncePerNamespace(t *testing.T) {
 	if !s.Delete(k8stypes.NamespacedName{Namespace: "shop", Name: "web-0"}) || s.Delete(k8stypes.NamespacedName{Namespace: "shop", Name: "web-0"}) {
 		t.Fatal("Delete reported the wrong change")
 	}
+	// A namespace left without Topics holds no entry.
+	if !s.SetTopics("shop", nil) || s.Topics("shop") != nil || s.SetTopics("shop", nil) || s.SetTopics("empty", nil) {
+		t.Fatal("a namespace without Topics kept an entry, or reported a change twice")
+	}
 }
 
 func TestAccessFromNamespaceAndPodAnnotations(t *testing.T) {
@@ -406,5 +410,27 @@ func TestAccessFromNamespaceAndPodAnnotations(t *testing.T) {
 				t.Fatalf("access %+v, %v; want %+v", cfg.Access, err, tc.want)
 			}
 		})
+	}
+}
+
+// A Topic whose publishers go from every pod ({}) to none (an invalid
+// selector) excludes every pod: the Views' exclusion keys must differ, or
+// the pods computed under the first would never be computed again.
+func TestExclusionKeyTellsEveryoneFromNoOne(t *testing.T) {
+	everyone := topic("shop", "orders", "orders.>", func(tp *v1alpha1.Topic) { tp.Spec.Publishers = &metav1.LabelSelector{} })
+	noOne := topic("shop", "orders", "orders.>", func(tp *v1alpha1.Topic) {
+		tp.Spec.Publishers = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn}}}
+	})
+	none := topic("shop", "orders", "orders.>")
+	keys := map[string]uint64{}
+	for name, tp := range map[string]v1alpha1.Topic{"publishers {}": everyone, "an invalid selector": noOne, "no publishers": none} {
+		keys[name] = desired.NewView("shop", []v1alpha1.Topic{tp}, nil).ExclusionKey()
+	}
+	if keys["publishers {}"] == keys["an invalid selector"] {
+		t.Fatal("a Topic open to every pod and one open to none give one exclusion key")
+	}
+	part, _, _ := desired.NewView("shop", []v1alpha1.Topic{noOne}, nil).ComputePart(billingPod, meshconfig.DefaultPolicy)
+	if !part.Excludes("orders") {
+		t.Fatal("an invalid publishers selector did not exclude the pod")
 	}
 }

@@ -3,6 +3,7 @@ package desired
 import (
 	"fmt"
 	"slices"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -84,6 +85,10 @@ func (v *View) Topics() []meshconfig.TopicPolicy {
 	return out
 }
 
+// Empty reports whether the namespace has no Topic in force and no
+// Subscription.
+func (v *View) Empty() bool { return len(v.topics) == 0 && len(v.subs) == 0 }
+
 // ExclusionKey identifies what decides the pods' exclusions under the
 // View: its Topics in force that have publishers, and their selectors.
 // Two Views with the same key exclude every pod alike, so a change of
@@ -94,7 +99,9 @@ func (v *View) computeExclusionKey() uint64 {
 	var names []string
 	for _, t := range v.topics {
 		if t.publishers != nil {
-			names = append(names, t.policy.Name, t.publishers.String())
+			// labels.Everything() (publishers: {}) and labels.Nothing() (an
+			// invalid selector) both print "": Empty tells them apart.
+			names = append(names, t.policy.Name, t.publishers.String(), strconv.FormatBool(t.publishers.Empty()))
 		}
 	}
 	return fingerprintNames(names)

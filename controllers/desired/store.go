@@ -50,6 +50,15 @@ func (s *Store) SetTopics(namespace string, topics []meshconfig.TopicPolicy) boo
 	if old, ok := s.topics[namespace]; ok && slices.EqualFunc(old, topics, meshconfig.TopicPolicy.Equal) {
 		return false
 	}
+	if len(topics) == 0 {
+		// A namespace without Topics holds no entry: namespaces come and go.
+		if _, ok := s.topics[namespace]; !ok {
+			return false
+		}
+		delete(s.topics, namespace)
+		s.notifyLocked()
+		return true
+	}
 	s.topics[namespace] = topics
 	s.notifyLocked()
 	return true

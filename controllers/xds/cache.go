@@ -129,7 +129,10 @@ func (c *Cache) UpdateResources(update map[string]types.Resource, remove []strin
 	for _, name := range changed {
 		c.changes = append(c.changes, loggedChange{seq: c.seq, name: name})
 	}
-	if over := len(c.changes) - maxLoggedChanges; over > 0 {
+	// Trimmed in batches, back to half the bound once it is reached, so
+	// that an update does not move the whole log each time.
+	if len(c.changes) > maxLoggedChanges {
+		over := len(c.changes) - maxLoggedChanges/2
 		c.floor = c.changes[over-1].seq
 		c.changes = append(c.changes[:0], c.changes[over:]...)
 	}

@@ -126,7 +126,7 @@ func (t *Tracker) apply(pod string, applied map[string]string) {
 		changed = append(changed, Change{Resource: name, Pod: pod, Version: v})
 		// A pod that now holds another version of a resource, or none, has
 		// moved past its refusal of it (applied it after all, or a later one).
-		delete(t.nacked[name], pod)
+		t.forgetNACKLocked(name, pod)
 	}
 	if len(held) == 0 {
 		delete(t.acked, pod)
@@ -188,13 +188,26 @@ func (t *Tracker) Forget(pod string) {
 			if strings.HasPrefix(key, prefix) {
 				// A refusal is status too: its pod's going changes it.
 				changes = append(changes, Change{Resource: name, Pod: key})
-				delete(n, key)
+				t.forgetNACKLocked(name, key)
 			}
 		}
 	}
 	t.notifyLocked()
 	t.mu.Unlock()
 	t.notify(changes)
+}
+
+// forgetNACKLocked drops pod's refusal of resource, and the resource's
+// entry once no pod refuses it: resource names come and go with pods.
+func (t *Tracker) forgetNACKLocked(resource, pod string) {
+	n, ok := t.nacked[resource]
+	if !ok {
+		return
+	}
+	delete(n, pod)
+	if len(n) == 0 {
+		delete(t.nacked, resource)
+	}
 }
 
 // Acked returns the version of resource that pod (a PodKey) applied (""
@@ -220,6 +233,7 @@ func (t *Tracker) ForgetResources(names []string) {
 	defer t.mu.Unlock()
 	for _, name := range names {
 		delete(t.lastApplied, name)
+		delete(t.nacked, name)
 	}
 }
 

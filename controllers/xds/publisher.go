@@ -3,7 +3,6 @@ package xds
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +63,8 @@ type publishedNamespace struct {
 	// topicNames are the topics' resource names, which every pod resource
 	// of the namespace shares.
 	topicNames []string
+	// inCache are the names of its Topic resources the cache holds.
+	inCache map[string]bool
 	pods   map[string]struct{}      // pod resource names
 }
 
@@ -145,6 +146,9 @@ func (p *Publisher) SetTopics(namespace string, topics []meshconfig.TopicPolicy)
 		}
 	}
 	if len(ns.pods) == 0 {
+		if len(topics) == 0 {
+			delete(p.namespaces, namespace) // nothing left of it here
+		}
 		return true // published with the namespace's first pod
 	}
 	update, remove := p.topicUpdatesLocked(namespace, topics)
@@ -166,6 +170,7 @@ func (p *Publisher) SetTopics(namespace string, topics []meshconfig.TopicPolicy)
 // from the cache, and those of Topics no longer in force.
 func (p *Publisher) topicUpdatesLocked(namespace string, topics []meshconfig.TopicPolicy) (update map[string]types.Resource, remove []string) {
 	update = map[string]types.Resource{}
+	ns := p.namespaceLocked(namespace)
 	current := make(map[string]bool, len(topics))
 	for i := range topics {
 		name := xdsresource.TopicName(namespace, topics[i].Name)
@@ -177,13 +182,13 @@ func (p *Publisher) topicUpdatesLocked(namespace string, topics []meshconfig.Top
 			update[name] = s.resource
 		}
 	}
-	prefix := xdsresource.TopicName(namespace, "")
-	for name, s := range p.shared {
-		if s.topic != nil && strings.HasPrefix(name, prefix) && !current[name] {
+	for name := range ns.inCache {
+		if !current[name] {
 			delete(p.shared, name)
 			remove = append(remove, name)
 		}
 	}
+	ns.inCache = current
 	return update, remove
 }
 

@@ -10,8 +10,9 @@
 // every stream, and the sidecar reconnects with backoff until it reaches
 // the leader.
 //
-// Lock order: Server.mu, then Publisher.mu, then the Cache's own
-// lock; Tracker.mu is taken alone.
+// Lock order: Server.mu, then Publisher.mu, then the Cache's own lock;
+// Tracker.mu is taken alone or after Publisher.mu (ForgetResources), and
+// the Tracker calls nothing while holding it.
 package xds
 
 import (
