@@ -29,10 +29,10 @@ import (
 // One real apiserver and etcd for the package (envtest), with the operator's
 // reconcilers running against it.
 var (
-	k8sClient  client.Client
-	store      *desired.Store
+	k8sClient client.Client
+	store     *desired.Store
 	// podSets counts, per namespace, the pod parts the reconciler set.
-	podSets *countingSink
+	podSets    *countingSink
 	kubeconfig string // a kubeconfig file for the real kubectl
 	// operatorConfig acts as the operator's ServiceAccount, which has the
 	// chart's RBAC (generated from config/rbac, rendered by helm template)

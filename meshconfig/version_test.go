@@ -16,7 +16,7 @@ func TestHashCoversEveryField(t *testing.T) {
 	base := func() meshconfig.PodConfig {
 		return meshconfig.PodConfig{
 			Namespace: "shop", Pod: "p-0", Version: "v",
-			Topics: []meshconfig.TopicPolicy{{Name: "orders", Subject: "orders.>", MaxMessageBytes: 1, PublishRate: &meshconfig.Rate{MessagesPerSecond: 1, MessagesBurst: 1, BytesPerSecond: 1, BytesBurst: 1}}},
+			Topics:  []meshconfig.TopicPolicy{{Name: "orders", Subject: "orders.>", MaxMessageBytes: 1, PublishRate: &meshconfig.Rate{MessagesPerSecond: 1, MessagesBurst: 1, BytesPerSecond: 1, BytesBurst: 1}}},
 			Default: meshconfig.TopicPolicy{Subject: ">", MaxMessageBytes: 1, PublishRate: &meshconfig.Rate{MessagesPerSecond: 1, MessagesBurst: 1, BytesPerSecond: 1, BytesBurst: 1}},
 			Subscriptions: []meshconfig.SubscriptionPolicy{{Name: "billing", Subject: "orders.*", QueueGroup: "q",
 				KillSwitch: meshconfig.KillSwitch{Reason: "r", Auto: &meshconfig.AutoKillSwitch{MaxPendingMessages: 1, MaxLatencyMillis: 1, WindowMillis: 1, CooldownMillis: 1}},

@@ -234,7 +234,7 @@ func (k *Keeper) watchPolicies(ctx context.Context) (func(), error) {
 		return nil
 	}
 	handler := toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { k.policyChanged(touched(obj)...) },
+		AddFunc: func(obj any) { k.policyChanged(touched(obj)...) },
 		UpdateFunc: func(old, obj any) {
 			// Exports and imports are spec: the status writes that follow
 			// every change (several per object) re-sign nothing.

@@ -65,7 +65,7 @@ type publishedNamespace struct {
 	topicNames []string
 	// inCache are the names of its Topic resources the cache holds.
 	inCache map[string]bool
-	pods   map[string]struct{}      // pod resource names
+	pods    map[string]struct{} // pod resource names
 }
 
 type publishedShared struct {
@@ -361,4 +361,3 @@ func (p *Publisher) publishLocked(update map[string]types.Resource, remove []str
 		p.log.Error(fmt.Errorf("updating the xDS cache: %w", err), "resources not published", "updated", len(update), "removed", len(remove))
 	}
 }
-
