@@ -1,10 +1,8 @@
-package meshconfig_test
+package meshconfig
 
 import (
 	"reflect"
 	"testing"
-
-	"github.com/weighstation/weighstation/meshconfig"
 )
 
 // Every field of a configuration but Version changes its hash: the hash's
@@ -13,79 +11,61 @@ import (
 // walks the types by reflection, so a new field is tested without being
 // named here.
 func TestHashCoversEveryField(t *testing.T) {
-	base := func() meshconfig.PodConfig {
-		return meshconfig.PodConfig{
+	base := func() PodConfig {
+		return PodConfig{
 			Namespace: "shop", Pod: "p-0", Version: "v",
-			Topics:  []meshconfig.TopicPolicy{{Name: "orders", Subject: "orders.>", MaxMessageBytes: 1, PublishRate: &meshconfig.Rate{MessagesPerSecond: 1, MessagesBurst: 1, BytesPerSecond: 1, BytesBurst: 1}}},
-			Default: meshconfig.TopicPolicy{Subject: ">", MaxMessageBytes: 1, PublishRate: &meshconfig.Rate{MessagesPerSecond: 1, MessagesBurst: 1, BytesPerSecond: 1, BytesBurst: 1}},
-			Subscriptions: []meshconfig.SubscriptionPolicy{{Name: "billing", Subject: "orders.*", QueueGroup: "q",
-				KillSwitch: meshconfig.KillSwitch{Reason: "r", Auto: &meshconfig.AutoKillSwitch{MaxPendingMessages: 1, MaxLatencyMillis: 1, WindowMillis: 1, CooldownMillis: 1}},
-				Limits:     meshconfig.Limits{MaxPendingMessages: 1, MaxPendingBytes: 1, Overflow: "DropNewest"}}},
-			Access: meshconfig.Access{Mode: "enforce", InboxPrefix: "_I"},
+			Topics:  []TopicPolicy{{Name: "orders", Subject: "orders.>", MaxMessageBytes: 1, PublishRate: &Rate{MessagesPerSecond: 1, MessagesBurst: 1, BytesPerSecond: 1, BytesBurst: 1}}},
+			Default: TopicPolicy{Subject: ">", MaxMessageBytes: 1, PublishRate: &Rate{MessagesPerSecond: 1, MessagesBurst: 1, BytesPerSecond: 1, BytesBurst: 1}},
+			Subscriptions: []SubscriptionPolicy{{Name: "billing", Subject: "orders.*", QueueGroup: "q",
+				KillSwitch: KillSwitch{Reason: "r", Auto: &AutoKillSwitch{MaxPendingMessages: 1, MaxLatencyMillis: 1, WindowMillis: 1, CooldownMillis: 1}},
+				Limits:     Limits{MaxPendingMessages: 1, MaxPendingBytes: 1, Overflow: "DropNewest"}}},
+			Access: Access{Mode: "enforce", InboxPrefix: "_I"},
 		}
 	}
-	want, _ := meshconfig.Hash(base())
-	// Each path is a way to one leaf of a fresh base configuration.
-	var paths [][]int
-	var walk func(typ reflect.Type, path []int)
-	walk = func(typ reflect.Type, path []int) {
-		for i := range typ.NumField() {
-			f := typ.Field(i)
-			p := append(append([]int(nil), path...), i)
-			ft := f.Type
-			for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice {
-				ft = ft.Elem()
-			}
-			if ft.Kind() == reflect.Struct {
-				walk(ft, p)
-				continue
-			}
-			paths = append(paths, p)
-		}
-	}
-	walk(reflect.TypeOf(meshconfig.PodConfig{}), nil)
-	for _, path := range paths {
+	want, _ := Hash(base())
+	changes := func(mutate func(cfg *PodConfig)) bool {
 		cfg := base()
-		v := reflect.ValueOf(&cfg).Elem()
-		name := ""
-		for _, i := range path {
-			for v.Kind() == reflect.Pointer || v.Kind() == reflect.Slice {
-				if v.Kind() == reflect.Slice {
-					v = v.Index(0)
-				} else {
-					v = v.Elem()
-				}
-			}
-			name += "." + v.Type().Field(i).Name
-			v = v.Field(i)
-		}
-		switch v.Kind() {
-		case reflect.String:
-			v.SetString(v.String() + "x")
-		case reflect.Bool:
-			v.SetBool(!v.Bool())
-		case reflect.Int32, reflect.Int64:
-			v.SetInt(v.Int() + 1)
-		default:
-			t.Fatalf("field %s is a %s: teach this test (and Hash) about it", name, v.Kind())
-		}
-		got, _ := meshconfig.Hash(cfg)
-		if name == ".Version" {
-			if got != want {
-				t.Fatal("the Version field changed the hash it is computed from")
-			}
+		mutate(&cfg)
+		got, _ := Hash(cfg)
+		return got != want
+	}
+	// The configuration's own leaves (leafPaths and bump: equal_test.go);
+	// its lists, through their elements.
+	cfgType := reflect.TypeOf(PodConfig{})
+	lists := map[string]reflect.Type{}
+	for _, path := range leafPaths(cfgType, nil) {
+		f := cfgType.FieldByIndex(path)
+		if f.Type.Kind() == reflect.Slice {
+			lists[f.Name] = f.Type.Elem()
 			continue
 		}
-		if got == want {
-			t.Errorf("changing %s left the hash as it was", name)
+		changed := changes(func(cfg *PodConfig) { bump(reflect.ValueOf(cfg).Elem(), path) })
+		if f.Name == "Version" && changed {
+			t.Fatal("the Version field changed the hash it is computed from")
+		}
+		if f.Name != "Version" && !changed {
+			t.Errorf("changing %s left the hash as it was", f.Name)
+		}
+	}
+	if len(lists) != 2 || lists["Topics"] == nil || lists["Subscriptions"] == nil {
+		t.Fatalf("PodConfig's lists are %v: teach this test (and Hash) about a new one", lists)
+	}
+	for _, path := range leafPaths(lists["Topics"], nil) {
+		if !changes(func(cfg *PodConfig) { bump(reflect.ValueOf(&cfg.Topics[0]).Elem(), path) }) {
+			t.Errorf("changing a Topic's %s left the hash as it was", lists["Topics"].FieldByIndex(path).Name)
+		}
+	}
+	for _, path := range leafPaths(lists["Subscriptions"], nil) {
+		if !changes(func(cfg *PodConfig) { bump(reflect.ValueOf(&cfg.Subscriptions[0]).Elem(), path) }) {
+			t.Errorf("changing a Subscription's %s left the hash as it was", lists["Subscriptions"].FieldByIndex(path).Name)
 		}
 	}
 	// Optional parts: absent is not zero.
 	cfg := base()
-	cfg.Topics[0].PublishRate = &meshconfig.Rate{}
-	zeroRate, _ := meshconfig.Hash(cfg)
+	cfg.Topics[0].PublishRate = &Rate{}
+	zeroRate, _ := Hash(cfg)
 	cfg.Topics[0].PublishRate = nil
-	noRate, _ := meshconfig.Hash(cfg)
+	noRate, _ := Hash(cfg)
 	if zeroRate == noRate {
 		t.Error("a zero publish rate and none hash alike")
 	}
@@ -93,8 +73,8 @@ func TestHashCoversEveryField(t *testing.T) {
 	a, b := base(), base()
 	a.Namespace, a.Pod = "ab", "c"
 	b.Namespace, b.Pod = "a", "bc"
-	ha, _ := meshconfig.Hash(a)
-	hb, _ := meshconfig.Hash(b)
+	ha, _ := Hash(a)
+	hb, _ := Hash(b)
 	if ha == hb {
 		t.Error(`namespace "ab", pod "c" and namespace "a", pod "bc" hash alike`)
 	}
