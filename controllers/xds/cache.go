@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -143,7 +144,7 @@ func (c *Cache) UpdateResources(update map[string]types.Resource, remove []strin
 // notifyLocked answers the open watches that subscribe to a changed name.
 func (c *Cache) notifyLocked(changed []string) {
 	byNamespace := map[string][]string{}
-	for _, name := range changed {
+	for _, name := range unique(changed) {
 		ns := namespaceOf(name)
 		byNamespace[ns] = append(byNamespace[ns], name)
 	}
@@ -163,18 +164,15 @@ func (c *Cache) notifyLocked(changed []string) {
 }
 
 // respondLocked compares the watch's subscription with the cache over
-// candidates and returns a response for what differs (nil for nothing).
+// candidates, each named once, and returns a response for what differs
+// (nil for nothing). It runs for every open watch of a namespace at each
+// of its updates, so it allocates only for a response.
 func (c *Cache) respondLocked(w *deltaWatch, candidates []string) *deltaResponse {
 	subscribed := w.sub.SubscribedResources()
 	returned := w.sub.ReturnedResources()
 	var resources []*discovery.Resource
 	var removed []string
-	seen := make(map[string]bool, len(candidates))
 	for _, name := range candidates {
-		if seen[name] {
-			continue
-		}
-		seen[name] = true
 		if _, ok := subscribed[name]; !ok {
 			continue
 		}
@@ -221,7 +219,7 @@ func (c *Cache) candidatesLocked(request *cachev3.DeltaRequest, sub cachev3.Subs
 			for _, ch := range c.changes[i:] {
 				names = append(names, ch.name)
 			}
-			return names
+			return unique(names)
 		}
 	}
 	names := make([]string, 0, len(sub.SubscribedResources()))
@@ -318,4 +316,11 @@ func (r *deltaResponse) GetContext() context.Context             { return contex
 // Fetch refuses the REST protocol, which the server does not serve.
 func (c *Cache) Fetch(context.Context, *cachev3.Request) (cachev3.Response, error) {
 	return nil, errors.New("fetching over REST is not served: use delta ADS")
+}
+
+// unique sorts names and drops repeats (an update may set and remove one
+// name; a subscription may name one the log has).
+func unique(names []string) []string {
+	slices.Sort(names)
+	return slices.Compact(names)
 }
