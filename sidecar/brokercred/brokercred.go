@@ -212,6 +212,9 @@ func (h *Holder) Maintain(ctx context.Context, conn grpc.ClientConnInterface, to
 			return err
 		}
 		lastRenewal = time.Now()
+		// Counted before the switch, so that whoever sees the switch
+		// sees the count.
+		h.renewals.Add(1)
 		// Asks that arrived while this renewal waited or ran (the old
 		// connection's refusals, say) are answered by it.
 		select {
@@ -221,7 +224,6 @@ func (h *Holder) Maintain(ctx context.Context, conn grpc.ClientConnInterface, to
 		if switched != nil {
 			switched()
 		}
-		h.renewals.Add(1)
 		h.notifyRenewed()
 	}
 }
