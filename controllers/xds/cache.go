@@ -2,6 +2,8 @@ package xds
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -9,11 +11,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/weighstation/weighstation/meshconfig/xdsresource"
 )
 
 // Cache holds the resources the xDS server serves and answers its delta
@@ -35,6 +40,22 @@ import (
 // Versions are LinearCache's (a hash of the deterministic encoding: see
 // Version), so status and ACKs speak of the same versions as before.
 //
+// A name "<prefix>*" is a collection (a namespace's Topics,
+// xdsresource.TopicCollectionName): a stream that subscribes to it is sent
+// every resource whose name is "<prefix><member>", and, with every
+// response that changes what it holds of the collection, a marker under
+// the collection's name whose version is the collection's version,
+// "<epoch>.<seq>.<digest>": the stream holds every member as of the
+// cache's sequence number seq, and the members' names and versions sum to
+// digest. What the stream's state records of a collection is that one
+// version, not one entry per member. A stream that reports the current
+// digest holds every member as it is (a sidecar reconnecting to an
+// operator that restarted, with nothing changed, is sent nothing); one
+// that reports a version of this cache (same epoch) still covered by the
+// change log is sent the members changed since; any other is sent every
+// member, the marker saying so (complete), and drops the members it holds
+// that were not sent.
+//
 // Lock order: Cache.mu is taken alone, or after Publisher.mu (the
 // Publisher updates the cache under its lock); responses are sent under
 // Cache.mu into the server's buffered channel, which holds every response
@@ -42,8 +63,18 @@ import (
 type Cache struct {
 	typeURL string
 
+	// epoch tells this cache's collection versions from another's (an
+	// operator that restarted, or a new leader): sequence numbers start
+	// over with each cache.
+	epoch string
+
 	mu        sync.Mutex
 	resources map[string]*cachedResource
+	// members are the names of the resources under each prefix
+	// ("<namespace>/topic/"), what a collection's complete response sends,
+	// and digests the sum of their digests.
+	members map[string]map[string]struct{}
+	digests map[string]uint64
 	// seq numbers the updates; changes logs, in order, the names each
 	// changed (updated or removed), back to but excluding seq floor.
 	seq     uint64
@@ -67,6 +98,12 @@ const seqKey = "\x00seq"
 type cachedResource struct {
 	resource types.Resource
 	version  string
+	// changed is the sequence number of its last update, and since that of
+	// the update that added it (it did not exist before): what a stream
+	// at a collection version holds of it (HeldMember).
+	changed, since uint64
+	// digest stands for its name and version in its collection's digest.
+	digest uint64
 	// wire is the resource as responses carry it, shared by all.
 	wire *discovery.Resource
 }
@@ -85,7 +122,83 @@ type deltaWatch struct {
 
 // NewCache returns an empty cache of resources of typeURL.
 func NewCache(typeURL string) *Cache {
-	return &Cache{typeURL: typeURL, resources: map[string]*cachedResource{}, watches: map[string]map[*deltaWatch]struct{}{}}
+	return &Cache{
+		typeURL: typeURL, epoch: strconv.FormatInt(time.Now().UnixNano(), 36),
+		resources: map[string]*cachedResource{}, members: map[string]map[string]struct{}{}, digests: map[string]uint64{},
+		watches: map[string]map[*deltaWatch]struct{}{},
+	}
+}
+
+// parentOf is the prefix a collection's members share: a name up to and
+// including its last '/'.
+func parentOf(name string) string {
+	return name[:strings.LastIndexByte(name, '/')+1]
+}
+
+// memberDigest is what a resource adds to its collection's digest: the
+// first 8 bytes of the SHA-256 of its name and version. Digests are summed,
+// so a change costs one subtraction and one addition. Only the tenant of a
+// namespace writes its Topics, so a collision it contrives only keeps its
+// own sidecars from a change.
+func memberDigest(name, version string) uint64 {
+	h := sha256.New()
+	h.Write([]byte(name))
+	h.Write([]byte{0})
+	h.Write([]byte(version))
+	return binary.BigEndian.Uint64(h.Sum(nil))
+}
+
+// collectionVersionLocked is the version of the collection of prefix now.
+func (c *Cache) collectionVersionLocked(prefix string) string {
+	return c.epoch + "." + strconv.FormatUint(c.seq, 10) + "." + strconv.FormatUint(c.digests[prefix], 36)
+}
+
+// parseCollectionVersion reads a collection version; ours is false for
+// one of another cache (or none), whose seq means nothing here.
+func (c *Cache) parseCollectionVersion(version string) (seq, digest uint64, ours, ok bool) {
+	parts := strings.Split(version, ".")
+	if len(parts) != 3 {
+		return 0, 0, false, false
+	}
+	seq, err1 := strconv.ParseUint(parts[1], 10, 64)
+	digest, err2 := strconv.ParseUint(parts[2], 36, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, false, false
+	}
+	return seq, digest, parts[0] == c.epoch, true
+}
+
+// OlderVersion is what HeldMember returns for a member that a pod holds in
+// a version it cannot name: an earlier one than the current, or one of
+// another cache (before the operator restarted).
+const OlderVersion = "(older)"
+
+// HeldMember returns the version of member name that a stream holding
+// its collection at collectionVersion holds: the current version if the
+// member has not changed since, OlderVersion if it changed since (or the
+// collection version is another cache's), and "" if it was added since
+// (or is gone now).
+func (c *Cache) HeldMember(name, collectionVersion string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.resources[name]
+	if !ok {
+		return ""
+	}
+	seq, digest, ours, parsed := c.parseCollectionVersion(collectionVersion)
+	switch {
+	case !parsed:
+		return OlderVersion
+	case digest == c.digests[parentOf(name)]:
+		return r.version // the collection as it is now
+	case !ours:
+		return OlderVersion
+	case seq >= r.changed:
+		return r.version
+	case seq >= r.since:
+		return OlderVersion
+	}
+	return ""
 }
 
 var _ cachev3.Cache = (*Cache)(nil)
@@ -118,12 +231,32 @@ func (c *Cache) UpdateResources(update map[string]types.Resource, remove []strin
 	c.seq++
 	changed := make([]string, 0, len(wire)+len(remove))
 	for name, r := range wire {
+		r.changed, r.since = c.seq, c.seq
+		parent := parentOf(name)
+		r.digest = memberDigest(name, r.version)
+		if old, ok := c.resources[name]; ok {
+			r.since = old.since
+			c.digests[parent] -= old.digest
+		} else {
+			if c.members[parent] == nil {
+				c.members[parent] = map[string]struct{}{}
+			}
+			c.members[parent][name] = struct{}{}
+		}
+		c.digests[parent] += r.digest
 		c.resources[name] = r
 		changed = append(changed, name)
 	}
 	for _, name := range remove {
-		if _, ok := c.resources[name]; ok {
+		if old, ok := c.resources[name]; ok {
 			delete(c.resources, name)
+			parent := parentOf(name)
+			delete(c.members[parent], name)
+			c.digests[parent] -= old.digest
+			if len(c.members[parent]) == 0 {
+				delete(c.members, parent)
+				delete(c.digests, parent)
+			}
 			changed = append(changed, name)
 		}
 	}
@@ -165,16 +298,43 @@ func (c *Cache) notifyLocked(changed []string) {
 
 // respondLocked compares the watch's subscription with the cache over
 // candidates, each named once, and returns a response for what differs
-// (nil for nothing). It runs for every open watch of a namespace at each
-// of its updates, so it allocates only for a response.
+// (nil for nothing). A candidate is a name the watch subscribes to, or a
+// member of a collection it subscribes to, changed since the stream's
+// last response; a collection among the candidates is compared in full
+// (see syncCollectionLocked). It runs for every open watch of a namespace
+// at each of its updates, so it allocates only for a response.
 func (c *Cache) respondLocked(w *deltaWatch, candidates []string) *deltaResponse {
 	subscribed := w.sub.SubscribedResources()
 	returned := w.sub.ReturnedResources()
 	var resources []*discovery.Resource
 	var removed []string
+	// collections are those whose members this response changes, and
+	// whether it sends them whole.
+	var collections map[string]bool
+	touch := func(collection string, complete bool) {
+		if collections == nil {
+			collections = map[string]bool{}
+		}
+		collections[collection] = collections[collection] || complete
+	}
 	for _, name := range candidates {
 		if _, ok := subscribed[name]; !ok {
+			collection := parentOf(name) + "*"
+			if _, member := subscribed[collection]; !member || collection == name {
+				continue
+			}
+			// A member changed since the stream's last response, which
+			// brought it up to date: send what it is now.
+			if r, exists := c.resources[name]; exists {
+				resources = append(resources, r.wire)
+			} else {
+				removed = append(removed, name)
+			}
+			touch(collection, false)
 			continue
+		}
+		if _, isCollection := xdsresource.IsCollection(name); isCollection {
+			continue // after the names: see below
 		}
 		known, isKnown := returned[name]
 		r, exists := c.resources[name]
@@ -185,7 +345,14 @@ func (c *Cache) respondLocked(w *deltaWatch, candidates []string) *deltaResponse
 			removed = append(removed, name)
 		}
 	}
-	if len(resources) == 0 && len(removed) == 0 {
+	for _, name := range candidates {
+		if prefix, isCollection := xdsresource.IsCollection(name); isCollection {
+			if _, ok := subscribed[name]; ok {
+				resources, removed = c.syncCollectionLocked(name, prefix, returned[name], resources, removed, touch)
+			}
+		}
+	}
+	if len(resources) == 0 && len(removed) == 0 && len(collections) == 0 {
 		return nil
 	}
 	next := maps.Clone(returned)
@@ -193,13 +360,88 @@ func (c *Cache) respondLocked(w *deltaWatch, candidates []string) *deltaResponse
 		next = map[string]string{}
 	}
 	for _, r := range resources {
-		next[r.GetName()] = r.GetVersion()
+		if _, ok := subscribed[r.GetName()]; ok {
+			next[r.GetName()] = r.GetVersion()
+		}
 	}
 	for _, name := range removed {
 		delete(next, name)
 	}
+	for collection, complete := range collections {
+		marker := c.markerLocked(collection, complete)
+		resources = append(resources, marker)
+		next[collection] = marker.GetVersion()
+	}
 	next[seqKey] = strconv.FormatUint(c.seq, 10)
-	return &deltaResponse{request: w.request, resources: resources, removed: removed, next: next, version: strconv.FormatUint(c.seq, 10)}
+	return &deltaResponse{request: w.request, resources: uniqueResources(resources), removed: unique(removed), next: next, version: strconv.FormatUint(c.seq, 10)}
+}
+
+// syncCollectionLocked adds to a response what a stream that holds the
+// collection at version held lacks: the members changed since, when held
+// is a version of this cache that the change log still covers, or else
+// every member (complete).
+func (c *Cache) syncCollectionLocked(collection, prefix, held string, resources []*discovery.Resource, removed []string, touch func(string, bool)) ([]*discovery.Resource, []string) {
+	since, digest, ours, parsed := c.parseCollectionVersion(held)
+	if parsed && digest == c.digests[prefix] {
+		return resources, removed // it holds every member as it is
+	}
+	if ours && since >= c.floor {
+		i := len(c.changes)
+		for i > 0 && c.changes[i-1].seq > since {
+			i--
+		}
+		changed := false
+		for _, ch := range c.changes[i:] {
+			if !strings.HasPrefix(ch.name, prefix) {
+				continue
+			}
+			changed = true
+			if r, exists := c.resources[ch.name]; exists {
+				resources = append(resources, r.wire)
+			} else {
+				removed = append(removed, ch.name)
+			}
+		}
+		if changed {
+			touch(collection, false)
+		}
+		return resources, removed
+	}
+	for name := range c.members[prefix] {
+		resources = append(resources, c.resources[name].wire)
+	}
+	touch(collection, true)
+	return resources, removed
+}
+
+// markerLocked is a collection's marker at the current sequence number.
+func (c *Cache) markerLocked(collection string, complete bool) *discovery.Resource {
+	prefix, _ := xdsresource.IsCollection(collection)
+	version := c.collectionVersionLocked(prefix)
+	b, err := cachev3.MarshalResource(xdsresource.TopicCollectionResource(complete, len(c.members[prefix])))
+	if err != nil {
+		// Our own generated message of two scalars cannot fail to marshal.
+		panic(fmt.Sprintf("marshalling the marker of %s: %v", collection, err))
+	}
+	return &discovery.Resource{Name: collection, Version: version, Resource: &anypb.Any{TypeUrl: c.typeURL, Value: b}}
+}
+
+// uniqueResources drops repeated resources (a member both changed since the
+// stream's last response and in a collection compared in full), keeping
+// the first of each name.
+func uniqueResources(resources []*discovery.Resource) []*discovery.Resource {
+	if len(resources) < 2 {
+		return resources
+	}
+	seen := make(map[string]bool, len(resources))
+	out := resources[:0]
+	for _, r := range resources {
+		if !seen[r.GetName()] {
+			seen[r.GetName()] = true
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // candidatesLocked is what a new watch must compare: the names changed

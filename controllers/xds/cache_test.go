@@ -32,6 +32,8 @@ type simStream struct {
 	// (ack sends it later): changes made meanwhile reach no watch, and the
 	// next watch must find them.
 	delayAck func() bool
+	// onResponse, if set, is given each response as it is drained.
+	onResponse func(cachev3.DeltaResponse)
 }
 
 // request sends one request (the first, a subscription change or an ACK)
@@ -66,6 +68,9 @@ func (s *simStream) drain(t *testing.T) []string {
 	for {
 		select {
 		case resp := <-s.out:
+			if s.onResponse != nil {
+				s.onResponse(resp)
+			}
 			rendered = append(rendered, render(t, resp))
 			s.sub.SetReturnedResources(resp.GetNextVersionMap())
 			s.cancel = nil // the watch answered: it is done

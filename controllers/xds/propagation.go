@@ -36,6 +36,11 @@ func PodKey(namespace, pod, uid string) string { return namespace + "/" + pod + 
 // Tracker knows, from the sidecars' ACKs and NACKs, which version of each
 // resource each pod (by PodKey) holds. It outlives streams: a sidecar keeps what it
 // applied while it reconnects. It forgets a pod only when the pod is gone.
+//
+// Of a collection (a namespace's Topics) a pod's entry is the one version
+// of the collection it applied, not one per member: what it holds of a
+// member follows from it (Acked asks the Cache). A schema-1 sidecar, which
+// subscribes to each Topic by name, has an entry per Topic.
 type Tracker struct {
 	mu sync.Mutex
 	// acked is, per pod ("<namespace>/<pod>"), the version of each
@@ -51,6 +56,21 @@ type Tracker struct {
 	changed chan struct{}
 	// onChange, if set, is told what changed (outside the lock).
 	onChange func([]Change)
+	// collections answers what a pod holds of a collection's member from
+	// the collection version it acknowledged (the Publisher's Cache).
+	collections collectionSource
+}
+
+// collectionSource is what the Tracker asks the Cache: see
+// Cache.HeldMember.
+type collectionSource interface {
+	HeldMember(name, collectionVersion string) string
+}
+
+func (t *Tracker) setCollections(c collectionSource) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.collections = c
 }
 
 // Change is one pod's new state of one resource: it holds Version ("" for
@@ -113,6 +133,17 @@ func (t *Tracker) apply(pod string, applied map[string]string) {
 	var changed []Change
 	now := time.Now()
 	for name, v := range applied {
+		if collection := parentOf(name) + "*"; collection != name && hasKey(applied, collection) {
+			// A member of a collection the pod applied a version of: that
+			// version says what it holds of the member. Told as a change
+			// (its status may change), its refusal cleared.
+			if v != "" {
+				t.lastApplied[name] = now
+			}
+			changed = append(changed, Change{Resource: name, Pod: pod, Version: v})
+			t.forgetNACKLocked(name, pod)
+			continue
+		}
 		before, had := held[name]
 		if before == v && (had || v == "") {
 			continue
@@ -134,6 +165,11 @@ func (t *Tracker) apply(pod string, applied map[string]string) {
 	t.notifyLocked()
 	t.mu.Unlock()
 	t.notify(changed)
+}
+
+func hasKey(m map[string]string, key string) bool {
+	_, ok := m[key]
+	return ok
 }
 
 // notHeld returns those of versions that pod does not hold.
@@ -214,8 +250,16 @@ func (t *Tracker) forgetNACKLocked(resource, pod string) {
 // for none).
 func (t *Tracker) Acked(pod, resource string) string {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.acked[pod][resource]
+	held := t.acked[pod]
+	v, ok := held[resource]
+	collection, inCollection := held[parentOf(resource)+"*"]
+	source := t.collections
+	t.mu.Unlock()
+	if ok || !inCollection || source == nil {
+		return v
+	}
+	// Outside the lock: Cache.mu is never taken under Tracker.mu.
+	return source.HeldMember(resource, collection)
 }
 
 // LastApplied returns when a pod last applied a version of resource (the

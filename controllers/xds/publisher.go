@@ -24,11 +24,17 @@ import (
 // shared resources it names go into the cache in one update, so a stream
 // never sees a pod resource that names a shared resource the cache lacks.
 //
-// A namespace's Topics are published once, as shared resources, while the
-// namespace has a sidecar pod: a change of one Topic's limits updates that
-// one resource and no pod's. A Subscription's shared resource lives while
-// some pod names it. A shared resource changes in the cache only when its
-// content does: that is what keeps one change from resending anything else.
+// A namespace's Topics are published once, as the members of its Topic
+// collection, while the namespace has a sidecar pod: a change of one
+// Topic updates that one resource and no pod's. A Subscription's shared
+// resource lives while some pod names it. A shared resource changes in the
+// cache only when its content does: that is what keeps one change from
+// resending anything else.
+//
+// A pod's own resource (schema 2) holds its part alone. For a sidecar of
+// the previous release, which subscribes to the schema-1 name, the pod's
+// schema-1 resource, which lists every Topic of the namespace, is
+// published too (ServeV1), and kept while the pod lives.
 type Publisher struct {
 	*desired.Store
 	cache   *Cache
@@ -39,9 +45,12 @@ type Publisher struct {
 	// cache is updated under mu, so two updates of one shared resource
 	// cannot land out of order).
 	mu         sync.Mutex
-	pods       map[string]publishedPod // by pod resource name
+	pods       map[string]publishedPod // by node ID ("<namespace>/<pod>")
 	namespaces map[string]*publishedNamespace
-	shared     map[string]*publishedShared
+	// v1Readers are the pods (node IDs) whose sidecar read the schema-1
+	// resource: it is published for them, and only for them.
+	v1Readers map[string]bool
+	shared    map[string]*publishedShared
 	// changedAt is when each resource last changed in the cache: the start
 	// of its push latency.
 	changedAt map[string]time.Time
@@ -52,7 +61,8 @@ type Publisher struct {
 }
 
 type publishedPod struct {
-	resource *xdsv1.Resource
+	resource *xdsv1.Resource // schema 2
+	v1       *xdsv1.Resource // schema 1, for a v1 reader only
 	part     desired.PodPart
 	uid      k8stypes.UID
 }
@@ -60,12 +70,12 @@ type publishedPod struct {
 // publishedNamespace is one namespace's Topics and the pods published in it.
 type publishedNamespace struct {
 	topics []meshconfig.TopicPolicy // in force, sorted by subject
-	// topicNames are the topics' resource names, which every pod resource
-	// of the namespace shares.
+	// topicNames are the topics' resource names, which every schema-1 pod
+	// resource of the namespace shares.
 	topicNames []string
 	// inCache are the names of its Topic resources the cache holds.
 	inCache map[string]bool
-	pods    map[string]struct{} // pod resource names
+	pods    map[string]struct{} // node IDs
 }
 
 type publishedShared struct {
@@ -88,6 +98,7 @@ func NewPublisher(log logr.Logger, tracker *Tracker) *Publisher {
 		log:        log,
 		pods:       map[string]publishedPod{},
 		namespaces: map[string]*publishedNamespace{},
+		v1Readers:  map[string]bool{},
 		shared:     map[string]*publishedShared{},
 		changedAt:  map[string]time.Time{},
 	}
@@ -113,22 +124,83 @@ func (p *Publisher) ChangedAt(name string) (time.Time, bool) {
 	return t, ok
 }
 
-// Current returns the resource the cache holds under name.
+// Current returns the resource the cache holds under name: a shared
+// resource, or a pod's own resource of either schema.
 func (p *Publisher) Current(name string) (*xdsv1.Resource, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s, ok := p.shared[name]; ok {
 		return s.resource, true
 	}
-	if pod, ok := p.pods[name]; ok {
-		return pod.resource, true
+	parsed, err := xdsresource.ParseName(name)
+	if err != nil || parsed.Kind != xdsresource.KindPod {
+		return nil, false
 	}
-	return nil, false
+	pod, ok := p.pods[xdsresource.PodName(parsed.Namespace, parsed.Name)]
+	switch {
+	case !ok:
+		return nil, false
+	case parsed.Schema == xdsresource.PreviousSchemaVersion:
+		if pod.v1 == nil {
+			return p.podResourceV1Locked(pod.part, pod.uid), true
+		}
+		return pod.v1, true
+	}
+	return pod.resource, true
+}
+
+// PodUID returns the UID of the pod (by node ID) that the publisher
+// computed.
+func (p *Publisher) PodUID(nodeID string) (k8stypes.UID, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pod, ok := p.pods[nodeID]
+	return pod.uid, ok
+}
+
+// PolicyNames returns the names of the Topics in force in a pod's
+// namespace and of its Subscriptions (ok false for a pod not published).
+func (p *Publisher) PolicyNames(namespace, pod string) (topics, subscriptions []string, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	published, ok := p.pods[xdsresource.PodName(namespace, pod)]
+	if !ok {
+		return nil, nil, false
+	}
+	ns := p.namespaces[namespace]
+	topics = make([]string, len(ns.topics))
+	for i := range ns.topics {
+		topics[i] = ns.topics[i].Name
+	}
+	subscriptions = make([]string, len(published.part.Subscriptions))
+	for i := range published.part.Subscriptions {
+		subscriptions[i] = published.part.Subscriptions[i].Name
+	}
+	return topics, subscriptions, true
+}
+
+// ServeV1 publishes the schema-1 resource of a pod (by node ID) whose
+// sidecar, of the previous release, subscribes to it, and keeps it
+// published while the pod lives.
+func (p *Publisher) ServeV1(nodeID string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.v1Readers[nodeID] {
+		return
+	}
+	p.v1Readers[nodeID] = true
+	pod, ok := p.pods[nodeID]
+	if !ok {
+		return // published with the pod (SetPod)
+	}
+	pod.v1 = p.podResourceV1Locked(pod.part, pod.uid)
+	p.pods[nodeID] = pod
+	p.publishLocked(map[string]types.Resource{nodeID: pod.v1}, nil)
 }
 
 // SetTopics stores a namespace's Topics and publishes those that changed.
-// Only a change of the namespace's Topic names or subjects changes its
-// pods' own resources (which list them); a change of limits does not.
+// No pod's own resource changes with them, but the schema-1 resources of
+// previous-release sidecars, when a Topic comes, goes or changes subject.
 func (p *Publisher) SetTopics(namespace string, topics []meshconfig.TopicPolicy) bool {
 	storeChanged := p.Store.SetTopics(namespace, topics)
 	if !storeChanged {
@@ -153,10 +225,14 @@ func (p *Publisher) SetTopics(namespace string, topics []meshconfig.TopicPolicy)
 	}
 	update, remove := p.topicUpdatesLocked(namespace, topics)
 	if !sameShape {
+		// Only a schema-1 resource lists the namespace's Topics.
 		for name := range ns.pods {
 			pod := p.pods[name]
-			if res := p.podResourceLocked(pod.part, pod.uid); !proto.Equal(pod.resource, res) {
-				pod.resource = res
+			if pod.v1 == nil {
+				continue
+			}
+			if res := p.podResourceV1Locked(pod.part, pod.uid); !proto.Equal(pod.v1, res) {
+				pod.v1 = res
 				p.pods[name] = pod
 				update[name] = res
 			}
@@ -224,8 +300,16 @@ func (p *Publisher) SetPod(part desired.PodPart, uid k8stypes.UID) bool {
 	}
 	ns.pods[name] = struct{}{}
 	podResource := p.podResourceLocked(part, uid)
+	resourceName := xdsresource.PodResourceName(part.Namespace, part.Pod)
 	if !known || !proto.Equal(old.resource, podResource) {
-		update[name] = podResource
+		update[resourceName] = podResource
+	}
+	var v1 *xdsv1.Resource
+	if p.v1Readers[name] {
+		v1 = p.podResourceV1Locked(part, uid)
+		if !known || old.v1 == nil || !proto.Equal(old.v1, v1) {
+			update[name] = v1
+		}
 	}
 	for i := range part.Subscriptions {
 		sub := &part.Subscriptions[i]
@@ -245,7 +329,7 @@ func (p *Publisher) SetPod(part desired.PodPart, uid k8stypes.UID) bool {
 			remove = append(remove, p.release(xdsresource.SubscriptionName(part.Namespace, sub.Name))...)
 		}
 	}
-	p.pods[name] = publishedPod{resource: podResource, part: part, uid: uid}
+	p.pods[name] = publishedPod{resource: podResource, v1: v1, part: part, uid: uid}
 	p.publishLocked(update, remove)
 	p.mu.Unlock()
 	if recreated && p.tracker != nil {
@@ -254,15 +338,29 @@ func (p *Publisher) SetPod(part desired.PodPart, uid k8stypes.UID) bool {
 	return storeChanged || len(update) > 0
 }
 
-// podResourceLocked is a pod's own resource: the namespace's Topics, with
-// whether the pod may publish under each, and its Subscriptions' names.
+// podResourceLocked is a pod's own resource: its part, with the names of
+// its Subscriptions and of the Topics it may not publish under.
 func (p *Publisher) podResourceLocked(part desired.PodPart, uid k8stypes.UID) *xdsv1.Resource {
+	subscriptions := make([]string, len(part.Subscriptions))
+	for i, s := range part.Subscriptions {
+		subscriptions[i] = s.Name
+	}
+	return xdsresource.BuildPodResource(xdsresource.OwnContent{
+		Namespace: part.Namespace, Pod: part.Pod, UID: string(uid), Default: part.Default, Access: part.Access,
+		ExcludedTopics: part.Excluded, Subscriptions: subscriptions,
+	})
+}
+
+// podResourceV1Locked is a pod's own resource of schema 1: the
+// namespace's Topics, with whether the pod may publish under each, and its
+// Subscriptions' names.
+func (p *Publisher) podResourceV1Locked(part desired.PodPart, uid k8stypes.UID) *xdsv1.Resource {
 	ns := p.namespaces[part.Namespace]
 	subscriptions := make([]string, len(part.Subscriptions))
 	for i, s := range part.Subscriptions {
 		subscriptions[i] = s.Name
 	}
-	return xdsresource.BuildPodResource(xdsresource.PodContent{
+	return xdsresource.BuildPodResourceV1(xdsresource.PodContentV1{
 		Namespace: part.Namespace, Pod: part.Pod, UID: string(uid), Default: part.Default, Access: part.Access,
 		Topics: ns.topics, TopicNames: ns.topicNames,
 		MayPublish:    func(i int) bool { return !part.Excludes(ns.topics[i].Name) },
@@ -286,13 +384,17 @@ func (p *Publisher) Delete(pod k8stypes.NamespacedName) bool {
 	storeChanged := p.Store.Delete(pod)
 	name := xdsresource.PodName(pod.Namespace, pod.Name)
 	p.mu.Lock()
+	delete(p.v1Readers, name)
 	old, known := p.pods[name]
 	if !known {
 		p.mu.Unlock()
 		return storeChanged
 	}
 	delete(p.pods, name)
-	remove := []string{name}
+	remove := []string{xdsresource.PodResourceName(pod.Namespace, pod.Name)}
+	if old.v1 != nil {
+		remove = append(remove, name)
+	}
 	for _, sub := range old.part.Subscriptions {
 		remove = append(remove, p.release(xdsresource.SubscriptionName(pod.Namespace, sub.Name))...)
 	}

@@ -31,7 +31,7 @@ func TestPublisherRepublishesWhatChanged(t *testing.T) {
 	pub.SetPod(part("billing-0"), "uid-0")
 	pub.SetPod(part("web-0", "ledger"), "uid-1")
 	before := snapshot(pub)
-	want := []string{"shop/billing-0", "shop/web-0", "shop/topic/ledger", "shop/topic/orders"}
+	want := []string{"shop/pod/billing-0", "shop/pod/web-0", "shop/topic/ledger", "shop/topic/orders"}
 	if len(before) != len(want) {
 		t.Fatalf("cache holds %v; want %v", keys(before), want)
 	}
@@ -52,27 +52,28 @@ func TestPublisherRepublishesWhatChanged(t *testing.T) {
 			bigger.MaxMessageBytes = 4096
 			pub.SetTopics("shop", []meshconfig.TopicPolicy{ledger, bigger})
 		}, nil, nil},
-		// A pod's resource carries the subject of the Topics it is
-		// excluded from (web-0: ledger), and names the others.
+		// A pod's resource names the Topics it is excluded from (web-0:
+		// ledger), and nothing of the others: no pod's resource changes
+		// with a Topic.
 		{"a Topic's subject", func() {
 			moved := ledger
 			moved.Subject = "ledger.v2.>"
 			bigger := orders
 			bigger.MaxMessageBytes = 4096
 			pub.SetTopics("shop", []meshconfig.TopicPolicy{moved, bigger})
-		}, []string{"shop/web-0", "shop/topic/ledger"}, nil},
+		}, []string{"shop/topic/ledger"}, nil},
 		{"a Topic deleted", func() {
 			moved := ledger
 			moved.Subject = "ledger.v2.>"
 			pub.SetTopics("shop", []meshconfig.TopicPolicy{moved})
-		}, []string{"shop/billing-0", "shop/web-0"}, []string{"shop/topic/orders"}},
+		}, nil, []string{"shop/topic/orders"}},
 		{"one pod's exclusions", func() {
 			pub.SetPod(part("billing-0", "ledger"), "uid-0")
-		}, []string{"shop/billing-0"}, nil},
+		}, []string{"shop/pod/billing-0"}, nil},
 		{"the namespace's pods deleted", func() {
 			pub.Delete(k8stypes.NamespacedName{Namespace: "shop", Name: "billing-0"})
 			pub.Delete(k8stypes.NamespacedName{Namespace: "shop", Name: "web-0"})
-		}, nil, []string{"shop/billing-0", "shop/web-0", "shop/topic/ledger"}},
+		}, nil, []string{"shop/pod/billing-0", "shop/pod/web-0", "shop/topic/ledger"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,6 +100,54 @@ func TestPublisherRepublishesWhatChanged(t *testing.T) {
 	pub.SetPod(part("billing-1"), "uid-2")
 	if _, ok := pub.Current(xdsresource.TopicName("shop", "ledger")); !ok {
 		t.Fatal("the namespace's next pod came without its Topics")
+	}
+}
+
+// A pod whose sidecar is of the previous release (schema 1) reads its
+// resource under its node ID, which lists every Topic of the namespace:
+// the publisher publishes it for that pod alone, keeps it as the Topics
+// change, and removes it with the pod.
+func TestPublisherServesSchema1ToItsReadersOnly(t *testing.T) {
+	orders := meshconfig.TopicPolicy{Name: "orders", Subject: "orders.>", MaxMessageBytes: 1024, MayPublish: true}
+	ledger := meshconfig.TopicPolicy{Name: "ledger", Subject: "ledger.>", MaxMessageBytes: 1024, MayPublish: true}
+	part := func(pod string, excluded ...string) desired.PodPart {
+		return desired.PodPart{Namespace: "shop", Pod: pod, Default: meshconfig.DefaultConfig(meshconfig.DefaultPolicy).Default,
+			Access: meshconfig.Access{Mode: meshconfig.AccessEnforce}, Excluded: excluded}
+	}
+	pub := xds.NewPublisher(logr.Discard(), xds.NewTracker())
+	pub.SetTopics("shop", []meshconfig.TopicPolicy{ledger, orders})
+	pub.SetPod(part("billing-0"), "uid-0")
+	pub.SetPod(part("web-0", "ledger"), "uid-1")
+	before := snapshot(pub)
+	pub.ServeV1("shop/web-0")
+	after := snapshot(pub)
+	if len(after) != len(before)+1 || after["shop/web-0"] == "" {
+		t.Fatalf("after ServeV1 the cache holds %v; want %v and shop/web-0", keys(after), keys(before))
+	}
+	res, _ := pub.Current("shop/web-0")
+	if got := res.GetSchemaVersion(); got != xdsresource.PreviousSchemaVersion {
+		t.Fatalf("schema-1 resource of schema %d", got)
+	}
+	refs := res.GetPod().GetTopics()
+	if len(refs) != 2 || refs[0].GetName() != "shop/topic/ledger" || refs[0].GetMayPublish() || refs[0].GetSubject() != "ledger.>" || !refs[1].GetMayPublish() {
+		t.Fatalf("schema-1 Topic references %v; want ledger refused (its subject), orders allowed", refs)
+	}
+	// A Topic added changes the schema-1 resource, and no schema-2 one.
+	audit := meshconfig.TopicPolicy{Name: "audit", Subject: "audit.>", MaxMessageBytes: 1024, MayPublish: true}
+	pub.SetTopics("shop", []meshconfig.TopicPolicy{audit, ledger, orders})
+	changed := snapshot(pub)
+	var diff []string
+	for name, v := range changed {
+		if after[name] != v {
+			diff = append(diff, name)
+		}
+	}
+	if !sameSet(diff, []string{"shop/web-0", "shop/topic/audit"}) {
+		t.Fatalf("a Topic added changed %v; want shop/web-0 and shop/topic/audit", diff)
+	}
+	pub.Delete(k8stypes.NamespacedName{Namespace: "shop", Name: "web-0"})
+	if _, ok := pub.Cache().GetResources()["shop/web-0"]; ok {
+		t.Fatal("the schema-1 resource outlived its pod")
 	}
 }
 

@@ -146,6 +146,9 @@ func NewServer(pub *Publisher, tracker *Tracker, opts Options) *Server {
 		opts.Now = time.Now
 	}
 	opts.Limits = opts.Limits.withDefaults()
+	// What a pod holds of a Topic follows from the version of the
+	// collection it acknowledged, which the cache reads.
+	tracker.setCollections(pub.Cache())
 	return &Server{opts: opts, pub: pub, tracker: tracker, metrics: newServerMetrics(opts.Registerer), streams: map[int64]*streamState{}, ready: make(chan struct{}),
 		refusalLog: rate.NewLimiter(refusalLogRate, refusalLogBurst)}
 }
@@ -467,6 +470,15 @@ func (s *Server) onRequest(streamID int64, req *discoveryRequest) error {
 		s.opts.Log.Info("refused an xDS request", "pod", st.id.NodeID(), "reason", err.Error())
 		return status.Error(codes.PermissionDenied, err.Error())
 	}
+	for _, name := range req.GetResourceNamesSubscribe() {
+		if name == st.id.NodeID() {
+			// A sidecar of the previous release (schema 1) reads its pod's
+			// resource under the node ID: publish it, before the watch
+			// that answers this request looks for it.
+			s.pub.ServeV1(name)
+			break
+		}
+	}
 	if !st.started {
 		// The sidecar reports what it holds (it reports only what it
 		// applied): that is what it holds now, even if this operator never
@@ -516,11 +528,11 @@ func (s *Server) onRequest(streamID int64, req *discoveryRequest) error {
 // checkIncarnation refuses a stream of a pod that was re-created under the
 // same name: its ACKs would be counted for the new pod.
 func (s *Server) checkIncarnation(st *streamState) error {
-	res, ok := s.pub.Current(st.id.NodeID())
+	uid, ok := s.pub.PodUID(st.id.NodeID())
 	if !ok {
 		return nil
 	}
-	if uid := res.GetPod().GetPodUid(); uid != "" && uid != st.id.PodUID {
+	if uid != "" && string(uid) != st.id.PodUID {
 		return fmt.Errorf("pod %s was re-created: this stream's token is for UID %s, the pod's UID is now %s", st.id.NodeID(), st.id.PodUID, uid)
 	}
 	return nil
@@ -541,7 +553,7 @@ func (s *Server) checkRequest(st *streamState, req *discoveryRequest) error {
 		return fmt.Errorf("the first request must carry the node ID %q", st.id.NodeID())
 	}
 	if !st.started && len(req.GetResourceNamesSubscribe()) == 0 {
-		return errors.New("an empty first subscription (the legacy wildcard) is not served: subscribe to your pod's resource by name")
+		return errors.New("an empty first subscription (the legacy wildcard) is not served: subscribe to your pod's resource by name (<namespace>/pod/<pod>)")
 	}
 	names := slices.Clone(req.GetResourceNamesSubscribe())
 	for name := range req.GetInitialResourceVersions() {
@@ -555,8 +567,8 @@ func (s *Server) checkRequest(st *streamState, req *discoveryRequest) error {
 	return nil
 }
 
-// mayRead allows a pod its own resource and the shared resources of its
-// namespace.
+// mayRead allows a pod its own resource (of either schema), its
+// namespace's Topic collection and the shared resources of its namespace.
 func (s *Server) mayRead(id Identity, name string) error {
 	if name == "*" {
 		return errors.New("the wildcard subscription is not served: subscribe to resources by name")
@@ -566,7 +578,7 @@ func (s *Server) mayRead(id Identity, name string) error {
 		return err
 	}
 	switch {
-	case parsed.Kind == xdsresource.KindPod && name != id.NodeID():
+	case parsed.Kind == xdsresource.KindPod && xdsresource.PodName(parsed.Namespace, parsed.Name) != id.NodeID():
 		return fmt.Errorf("pod %s may not read %s: another pod's configuration", id.NodeID(), name)
 	case parsed.Namespace != id.Namespace:
 		return fmt.Errorf("pod %s may not read %s: another namespace's resource", id.NodeID(), name)

@@ -355,7 +355,7 @@ func TestOperatorRestartChangesNoSidecarVersion(t *testing.T) {
 	// reconnection, without sending anything.
 	topicName := xdsresource.TopicName("shop", "orders")
 	eventually(t, "the new operator knows what the sidecar holds", func() error {
-		for _, name := range []string{subName, topicName, "shop/billing-0"} {
+		for _, name := range []string{subName, topicName, xdsresource.PodResourceName("shop", "billing-0")} {
 			res, _ := pub2.Current(name)
 			if got := tracker2.Acked(xds.PodKey("shop", "billing-0", "uid-1"), name); got != xds.Version(res) {
 				return fmt.Errorf("%s: acked %q, want %q", name, got, xds.Version(res))

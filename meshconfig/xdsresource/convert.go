@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -12,15 +13,15 @@ import (
 	"github.com/weighstation/weighstation/meshconfig"
 )
 
-// Split turns one pod's configuration into its own resource and the shared
-// resources it names. podUID goes into the pod's resource so that a sidecar
-// of a re-created pod with the same name can tell.
+// Split turns one pod's configuration into its own resource (schema 2)
+// and the shared resources it needs: its namespace's Topics (the members
+// of the collection, every one, whether the pod may publish under it or
+// not) and its Subscriptions. podUID goes into the pod's resource so that a
+// sidecar of a re-created pod with the same name can tell.
 func Split(cfg meshconfig.PodConfig, podUID string) (pod *xdsv1.Resource, shared map[string]*xdsv1.Resource) {
 	shared = make(map[string]*xdsv1.Resource, len(cfg.Topics)+len(cfg.Subscriptions))
 	for _, t := range cfg.Topics {
-		if t.MayPublish {
-			shared[TopicName(cfg.Namespace, t.Name)] = TopicResource(t)
-		}
+		shared[TopicName(cfg.Namespace, t.Name)] = TopicResource(t)
 	}
 	for _, s := range cfg.Subscriptions {
 		shared[SubscriptionName(cfg.Namespace, s.Name)] = SubscriptionResource(s)
@@ -31,20 +32,58 @@ func Split(cfg meshconfig.PodConfig, podUID string) (pod *xdsv1.Resource, shared
 // PodResource is the pod's own resource of Split, without the shared
 // resources.
 func PodResource(cfg meshconfig.PodConfig, podUID string) *xdsv1.Resource {
-	in := PodContent{
-		Namespace: cfg.Namespace, Pod: cfg.Pod, UID: podUID, Default: cfg.Default, Access: cfg.Access,
-		Topics:        cfg.Topics,
-		MayPublish:    func(i int) bool { return cfg.Topics[i].MayPublish },
-		Subscriptions: make([]string, 0, len(cfg.Subscriptions)),
+	own := OwnContent{Namespace: cfg.Namespace, Pod: cfg.Pod, UID: podUID, Default: cfg.Default, Access: cfg.Access}
+	for _, t := range cfg.Topics {
+		if !t.MayPublish {
+			own.ExcludedTopics = append(own.ExcludedTopics, t.Name)
+		}
 	}
 	for _, s := range cfg.Subscriptions {
-		in.Subscriptions = append(in.Subscriptions, s.Name)
+		own.Subscriptions = append(own.Subscriptions, s.Name)
 	}
-	return BuildPodResource(in)
+	return BuildPodResource(own)
 }
 
-// PodContent is what a pod's own resource is built from.
-type PodContent struct {
+// OwnContent is what a pod's own resource (schema 2) is built from: what
+// is particular to the pod, and nothing of its namespace's Topics but the
+// names of those it may not publish under.
+type OwnContent struct {
+	Namespace, Pod, UID string
+	Default             meshconfig.TopicPolicy
+	Access              meshconfig.Access
+	// ExcludedTopics are the names of the Topics whose publishers do not
+	// select the pod.
+	ExcludedTopics []string
+	// Subscriptions are the names of the pod's Subscriptions, sorted.
+	Subscriptions []string
+}
+
+// BuildPodResource is a pod's own resource in schema 2.
+func BuildPodResource(in OwnContent) *xdsv1.Resource {
+	p := &xdsv1.PodPolicy{
+		Namespace:      in.Namespace,
+		Pod:            in.Pod,
+		PodUid:         in.UID,
+		DefaultTopic:   topicToProto(in.Default),
+		Access:         &xdsv1.Access{Mode: in.Access.Mode, InboxPrefix: in.Access.InboxPrefix},
+		ExcludedTopics: in.ExcludedTopics,
+		Subscriptions:  make([]string, 0, len(in.Subscriptions)),
+	}
+	for _, s := range in.Subscriptions {
+		p.Subscriptions = append(p.Subscriptions, SubscriptionName(in.Namespace, s))
+	}
+	return &xdsv1.Resource{SchemaVersion: SchemaVersion, Kind: &xdsv1.Resource_Pod{Pod: p}}
+}
+
+// TopicCollectionResource is the marker of a Topic collection.
+func TopicCollectionResource(complete bool, members int) *xdsv1.Resource {
+	return &xdsv1.Resource{SchemaVersion: SchemaVersion, Kind: &xdsv1.Resource_TopicCollection{
+		TopicCollection: &xdsv1.TopicCollection{Complete: complete, Members: uint32(members)},
+	}}
+}
+
+// PodContentV1 is what a pod's own resource of schema 1 is built from.
+type PodContentV1 struct {
 	Namespace, Pod, UID string
 	Default             meshconfig.TopicPolicy
 	Access              meshconfig.Access
@@ -59,10 +98,12 @@ type PodContent struct {
 	Subscriptions []string
 }
 
-// BuildPodResource is a pod's own resource: the namespace's Topics with
-// whether the pod may publish under each (the subject of those it may
-// not), and its Subscriptions' names.
-func BuildPodResource(in PodContent) *xdsv1.Resource {
+// BuildPodResourceV1 is a pod's own resource in schema 1, for the previous
+// release's sidecars: the namespace's Topics with whether the pod may
+// publish under each (the subject of those it may not), and its
+// Subscriptions' names. The sidecar subscribes to each Topic it may
+// publish under by name.
+func BuildPodResourceV1(in PodContentV1) *xdsv1.Resource {
 	p := &xdsv1.PodPolicy{
 		Namespace:     in.Namespace,
 		Pod:           in.Pod,
@@ -93,13 +134,13 @@ func BuildPodResource(in PodContent) *xdsv1.Resource {
 	for _, s := range in.Subscriptions {
 		p.Subscriptions = append(p.Subscriptions, SubscriptionName(in.Namespace, s))
 	}
-	return &xdsv1.Resource{SchemaVersion: SchemaVersion, Kind: &xdsv1.Resource_Pod{Pod: p}}
+	return &xdsv1.Resource{SchemaVersion: PreviousSchemaVersion, Kind: &xdsv1.Resource_Pod{Pod: p}}
 }
 
 // TopicResource is a Topic's shared resource. Whether a pod may publish is
-// the pod's own business, so it travels in the pod's TopicRef instead.
+// the pod's own business, so it travels in the pod's resource instead.
 func TopicResource(t meshconfig.TopicPolicy) *xdsv1.Resource {
-	return &xdsv1.Resource{SchemaVersion: SchemaVersion, Kind: &xdsv1.Resource_Topic{Topic: topicToProto(t)}}
+	return &xdsv1.Resource{SchemaVersion: SharedSchemaVersion, Kind: &xdsv1.Resource_Topic{Topic: topicToProto(t)}}
 }
 
 // SubscriptionResource is a Subscription's shared resource.
@@ -124,7 +165,7 @@ func SubscriptionResource(s meshconfig.SubscriptionPolicy) *xdsv1.Resource {
 			CooldownMillis:     a.CooldownMillis,
 		}
 	}
-	return &xdsv1.Resource{SchemaVersion: SchemaVersion, Kind: &xdsv1.Resource_Subscription{Subscription: p}}
+	return &xdsv1.Resource{SchemaVersion: SharedSchemaVersion, Kind: &xdsv1.Resource_Subscription{Subscription: p}}
 }
 
 func topicToProto(t meshconfig.TopicPolicy) *xdsv1.TopicPolicy {
@@ -167,61 +208,56 @@ func subscriptionFromProto(p *xdsv1.SubscriptionPolicy) meshconfig.SubscriptionP
 	return s
 }
 
-// Refs lists the shared resources a pod's resource needs: the Topics it
-// may publish under and its Subscriptions.
-func Refs(pod *xdsv1.PodPolicy) []string {
-	refs := make([]string, 0, len(pod.GetTopics())+len(pod.GetSubscriptions()))
-	for _, t := range pod.GetTopics() {
-		if t.GetMayPublish() {
-			refs = append(refs, t.GetName())
+// Assemble rebuilds a pod's configuration from its own resource and the
+// shared resources, by name: the members of its namespace's Topic
+// collection among them, and the Subscriptions it names. See AssembleFrom.
+func Assemble(pod *xdsv1.PodPolicy, shared map[string]*xdsv1.Resource) (cfg meshconfig.PodConfig, missing []string, err error) {
+	prefix := TopicCollectionPrefix(pod.GetNamespace())
+	var topics []*xdsv1.TopicPolicy
+	for name, r := range shared {
+		if strings.HasPrefix(name, prefix) && r.GetTopic() != nil {
+			topics = append(topics, r.GetTopic())
 		}
 	}
-	return append(refs, pod.GetSubscriptions()...)
+	return AssembleFrom(pod, topics, func(name string) (*xdsv1.Resource, bool) { r, ok := shared[name]; return r, ok })
 }
 
-// Assemble rebuilds a pod's configuration from its own resource and the
-// shared resources it names, as Compute built it: the same order, so the
-// same content hash. It returns the names it could not find in shared
-// instead of a configuration while any is missing.
-func Assemble(pod *xdsv1.PodPolicy, shared map[string]*xdsv1.Resource) (cfg meshconfig.PodConfig, missing []string, err error) {
-	return AssembleFrom(pod, func(name string) (*xdsv1.Resource, bool) { r, ok := shared[name]; return r, ok })
-}
-
-// AssembleFrom is Assemble with the shared resources looked up by name, so
-// that a client holding them in a map of its own need not copy it.
-func AssembleFrom(pod *xdsv1.PodPolicy, lookup func(name string) (*xdsv1.Resource, bool)) (cfg meshconfig.PodConfig, missing []string, err error) {
+// AssembleFrom rebuilds a pod's configuration, as Compute built it (the
+// same order, so the same content hash), from its own resource (schema
+// 2), the Topics of its namespace's collection, and its Subscriptions'
+// resources looked up by name. Every Topic applies to the pod but those
+// its resource excludes, which refuse its publishes under the default
+// policy. It returns the names it could not find instead of a
+// configuration while any is missing.
+func AssembleFrom(pod *xdsv1.PodPolicy, topics []*xdsv1.TopicPolicy, lookup func(name string) (*xdsv1.Resource, bool)) (cfg meshconfig.PodConfig, missing []string, err error) {
 	cfg = meshconfig.PodConfig{
 		Namespace:     pod.GetNamespace(),
 		Pod:           pod.GetPod(),
-		Topics:        make([]meshconfig.TopicPolicy, 0, len(pod.GetTopics())),
+		Topics:        make([]meshconfig.TopicPolicy, 0, len(topics)),
 		Subscriptions: make([]meshconfig.SubscriptionPolicy, 0, len(pod.GetSubscriptions())),
 		Access:        meshconfig.Access{Mode: pod.GetAccess().GetMode(), InboxPrefix: pod.GetAccess().GetInboxPrefix()},
 	}
 	if pod.GetDefaultTopic() == nil {
-		return meshconfig.PodConfig{}, nil, fmt.Errorf("pod resource %s has no default topic policy", PodName(pod.GetNamespace(), pod.GetPod()))
+		return meshconfig.PodConfig{}, nil, fmt.Errorf("pod resource %s has no default topic policy", PodResourceName(pod.GetNamespace(), pod.GetPod()))
 	}
 	cfg.Default = topicFromProto(pod.GetDefaultTopic(), true)
-	for _, ref := range pod.GetTopics() {
-		if !ref.GetMayPublish() {
-			parsed, err := ParseName(ref.GetName())
-			if err != nil || parsed.Kind != KindTopic {
-				return meshconfig.PodConfig{}, nil, fmt.Errorf("pod resource %s: topic reference %q is not a topic's name", PodName(pod.GetNamespace(), pod.GetPod()), ref.GetName())
-			}
-			excluded := cfg.Default
-			excluded.Name, excluded.Subject, excluded.MayPublish = parsed.Name, ref.GetSubject(), false
-			cfg.Topics = append(cfg.Topics, excluded)
+	var excluded map[string]bool
+	if names := pod.GetExcludedTopics(); len(names) > 0 {
+		excluded = make(map[string]bool, len(names))
+		for _, name := range names {
+			excluded[name] = true
+		}
+	}
+	for _, t := range topics {
+		if excluded[t.GetName()] {
+			// Not the pod's Topic: its publishes under the subject are
+			// refused, under the default policy's limits.
+			refused := cfg.Default
+			refused.Name, refused.Subject, refused.MayPublish = t.GetName(), t.GetSubject(), false
+			cfg.Topics = append(cfg.Topics, refused)
 			continue
 		}
-		res, ok := lookup(ref.GetName())
-		if !ok {
-			missing = append(missing, ref.GetName())
-			continue
-		}
-		t := res.GetTopic()
-		if t == nil {
-			return meshconfig.PodConfig{}, nil, fmt.Errorf("resource %s holds no topic policy", ref.GetName())
-		}
-		cfg.Topics = append(cfg.Topics, topicFromProto(t, ref.GetMayPublish()))
+		cfg.Topics = append(cfg.Topics, topicFromProto(t, true))
 	}
 	for _, name := range pod.GetSubscriptions() {
 		res, ok := lookup(name)
@@ -257,9 +293,6 @@ func Decode(name string, body *anypb.Any) (*xdsv1.Resource, error) {
 	if err := proto.Unmarshal(body.GetValue(), &res); err != nil {
 		return nil, fmt.Errorf("decoding resource %s: %w", name, err)
 	}
-	if res.GetSchemaVersion() != SchemaVersion {
-		return nil, fmt.Errorf("resource %s has schema version %d; this sidecar understands %d only", name, res.GetSchemaVersion(), SchemaVersion)
-	}
 	parsed, err := ParseName(name)
 	if err != nil {
 		return nil, err
@@ -272,11 +305,26 @@ func Decode(name string, body *anypb.Any) (*xdsv1.Resource, error) {
 		holds = KindTopic
 	case *xdsv1.Resource_Subscription:
 		holds = KindSubscription
+	case *xdsv1.Resource_TopicCollection:
+		holds = KindTopicCollection
 	default:
 		return nil, fmt.Errorf("resource %s holds no policy this sidecar knows (a newer schema?)", name)
 	}
 	if holds != parsed.Kind {
 		return nil, fmt.Errorf("resource %s is named as a %s but holds a %s", name, parsed.Kind, holds)
+	}
+	// A pod's own resource and a collection's marker are of the schema
+	// their name says; shared policies are read in any schema up to this
+	// one (their messages did not change).
+	want := func(v uint32) bool { return v == SchemaVersion }
+	switch {
+	case holds == KindPod && parsed.Schema == PreviousSchemaVersion:
+		return nil, fmt.Errorf("resource %s is a pod resource of schema %d; this sidecar reads %s of schema %d", name, PreviousSchemaVersion, PodResourceName(parsed.Namespace, parsed.Name), SchemaVersion)
+	case holds == KindTopic || holds == KindSubscription:
+		want = func(v uint32) bool { return v >= SharedSchemaVersion && v <= SchemaVersion }
+	}
+	if v := res.GetSchemaVersion(); !want(v) {
+		return nil, fmt.Errorf("resource %s has schema version %d; this sidecar understands %d only", name, v, SchemaVersion)
 	}
 	return &res, nil
 }

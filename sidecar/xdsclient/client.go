@@ -1,6 +1,7 @@
 // Package xdsclient is the sidecar's source of configuration from the
 // operator: a delta ADS client of the operator's xDS server that subscribes
-// to its own pod's resource and to the shared resources it names, applies
+// to its own pod's resource, to its namespace's Topic collection and to the
+// Subscriptions its resource names (schema 2, meshconfig/xdsresource), applies
 // each complete configuration through the same function as the file source,
 // and acknowledges it (ACK), or refuses it with the reason (NACK) and keeps
 // the last good one.
@@ -142,7 +143,9 @@ const connJitter = 0.2
 // Client is a running xDS client.
 type Client struct {
 	opts Options
-	own  string
+	// own is the pod's own resource; topics its namespace's Topic
+	// collection, whose members' names begin with topicPrefix.
+	own, topics, topicPrefix string
 
 	mu sync.Mutex
 	// held is the resource set of the configuration in force, by name: what
@@ -185,7 +188,11 @@ func New(opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{opts: opts, own: xdsresource.PodName(opts.Namespace, opts.Pod), held: map[string]received{}}, nil
+	return &Client{
+		opts: opts, own: xdsresource.PodResourceName(opts.Namespace, opts.Pod),
+		topics: xdsresource.TopicCollectionName(opts.Namespace), topicPrefix: xdsresource.TopicCollectionPrefix(opts.Namespace),
+		held: map[string]received{},
+	}, nil
 }
 
 // withDefaults fills in the defaults of the connection's limits (a zero
@@ -402,17 +409,21 @@ func (c *Client) stream(ctx context.Context, conn grpc.ClientConnInterface) (adm
 	working := maps.Clone(c.held)
 	c.stats.Connects++
 	c.mu.Unlock()
-	subscribed := map[string]bool{c.own: true}
+	subscribed := map[string]bool{c.own: true, c.topics: true}
 	// dirty names what changed in working since the last configuration
 	// applied: applying one moves just those into held.
 	dirty := map[string]bool{}
 	initial := map[string]string{}
 	for name, r := range working {
+		if c.isMember(name) {
+			// The collection's version says what it holds of them.
+			continue
+		}
 		subscribed[name] = true
 		initial[name] = r.version
 	}
 	first := &deltav1.Request{
-		Node:                    &deltav1.Node{Id: c.own},
+		Node:                    &deltav1.Node{Id: xdsresource.PodName(c.opts.Namespace, c.opts.Pod)},
 		TypeUrl:                 xdsresource.TypeURL,
 		ResourceNamesSubscribe:  slices.Sorted(maps.Keys(subscribed)),
 		InitialResourceVersions: initial,
@@ -502,6 +513,12 @@ func (c *Client) nack(ack *deltav1.Request, err error) {
 	c.opts.Log.Error(err, "configuration refused (NACK); the last good one stays in force", "version", c.Version())
 }
 
+// isMember reports whether name is a member of the pod's namespace's
+// Topic collection.
+func (c *Client) isMember(name string) bool {
+	return name != c.topics && strings.HasPrefix(name, c.topicPrefix)
+}
+
 // handle merges one response into working and applies the result when it is
 // complete. It returns a subscription change to send (or nil), whether the
 // configuration still waits for shared resources, and why it was refused.
@@ -511,17 +528,30 @@ func (c *Client) nack(ack *deltav1.Request, err error) {
 // resource changed.
 func (c *Client) handle(resp *deltav1.Response, working map[string]received, subscribed, dirty map[string]bool) (change *deltav1.Request, waiting bool, err error) {
 	decoded := make(map[string]received, len(resp.GetResources()))
+	complete := false
 	for _, r := range resp.GetResources() {
 		res, err := xdsresource.Decode(r.GetName(), r.GetResource())
 		if err != nil {
 			return nil, false, &refusal{err: err, fatal: true}
 		}
-		if r.GetName() == c.own {
+		switch {
+		case r.GetName() == c.own:
 			if err := c.checkOwn(res.GetPod()); err != nil {
 				return nil, false, &refusal{err: err, fatal: true}
 			}
+		case r.GetName() == c.topics:
+			complete = res.GetTopicCollection().GetComplete()
 		}
 		decoded[r.GetName()] = received{resource: res, version: r.GetVersion()}
+	}
+	if complete {
+		// The response holds every Topic: those it does not are gone.
+		for name := range working {
+			if _, sent := decoded[name]; !sent && c.isMember(name) {
+				delete(working, name)
+				dirty[name] = true
+			}
+		}
 	}
 	for name, r := range decoded {
 		working[name] = r
@@ -542,9 +572,9 @@ func (c *Client) handle(resp *deltav1.Response, working map[string]received, sub
 		return nil, false, nil // nothing to apply yet
 	}
 	if _, podChanged := decoded[c.own]; podChanged {
-		wanted := map[string]bool{c.own: true}
-		for _, ref := range xdsresource.Refs(pod.resource.GetPod()) {
-			wanted[ref] = true
+		wanted := map[string]bool{c.own: true, c.topics: true}
+		for _, name := range pod.resource.GetPod().GetSubscriptions() {
+			wanted[name] = true
 		}
 		var sub, unsub []string
 		for name := range wanted {
@@ -567,7 +597,16 @@ func (c *Client) handle(resp *deltav1.Response, working map[string]received, sub
 			change = &deltav1.Request{TypeUrl: xdsresource.TypeURL, ResourceNamesSubscribe: sub, ResourceNamesUnsubscribe: unsub}
 		}
 	}
-	cfg, missing, err := xdsresource.AssembleFrom(pod.resource.GetPod(), func(name string) (*xdsv1.Resource, bool) {
+	if _, ok := working[c.topics]; !ok {
+		return change, true, nil // the collection is on its way
+	}
+	topics := make([]*xdsv1.TopicPolicy, 0, len(working))
+	for name, r := range working {
+		if c.isMember(name) {
+			topics = append(topics, r.resource.GetTopic())
+		}
+	}
+	cfg, missing, err := xdsresource.AssembleFrom(pod.resource.GetPod(), topics, func(name string) (*xdsv1.Resource, bool) {
 		r, ok := working[name]
 		return r.resource, ok
 	})
@@ -605,7 +644,7 @@ func (c *Client) handle(resp *deltav1.Response, working map[string]received, sub
 
 // checkOwn refuses a pod resource that is not for this pod.
 func (c *Client) checkOwn(p *xdsv1.PodPolicy) error {
-	if xdsresource.PodName(p.GetNamespace(), p.GetPod()) != c.own {
+	if xdsresource.PodResourceName(p.GetNamespace(), p.GetPod()) != c.own {
 		return fmt.Errorf("the resource %s holds the configuration of %s/%s", c.own, p.GetNamespace(), p.GetPod())
 	}
 	if c.opts.PodUID != "" && p.GetPodUid() != c.opts.PodUID {

@@ -38,7 +38,7 @@ func BenchmarkTopicChange(b *testing.B) {
 				}
 				return &deltav1.Resource{Name: name, Version: version, Resource: body}
 			}
-			first := &deltav1.Response{Resources: []*deltav1.Resource{wire(c.own, pod, "p1")}}
+			first := &deltav1.Response{Resources: []*deltav1.Resource{wire(c.own, pod, "p1"), wire(c.topics, xdsresource.TopicCollectionResource(true, len(cfg.Topics)), "e.1")}}
 			for name, res := range shared {
 				first.Resources = append(first.Resources, wire(name, res, "v0"))
 			}
@@ -49,7 +49,8 @@ func BenchmarkTopicChange(b *testing.B) {
 			changed := xdsresource.TopicName("shop", "t-00001")
 			for i := 0; b.Loop(); i++ {
 				res := xdsresource.TopicResource(meshconfig.TopicPolicy{Name: "t-00001", Subject: "orders.00001.>", MaxMessageBytes: int64(2048 + i%2)})
-				if _, _, err := c.handle(&deltav1.Response{Resources: []*deltav1.Resource{wire(changed, res, fmt.Sprint("v", i+1))}}, working, subscribed, dirty); err != nil {
+				marker := wire(c.topics, xdsresource.TopicCollectionResource(false, len(cfg.Topics)), fmt.Sprint("e.", i+2))
+				if _, _, err := c.handle(&deltav1.Response{Resources: []*deltav1.Resource{wire(changed, res, fmt.Sprint("v", i+1)), marker}}, working, subscribed, dirty); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -75,14 +75,19 @@ func (o *fakeOperator) handle(_ any, ss grpc.ServerStream) error {
 	if err := ss.RecvMsg(req); err != nil {
 		return err
 	}
-	own := xdsresource.PodName(testNamespace, testPod)
-	if err := ss.SendHeader(metadata.Pairs("weighstation-accepted-pod", own)); err != nil {
+	if err := ss.SendHeader(metadata.Pairs("weighstation-accepted-pod", xdsresource.PodName(testNamespace, testPod))); err != nil {
 		return err
 	}
+	own, topics := xdsresource.PodResourceName(testNamespace, testPod), xdsresource.TopicCollectionName(testNamespace)
 	if req.GetInitialResourceVersions()[own] != o.version {
+		// The pod's resource, and its namespace's Topic collection, empty.
+		marker, err := anypb.New(xdsresource.TopicCollectionResource(true, 0))
+		if err != nil {
+			return err
+		}
 		if err := ss.SendMsg(&deltav1.Response{
 			TypeUrl: xdsresource.TypeURL, Nonce: "1",
-			Resources: []*deltav1.Resource{{Name: own, Version: o.version, Resource: o.resource}},
+			Resources: []*deltav1.Resource{{Name: own, Version: o.version, Resource: o.resource}, {Name: topics, Version: "e.1", Resource: marker}},
 		}); err != nil {
 			return err
 		}

@@ -2,17 +2,27 @@
 //
 // Every xDS resource of weighstation has the one type
 // type.googleapis.com/weighstation.xds.v1.Resource, and its name says which
-// kind it holds:
+// kind it holds. Schema version 2 (sidecars of this release):
 //
-//   <namespace>/<pod>                        a pod's own resource (PodPolicy)
-//   <namespace>/topic/<name>                 a Topic's policy, shared by the
-//                                            namespace's sidecars (TopicPolicy)
+//   <namespace>/pod/<pod>                    a pod's own resource (PodPolicy,
+//                                            schema 2: excluded_topics)
+//   <namespace>/topic/*                      the namespace's Topics, a
+//                                            collection: a sidecar subscribes
+//                                            to it once and receives its
+//                                            members and a TopicCollection
+//                                            marker under this name
+//   <namespace>/topic/<name>                 a Topic's policy, a member of the
+//                                            collection (TopicPolicy)
 //   <namespace>/subscription/<name>          a Subscription's policy, shared
 //                                            (SubscriptionPolicy)
 //
-// A pod's own resource names the shared resources that apply to it, so a
-// change to one Topic or Subscription resends that one resource, to the
-// streams that subscribed to it, and nothing else.
+// Schema version 1 (the previous release's sidecars, which the operator
+// still serves): the pod's own resource is <namespace>/<pod> and lists every
+// Topic of the namespace (topics), which the sidecar subscribes to by name.
+//
+// A change to one Topic resends that Topic alone (and the collection's
+// marker) to the namespace's sidecars; a change to one Subscription resends
+// it to the streams that subscribed to it; nothing else is resent.
 //
 // Field meanings follow meshconfig.PodConfig, which the sidecar assembles
 // from these messages and applies through the same function as its file
@@ -52,6 +62,7 @@ type Resource struct {
 	//	*Resource_Pod
 	//	*Resource_Topic
 	//	*Resource_Subscription
+	//	*Resource_TopicCollection
 	Kind          isResource_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -128,6 +139,15 @@ func (x *Resource) GetSubscription() *SubscriptionPolicy {
 	return nil
 }
 
+func (x *Resource) GetTopicCollection() *TopicCollection {
+	if x != nil {
+		if x, ok := x.Kind.(*Resource_TopicCollection); ok {
+			return x.TopicCollection
+		}
+	}
+	return nil
+}
+
 type isResource_Kind interface {
 	isResource_Kind()
 }
@@ -144,11 +164,77 @@ type Resource_Subscription struct {
 	Subscription *SubscriptionPolicy `protobuf:"bytes,4,opt,name=subscription,proto3,oneof"`
 }
 
+type Resource_TopicCollection struct {
+	TopicCollection *TopicCollection `protobuf:"bytes,5,opt,name=topic_collection,json=topicCollection,proto3,oneof"`
+}
+
 func (*Resource_Pod) isResource_Kind() {}
 
 func (*Resource_Topic) isResource_Kind() {}
 
 func (*Resource_Subscription) isResource_Kind() {}
+
+func (*Resource_TopicCollection) isResource_Kind() {}
+
+// TopicCollection is the marker of a namespace's Topic collection
+// (<namespace>/topic/*), sent with every response that changes the
+// collection; its version is the collection's version, which the sidecar
+// reports when it reconnects, so that it is sent only what changed since.
+type TopicCollection struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// complete says the response holds every member: the sidecar drops the
+	// members it holds that the response does not (a new stream, an operator
+	// that restarted, a sidecar too far behind for what changed to be sent).
+	Complete bool `protobuf:"varint,1,opt,name=complete,proto3" json:"complete,omitempty"`
+	// members is how many Topics the collection holds after the response.
+	Members       uint32 `protobuf:"varint,2,opt,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopicCollection) Reset() {
+	*x = TopicCollection{}
+	mi := &file_xds_v1_config_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopicCollection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopicCollection) ProtoMessage() {}
+
+func (x *TopicCollection) ProtoReflect() protoreflect.Message {
+	mi := &file_xds_v1_config_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopicCollection.ProtoReflect.Descriptor instead.
+func (*TopicCollection) Descriptor() ([]byte, []int) {
+	return file_xds_v1_config_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TopicCollection) GetComplete() bool {
+	if x != nil {
+		return x.Complete
+	}
+	return false
+}
+
+func (x *TopicCollection) GetMembers() uint32 {
+	if x != nil {
+		return x.Members
+	}
+	return 0
+}
 
 // PodPolicy is what is particular to one pod.
 type PodPolicy struct {
@@ -159,21 +245,26 @@ type PodPolicy struct {
 	PodUid string `protobuf:"bytes,3,opt,name=pod_uid,json=podUid,proto3" json:"pod_uid,omitempty"`
 	// default_topic governs subjects that no Topic matches.
 	DefaultTopic *TopicPolicy `protobuf:"bytes,4,opt,name=default_topic,json=defaultTopic,proto3" json:"default_topic,omitempty"`
-	// topics are the Topics in force in the namespace, with whether this pod
-	// may publish under each. Only those it may publish under apply to it:
+	// topics (schema 1) are the Topics in force in the namespace, with
+	// whether this pod may publish under each. Only those it may publish under apply to it:
 	// the sidecar subscribes to their shared resources. The others are
 	// refusals, carried here with their subject alone.
 	Topics []*TopicRef `protobuf:"bytes,5,rep,name=topics,proto3" json:"topics,omitempty"`
 	// subscriptions are the names of the Subscriptions that select this pod.
 	Subscriptions []string `protobuf:"bytes,6,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
 	Access        *Access  `protobuf:"bytes,7,opt,name=access,proto3" json:"access,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// excluded_topics (schema 2) are the names of the namespace's Topics
+	// whose publishers do not select this pod: its publishes under their
+	// subjects are refused (enforce) or audited under the default policy's
+	// limits (audit). Every other Topic of the collection applies to it.
+	ExcludedTopics []string `protobuf:"bytes,8,rep,name=excluded_topics,json=excludedTopics,proto3" json:"excluded_topics,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PodPolicy) Reset() {
 	*x = PodPolicy{}
-	mi := &file_xds_v1_config_proto_msgTypes[1]
+	mi := &file_xds_v1_config_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -185,7 +276,7 @@ func (x *PodPolicy) String() string {
 func (*PodPolicy) ProtoMessage() {}
 
 func (x *PodPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_xds_v1_config_proto_msgTypes[1]
+	mi := &file_xds_v1_config_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -198,7 +289,7 @@ func (x *PodPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodPolicy.ProtoReflect.Descriptor instead.
 func (*PodPolicy) Descriptor() ([]byte, []int) {
-	return file_xds_v1_config_proto_rawDescGZIP(), []int{1}
+	return file_xds_v1_config_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PodPolicy) GetNamespace() string {
@@ -250,6 +341,13 @@ func (x *PodPolicy) GetAccess() *Access {
 	return nil
 }
 
+func (x *PodPolicy) GetExcludedTopics() []string {
+	if x != nil {
+		return x.ExcludedTopics
+	}
+	return nil
+}
+
 // TopicRef names a Topic's shared TopicPolicy resource.
 type TopicRef struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -266,7 +364,7 @@ type TopicRef struct {
 
 func (x *TopicRef) Reset() {
 	*x = TopicRef{}
-	mi := &file_xds_v1_config_proto_msgTypes[2]
+	mi := &file_xds_v1_config_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -278,7 +376,7 @@ func (x *TopicRef) String() string {
 func (*TopicRef) ProtoMessage() {}
 
 func (x *TopicRef) ProtoReflect() protoreflect.Message {
-	mi := &file_xds_v1_config_proto_msgTypes[2]
+	mi := &file_xds_v1_config_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -291,7 +389,7 @@ func (x *TopicRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRef.ProtoReflect.Descriptor instead.
 func (*TopicRef) Descriptor() ([]byte, []int) {
-	return file_xds_v1_config_proto_rawDescGZIP(), []int{2}
+	return file_xds_v1_config_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TopicRef) GetName() string {
@@ -327,7 +425,7 @@ type Access struct {
 
 func (x *Access) Reset() {
 	*x = Access{}
-	mi := &file_xds_v1_config_proto_msgTypes[3]
+	mi := &file_xds_v1_config_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -339,7 +437,7 @@ func (x *Access) String() string {
 func (*Access) ProtoMessage() {}
 
 func (x *Access) ProtoReflect() protoreflect.Message {
-	mi := &file_xds_v1_config_proto_msgTypes[3]
+	mi := &file_xds_v1_config_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -352,7 +450,7 @@ func (x *Access) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Access.ProtoReflect.Descriptor instead.
 func (*Access) Descriptor() ([]byte, []int) {
-	return file_xds_v1_config_proto_rawDescGZIP(), []int{3}
+	return file_xds_v1_config_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Access) GetMode() string {
@@ -384,7 +482,7 @@ type TopicPolicy struct {
 
 func (x *TopicPolicy) Reset() {
 	*x = TopicPolicy{}
-	mi := &file_xds_v1_config_proto_msgTypes[4]
+	mi := &file_xds_v1_config_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -396,7 +494,7 @@ func (x *TopicPolicy) String() string {
 func (*TopicPolicy) ProtoMessage() {}
 
 func (x *TopicPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_xds_v1_config_proto_msgTypes[4]
+	mi := &file_xds_v1_config_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -409,7 +507,7 @@ func (x *TopicPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPolicy.ProtoReflect.Descriptor instead.
 func (*TopicPolicy) Descriptor() ([]byte, []int) {
-	return file_xds_v1_config_proto_rawDescGZIP(), []int{4}
+	return file_xds_v1_config_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TopicPolicy) GetName() string {
@@ -460,7 +558,7 @@ type Rate struct {
 
 func (x *Rate) Reset() {
 	*x = Rate{}
-	mi := &file_xds_v1_config_proto_msgTypes[5]
+	mi := &file_xds_v1_config_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -472,7 +570,7 @@ func (x *Rate) String() string {
 func (*Rate) ProtoMessage() {}
 
 func (x *Rate) ProtoReflect() protoreflect.Message {
-	mi := &file_xds_v1_config_proto_msgTypes[5]
+	mi := &file_xds_v1_config_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -485,7 +583,7 @@ func (x *Rate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rate.ProtoReflect.Descriptor instead.
 func (*Rate) Descriptor() ([]byte, []int) {
-	return file_xds_v1_config_proto_rawDescGZIP(), []int{5}
+	return file_xds_v1_config_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Rate) GetMessagesPerSecond() int64 {
@@ -531,7 +629,7 @@ type SubscriptionPolicy struct {
 
 func (x *SubscriptionPolicy) Reset() {
 	*x = SubscriptionPolicy{}
-	mi := &file_xds_v1_config_proto_msgTypes[6]
+	mi := &file_xds_v1_config_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +641,7 @@ func (x *SubscriptionPolicy) String() string {
 func (*SubscriptionPolicy) ProtoMessage() {}
 
 func (x *SubscriptionPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_xds_v1_config_proto_msgTypes[6]
+	mi := &file_xds_v1_config_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +654,7 @@ func (x *SubscriptionPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscriptionPolicy.ProtoReflect.Descriptor instead.
 func (*SubscriptionPolicy) Descriptor() ([]byte, []int) {
-	return file_xds_v1_config_proto_rawDescGZIP(), []int{6}
+	return file_xds_v1_config_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SubscriptionPolicy) GetName() string {
@@ -613,7 +711,7 @@ type KillSwitch struct {
 
 func (x *KillSwitch) Reset() {
 	*x = KillSwitch{}
-	mi := &file_xds_v1_config_proto_msgTypes[7]
+	mi := &file_xds_v1_config_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +723,7 @@ func (x *KillSwitch) String() string {
 func (*KillSwitch) ProtoMessage() {}
 
 func (x *KillSwitch) ProtoReflect() protoreflect.Message {
-	mi := &file_xds_v1_config_proto_msgTypes[7]
+	mi := &file_xds_v1_config_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +736,7 @@ func (x *KillSwitch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillSwitch.ProtoReflect.Descriptor instead.
 func (*KillSwitch) Descriptor() ([]byte, []int) {
-	return file_xds_v1_config_proto_rawDescGZIP(), []int{7}
+	return file_xds_v1_config_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *KillSwitch) GetEngaged() bool {
@@ -674,7 +772,7 @@ type AutoKillSwitch struct {
 
 func (x *AutoKillSwitch) Reset() {
 	*x = AutoKillSwitch{}
-	mi := &file_xds_v1_config_proto_msgTypes[8]
+	mi := &file_xds_v1_config_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -686,7 +784,7 @@ func (x *AutoKillSwitch) String() string {
 func (*AutoKillSwitch) ProtoMessage() {}
 
 func (x *AutoKillSwitch) ProtoReflect() protoreflect.Message {
-	mi := &file_xds_v1_config_proto_msgTypes[8]
+	mi := &file_xds_v1_config_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -699,7 +797,7 @@ func (x *AutoKillSwitch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoKillSwitch.ProtoReflect.Descriptor instead.
 func (*AutoKillSwitch) Descriptor() ([]byte, []int) {
-	return file_xds_v1_config_proto_rawDescGZIP(), []int{8}
+	return file_xds_v1_config_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AutoKillSwitch) GetMaxPendingMessages() int32 {
@@ -743,7 +841,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_xds_v1_config_proto_msgTypes[9]
+	mi := &file_xds_v1_config_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -755,7 +853,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_xds_v1_config_proto_msgTypes[9]
+	mi := &file_xds_v1_config_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -768,7 +866,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_xds_v1_config_proto_rawDescGZIP(), []int{9}
+	return file_xds_v1_config_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Limits) GetMaxPendingMessages() int32 {
@@ -796,13 +894,17 @@ var File_xds_v1_config_proto protoreflect.FileDescriptor
 
 const file_xds_v1_config_proto_rawDesc = "" +
 	"\n" +
-	"\x13xds/v1/config.proto\x12\x13weighstation.xds.v1\"\xf6\x01\n" +
+	"\x13xds/v1/config.proto\x12\x13weighstation.xds.v1\"\xc9\x02\n" +
 	"\bResource\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x122\n" +
 	"\x03pod\x18\x02 \x01(\v2\x1e.weighstation.xds.v1.PodPolicyH\x00R\x03pod\x128\n" +
 	"\x05topic\x18\x03 \x01(\v2 .weighstation.xds.v1.TopicPolicyH\x00R\x05topic\x12M\n" +
-	"\fsubscription\x18\x04 \x01(\v2'.weighstation.xds.v1.SubscriptionPolicyH\x00R\fsubscriptionB\x06\n" +
-	"\x04kind\"\xad\x02\n" +
+	"\fsubscription\x18\x04 \x01(\v2'.weighstation.xds.v1.SubscriptionPolicyH\x00R\fsubscription\x12Q\n" +
+	"\x10topic_collection\x18\x05 \x01(\v2$.weighstation.xds.v1.TopicCollectionH\x00R\x0ftopicCollectionB\x06\n" +
+	"\x04kind\"G\n" +
+	"\x0fTopicCollection\x12\x1a\n" +
+	"\bcomplete\x18\x01 \x01(\bR\bcomplete\x12\x18\n" +
+	"\amembers\x18\x02 \x01(\rR\amembers\"\xd6\x02\n" +
 	"\tPodPolicy\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03pod\x18\x02 \x01(\tR\x03pod\x12\x17\n" +
@@ -810,7 +912,8 @@ const file_xds_v1_config_proto_rawDesc = "" +
 	"\rdefault_topic\x18\x04 \x01(\v2 .weighstation.xds.v1.TopicPolicyR\fdefaultTopic\x125\n" +
 	"\x06topics\x18\x05 \x03(\v2\x1d.weighstation.xds.v1.TopicRefR\x06topics\x12$\n" +
 	"\rsubscriptions\x18\x06 \x03(\tR\rsubscriptions\x123\n" +
-	"\x06access\x18\a \x01(\v2\x1b.weighstation.xds.v1.AccessR\x06access\"Y\n" +
+	"\x06access\x18\a \x01(\v2\x1b.weighstation.xds.v1.AccessR\x06access\x12'\n" +
+	"\x0fexcluded_topics\x18\b \x03(\tR\x0eexcludedTopics\"Y\n" +
 	"\bTopicRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
 	"\vmay_publish\x18\x02 \x01(\bR\n" +
@@ -867,35 +970,37 @@ func file_xds_v1_config_proto_rawDescGZIP() []byte {
 	return file_xds_v1_config_proto_rawDescData
 }
 
-var file_xds_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_xds_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_xds_v1_config_proto_goTypes = []any{
 	(*Resource)(nil),           // 0: weighstation.xds.v1.Resource
-	(*PodPolicy)(nil),          // 1: weighstation.xds.v1.PodPolicy
-	(*TopicRef)(nil),           // 2: weighstation.xds.v1.TopicRef
-	(*Access)(nil),             // 3: weighstation.xds.v1.Access
-	(*TopicPolicy)(nil),        // 4: weighstation.xds.v1.TopicPolicy
-	(*Rate)(nil),               // 5: weighstation.xds.v1.Rate
-	(*SubscriptionPolicy)(nil), // 6: weighstation.xds.v1.SubscriptionPolicy
-	(*KillSwitch)(nil),         // 7: weighstation.xds.v1.KillSwitch
-	(*AutoKillSwitch)(nil),     // 8: weighstation.xds.v1.AutoKillSwitch
-	(*Limits)(nil),             // 9: weighstation.xds.v1.Limits
+	(*TopicCollection)(nil),    // 1: weighstation.xds.v1.TopicCollection
+	(*PodPolicy)(nil),          // 2: weighstation.xds.v1.PodPolicy
+	(*TopicRef)(nil),           // 3: weighstation.xds.v1.TopicRef
+	(*Access)(nil),             // 4: weighstation.xds.v1.Access
+	(*TopicPolicy)(nil),        // 5: weighstation.xds.v1.TopicPolicy
+	(*Rate)(nil),               // 6: weighstation.xds.v1.Rate
+	(*SubscriptionPolicy)(nil), // 7: weighstation.xds.v1.SubscriptionPolicy
+	(*KillSwitch)(nil),         // 8: weighstation.xds.v1.KillSwitch
+	(*AutoKillSwitch)(nil),     // 9: weighstation.xds.v1.AutoKillSwitch
+	(*Limits)(nil),             // 10: weighstation.xds.v1.Limits
 }
 var file_xds_v1_config_proto_depIdxs = []int32{
-	1,  // 0: weighstation.xds.v1.Resource.pod:type_name -> weighstation.xds.v1.PodPolicy
-	4,  // 1: weighstation.xds.v1.Resource.topic:type_name -> weighstation.xds.v1.TopicPolicy
-	6,  // 2: weighstation.xds.v1.Resource.subscription:type_name -> weighstation.xds.v1.SubscriptionPolicy
-	4,  // 3: weighstation.xds.v1.PodPolicy.default_topic:type_name -> weighstation.xds.v1.TopicPolicy
-	2,  // 4: weighstation.xds.v1.PodPolicy.topics:type_name -> weighstation.xds.v1.TopicRef
-	3,  // 5: weighstation.xds.v1.PodPolicy.access:type_name -> weighstation.xds.v1.Access
-	5,  // 6: weighstation.xds.v1.TopicPolicy.publish_rate:type_name -> weighstation.xds.v1.Rate
-	7,  // 7: weighstation.xds.v1.SubscriptionPolicy.kill_switch:type_name -> weighstation.xds.v1.KillSwitch
-	9,  // 8: weighstation.xds.v1.SubscriptionPolicy.limits:type_name -> weighstation.xds.v1.Limits
-	8,  // 9: weighstation.xds.v1.KillSwitch.auto:type_name -> weighstation.xds.v1.AutoKillSwitch
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	2,  // 0: weighstation.xds.v1.Resource.pod:type_name -> weighstation.xds.v1.PodPolicy
+	5,  // 1: weighstation.xds.v1.Resource.topic:type_name -> weighstation.xds.v1.TopicPolicy
+	7,  // 2: weighstation.xds.v1.Resource.subscription:type_name -> weighstation.xds.v1.SubscriptionPolicy
+	1,  // 3: weighstation.xds.v1.Resource.topic_collection:type_name -> weighstation.xds.v1.TopicCollection
+	5,  // 4: weighstation.xds.v1.PodPolicy.default_topic:type_name -> weighstation.xds.v1.TopicPolicy
+	3,  // 5: weighstation.xds.v1.PodPolicy.topics:type_name -> weighstation.xds.v1.TopicRef
+	4,  // 6: weighstation.xds.v1.PodPolicy.access:type_name -> weighstation.xds.v1.Access
+	6,  // 7: weighstation.xds.v1.TopicPolicy.publish_rate:type_name -> weighstation.xds.v1.Rate
+	8,  // 8: weighstation.xds.v1.SubscriptionPolicy.kill_switch:type_name -> weighstation.xds.v1.KillSwitch
+	10, // 9: weighstation.xds.v1.SubscriptionPolicy.limits:type_name -> weighstation.xds.v1.Limits
+	9,  // 10: weighstation.xds.v1.KillSwitch.auto:type_name -> weighstation.xds.v1.AutoKillSwitch
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_xds_v1_config_proto_init() }
@@ -907,6 +1012,7 @@ func file_xds_v1_config_proto_init() {
 		(*Resource_Pod)(nil),
 		(*Resource_Topic)(nil),
 		(*Resource_Subscription)(nil),
+		(*Resource_TopicCollection)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -914,7 +1020,7 @@ func file_xds_v1_config_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_xds_v1_config_proto_rawDesc), len(file_xds_v1_config_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
