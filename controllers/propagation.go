@@ -78,6 +78,9 @@ type PropagationReconciler struct {
 	// seen is, per object, what the last pass knew of it: the version it
 	// first saw and when, and when it last wrote.
 	seen map[types.NamespacedName]*propagationSeen
+	// settledTopics is propagationSeen.settled by the Topic's xDS
+	// resource name, as acknowledgements name it (dropSettled).
+	settledTopics map[string]string
 }
 
 type propagationSeen struct {
@@ -276,28 +279,34 @@ func (r *PropagationReconciler) settle(key types.NamespacedName, settled bool, v
 	defer r.mu.Unlock()
 	s := r.seenLocked(key)
 	s.settled = ""
+	resource := resourceOf(key)
+	delete(r.settledTopics, resource)
 	if settled {
 		s.settled = version
+		if r.settledTopics == nil {
+			r.settledTopics = map[string]string{}
+		}
+		r.settledTopics[resource] = version
 	}
 }
 
-// changesNothing reports whether an acknowledgement cannot change the
-// status the last pass computed: one more pod applying the settled version
-// of a Topic for every pod. Without it, a new pod, which applies every
-// such Topic, would requeue each of them (the whole namespace) for no
-// write. Anything else may change the status.
-func (r *PropagationReconciler) changesNothing(c xds.Change) bool {
-	if c.Refused || c.Version == "" {
-		return false
-	}
-	parsed, err := xdsresource.ParseName(c.Resource)
-	if err != nil || parsed.Kind != xdsresource.KindTopic {
-		return false
-	}
+// dropSettled removes from changes, in place, those that cannot change
+// the status the last pass computed: one more pod applying the settled
+// version of a Topic for every pod. Without it, a new pod, which applies
+// every such Topic, would requeue each of them (the whole namespace) for
+// no write. Anything else may change the status. It is called for every
+// pod's every acknowledgement (a new pod's names each Topic of its
+// namespace), so it takes the lock once and allocates nothing.
+func (r *PropagationReconciler) dropSettled(changes []xds.Change) []xds.Change {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s, ok := r.seen[keyOf("topic", parsed.Namespace, parsed.Name)]
-	return ok && s.settled != "" && s.settled == c.Version
+	return slices.DeleteFunc(changes, func(c xds.Change) bool {
+		if c.Refused || c.Version == "" {
+			return false
+		}
+		v, ok := r.settledTopics[c.Resource]
+		return ok && v == c.Version
+	})
 }
 
 // forget drops what was remembered of a deleted object.
@@ -305,6 +314,7 @@ func (r *PropagationReconciler) forget(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.seen, key)
+	delete(r.settledTopics, resourceOf(key))
 }
 
 func keyOf(kind, namespace, name string) types.NamespacedName {
@@ -500,7 +510,7 @@ func (r *PropagationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// on propagation: changes gather in a set, and one goroutine feeds
 	// them to the controller.
 	acks := make(chan event.GenericEvent)
-	changes := &changeSet{wake: make(chan struct{}, 1), names: map[types.NamespacedName]bool{}, changesNothing: r.changesNothing}
+	changes := &changeSet{wake: make(chan struct{}, 1), names: map[types.NamespacedName]bool{}, dropSettled: r.dropSettled}
 	r.Tracker.OnChange(changes.add)
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		changes.feed(ctx, acks)
@@ -533,21 +543,25 @@ type changeSet struct {
 	mu    sync.Mutex
 	names map[types.NamespacedName]bool
 	wake  chan struct{}
-	// changesNothing leaves out the changes that cannot change a status.
-	changesNothing func(xds.Change) bool
+	// dropSettled leaves out the changes that cannot change a status.
+	dropSettled func([]xds.Change) []xds.Change
 }
 
-// add gathers the objects of changes. Lock order: changeSet.mu, then
-// PropagationReconciler.mu (in changesNothing); never the other way.
+// add gathers the objects of changes (which it may reorder and cut).
+// PropagationReconciler.mu (in dropSettled) and changeSet.mu are taken
+// one after the other, never one inside the other.
 func (c *changeSet) add(changes []xds.Change) {
+	if c.dropSettled != nil {
+		changes = c.dropSettled(changes)
+	}
+	if len(changes) == 0 {
+		return
+	}
 	added := false
 	c.mu.Lock()
 	for _, change := range changes {
 		parsed, err := xdsresource.ParseName(change.Resource)
-		if err != nil || parsed.Kind == xdsresource.KindPod {
-			continue
-		}
-		if c.changesNothing != nil && c.changesNothing(change) {
+		if err != nil || parsed.Kind == xdsresource.KindPod || parsed.Kind == xdsresource.KindTopicCollection {
 			continue
 		}
 		added = true

@@ -30,13 +30,15 @@ func TestAcknowledgementsThatChangeNoStatusQueueNothing(t *testing.T) {
 		{"a pod drops the Topic or goes", "v1", xds.Change{Resource: topic, Pod: pod}, true},
 		{"the last pass found it unsettled", "", xds.Change{Resource: topic, Pod: pod, Version: "v1"}, true},
 		{"a Subscription counts its pods", "v1", xds.Change{Resource: sub, Pod: pod, Version: "v1"}, true},
-		{"a pod's own resource is no object", "", xds.Change{Resource: xdsresource.PodName("shop", "p"), Pod: pod, Version: "v1"}, false},
+		{"a pod's own resource is no object", "", xds.Change{Resource: xdsresource.PodResourceName("shop", "p"), Pod: pod, Version: "v1"}, false},
+		{"a schema-1 pod resource is no object", "", xds.Change{Resource: xdsresource.PodName("shop", "p"), Pod: pod, Version: "v1"}, false},
+		{"a Topic collection is no object", "", xds.Change{Resource: xdsresource.TopicCollectionName("shop"), Pod: pod, Version: "e.1.2"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &PropagationReconciler{}
 			r.settle(keyOf("topic", "shop", "orders"), tt.settled != "", tt.settled)
-			changes := &changeSet{wake: make(chan struct{}, 1), names: map[types.NamespacedName]bool{}, changesNothing: r.changesNothing}
+			changes := &changeSet{wake: make(chan struct{}, 1), names: map[types.NamespacedName]bool{}, dropSettled: r.dropSettled}
 			changes.add([]xds.Change{tt.change})
 			queued := slices.Collect(maps.Keys(changes.names))
 			if tt.queued != (len(queued) == 1) {

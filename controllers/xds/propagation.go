@@ -133,17 +133,6 @@ func (t *Tracker) apply(pod string, applied map[string]string) {
 	var changed []Change
 	now := time.Now()
 	for name, v := range applied {
-		if collection := parentOf(name) + "*"; collection != name && hasKey(applied, collection) {
-			// A member of a collection the pod applied a version of: that
-			// version says what it holds of the member. Told as a change
-			// (its status may change), its refusal cleared.
-			if v != "" {
-				t.lastApplied[name] = now
-			}
-			changed = append(changed, Change{Resource: name, Pod: pod, Version: v})
-			t.forgetNACKLocked(name, pod)
-			continue
-		}
 		before, had := held[name]
 		if before == v && (had || v == "") {
 			continue
@@ -167,9 +156,40 @@ func (t *Tracker) apply(pod string, applied map[string]string) {
 	t.notify(changed)
 }
 
-func hasKey(m map[string]string, key string) bool {
-	_, ok := m[key]
-	return ok
+// applyWithMembers is apply, with what the settled responses sent of
+// collections: the members of a collection whose version applied names
+// (the others are named in applied) are told as changes, their refusals
+// cleared and their last application recorded, without an entry per pod.
+func (t *Tracker) applyWithMembers(pod string, applied map[string]string, members []memberChanges) {
+	if len(members) == 0 {
+		t.apply(pod, applied)
+		return
+	}
+	n := 0
+	for _, m := range members {
+		n += len(m.resources) + len(m.removed)
+	}
+	changes := make([]Change, 0, n)
+	t.mu.Lock()
+	now := time.Now()
+	for _, m := range members {
+		for _, r := range m.resources {
+			if name := r.GetName(); isMemberOf(name, applied) {
+				t.lastApplied[name] = now
+				t.forgetNACKLocked(name, pod)
+				changes = append(changes, Change{Resource: name, Pod: pod, Version: r.GetVersion()})
+			}
+		}
+		for _, name := range m.removed {
+			if isMemberOf(name, applied) {
+				t.forgetNACKLocked(name, pod)
+				changes = append(changes, Change{Resource: name, Pod: pod})
+			}
+		}
+	}
+	t.mu.Unlock()
+	t.apply(pod, applied)
+	t.notify(changes)
 }
 
 // notHeld returns those of versions that pod does not hold.

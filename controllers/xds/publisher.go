@@ -124,6 +124,23 @@ func (p *Publisher) ChangedAt(name string) (time.Time, bool) {
 	return t, ok
 }
 
+// changedSince calls observe with when each of resources last changed in
+// the cache, for those that changed after since: one lock for a
+// response, which may hold every Topic of a namespace.
+func (p *Publisher) changedSince(resources []*discoveryResource, since time.Time, observe func(time.Time)) {
+	var changed []time.Time
+	p.mu.Lock()
+	for _, r := range resources {
+		if t, ok := p.changedAt[r.GetName()]; ok && t.After(since) {
+			changed = append(changed, t)
+		}
+	}
+	p.mu.Unlock()
+	for _, t := range changed {
+		observe(t)
+	}
+}
+
 // Current returns the resource the cache holds under name: a shared
 // resource, or a pod's own resource of either schema.
 func (p *Publisher) Current(name string) (*xdsv1.Resource, bool) {

@@ -122,8 +122,10 @@ type streamState struct {
 	pending []sentChanges
 	// unsettled are changes that the next ACK settles: those of responses
 	// that a later response's NACK covered (the sidecar keeps them and
-	// applies them with a later one) and removals by unsubscription.
-	unsettled map[string]string
+	// applies them with a later one) and removals by unsubscription;
+	// unsettledMembers are such responses' collection members.
+	unsettled        map[string]string
+	unsettledMembers []memberChanges
 	// subscriptions counts the names the stream subscribed to (less those
 	// it unsubscribed from), for -xds-max-stream-resources; a name
 	// subscribed twice counts twice, which only costs its own stream.
@@ -136,8 +138,20 @@ type streamState struct {
 }
 
 type sentChanges struct {
-	nonce    string
+	nonce string
+	// versions are the names the stream subscribed to by name; members
+	// what it was sent of collections.
 	versions map[string]string
+	members  memberChanges
+}
+
+// memberChanges are what one response sent and removed of the
+// collections it carries the markers of: the response's own slices, not
+// copies (a complete response holds every Topic of the namespace), read
+// only when the response is settled.
+type memberChanges struct {
+	resources []*discoveryResource
+	removed   []string
 }
 
 // NewServer returns a server of pub's resources, recording ACKs in tracker.
@@ -598,17 +612,25 @@ func (s *Server) settle(st *streamState, nonce string, req *discoveryRequest) {
 	if changes == nil {
 		changes = map[string]string{}
 	}
+	members := st.unsettledMembers
 	for _, p := range st.pending[:i+1] {
 		maps.Copy(changes, p.versions)
+		if len(p.members.resources)+len(p.members.removed) > 0 {
+			members = append(members, p.members)
+		}
 	}
 	st.pending = slices.Delete(st.pending, 0, i+1)
-	st.unsettled = nil
+	st.unsettled, st.unsettledMembers = nil, nil
 	if detail := req.GetErrorDetail(); detail != nil {
 		// The refusal is charged to what the sidecar was sent and does
 		// not hold: one of those is what it cannot apply. It keeps them,
 		// and the next ACK says it applied them after all.
-		suspects := s.tracker.notHeld(st.id.key(), changes)
-		st.unsettled = changes
+		sent := maps.Clone(changes)
+		for _, m := range members {
+			m.versionsInto(sent, changes)
+		}
+		suspects := s.tracker.notHeld(st.id.key(), sent)
+		st.unsettled, st.unsettledMembers = changes, members
 		s.metrics.nacks.Inc()
 		// The reason is the sidecar's to write, and is kept per resource
 		// and pod, shown in status and logged: cut to a stated length.
@@ -621,7 +643,30 @@ func (s *Server) settle(st *streamState, nonce string, req *discoveryRequest) {
 		return
 	}
 	s.metrics.acks.Inc()
-	s.tracker.apply(st.id.key(), changes)
+	s.tracker.applyWithMembers(st.id.key(), changes, members)
+}
+
+// versionsInto adds to versions the members' versions ("" for a
+// removal), those of a collection whose marker is in markers.
+func (m memberChanges) versionsInto(versions, markers map[string]string) {
+	for _, r := range m.resources {
+		if isMemberOf(r.GetName(), markers) {
+			versions[r.GetName()] = r.GetVersion()
+		}
+	}
+	for _, name := range m.removed {
+		if isMemberOf(name, markers) {
+			versions[name] = ""
+		}
+	}
+}
+
+// isMemberOf reports whether name is a member of a collection among the
+// keys of markers.
+func isMemberOf(name string, markers map[string]string) bool {
+	collection := parentOf(name) + "*"
+	_, ok := markers[collection]
+	return ok && collection != name
 }
 
 func (s *Server) onResponse(streamID int64, _ *discoveryRequest, resp *discoveryResponse) {
@@ -629,18 +674,37 @@ func (s *Server) onResponse(streamID int64, _ *discoveryRequest, resp *discovery
 	if err != nil {
 		return
 	}
-	now := time.Now()
-	sent := make(map[string]string, len(resp.GetResources())+len(resp.GetRemovedResources()))
+	// A response that carries a collection's marker carries its members:
+	// those are kept as the response's slices, the rest by name.
+	var markers map[string]string
 	for _, r := range resp.GetResources() {
-		sent[r.GetName()] = r.GetVersion()
-		if changed, ok := s.pub.ChangedAt(r.GetName()); ok && changed.After(st.lastSubscribed) {
-			s.metrics.pushLatency.Observe(now.Sub(changed).Seconds())
+		if _, ok := xdsresource.IsCollection(r.GetName()); ok {
+			if markers == nil {
+				markers = map[string]string{}
+			}
+			markers[r.GetName()] = r.GetVersion()
+		}
+	}
+	sent := make(map[string]string, len(markers)+1)
+	for _, r := range resp.GetResources() {
+		if !isMemberOf(r.GetName(), markers) {
+			sent[r.GetName()] = r.GetVersion()
 		}
 	}
 	for _, name := range resp.GetRemovedResources() {
-		sent[name] = ""
+		if !isMemberOf(name, markers) {
+			sent[name] = ""
+		}
 	}
-	st.pending = append(st.pending, sentChanges{nonce: resp.GetNonce(), versions: sent})
+	sc := sentChanges{nonce: resp.GetNonce(), versions: sent}
+	if markers != nil {
+		sc.members = memberChanges{resources: resp.GetResources(), removed: resp.GetRemovedResources()}
+	}
+	st.pending = append(st.pending, sc)
+	now := time.Now()
+	s.pub.changedSince(resp.GetResources(), st.lastSubscribed, func(changed time.Time) {
+		s.metrics.pushLatency.Observe(now.Sub(changed).Seconds())
+	})
 	s.metrics.pushes.Inc()
 }
 

@@ -10,4 +10,5 @@ type (
 	corev3Node        = corev3.Node
 	discoveryRequest  = discoveryv3.DeltaDiscoveryRequest
 	discoveryResponse = discoveryv3.DeltaDiscoveryResponse
+	discoveryResource = discoveryv3.Resource
 )
