@@ -2,6 +2,7 @@ package xds
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -160,7 +161,9 @@ func (t *Tracker) apply(pod string, applied map[string]string) {
 // collections: the members of a collection whose version applied names
 // (the others are named in applied) are told as changes, their refusals
 // cleared and their last application recorded, without an entry per pod.
-func (t *Tracker) applyWithMembers(pod string, applied map[string]string, members []memberChanges) {
+// The members named in excluded (the Topics that leave the pod out,
+// sorted, by Topic name) are not told: the pod does not count for them.
+func (t *Tracker) applyWithMembers(pod string, applied map[string]string, members []memberChanges, excluded []string) {
 	if len(members) == 0 {
 		t.apply(pod, applied)
 		return
@@ -175,9 +178,11 @@ func (t *Tracker) applyWithMembers(pod string, applied map[string]string, member
 	for _, m := range members {
 		for _, r := range m.resources {
 			if name := r.GetName(); isMemberOf(name, applied) {
-				t.lastApplied[name] = now
 				t.forgetNACKLocked(name, pod)
-				changes = append(changes, Change{Resource: name, Pod: pod, Version: r.GetVersion()})
+				if _, out := slices.BinarySearch(excluded, name[len(parentOf(name)):]); !out {
+					t.lastApplied[name] = now
+					changes = append(changes, Change{Resource: name, Pod: pod, Version: r.GetVersion()})
+				}
 			}
 		}
 		for _, name := range m.removed {

@@ -166,6 +166,14 @@ func (p *Publisher) Current(name string) (*xdsv1.Resource, bool) {
 	return pod.resource, true
 }
 
+// excludedFrom returns the names of the Topics whose publishers leave the
+// pod (by node ID) out, sorted (shared: not to be changed).
+func (p *Publisher) excludedFrom(nodeID string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pods[nodeID].part.Excluded
+}
+
 // PodUID returns the UID of the pod (by node ID) that the publisher
 // computed.
 func (p *Publisher) PodUID(nodeID string) (k8stypes.UID, bool) {

@@ -643,7 +643,14 @@ func (s *Server) settle(st *streamState, nonce string, req *discoveryRequest) {
 		return
 	}
 	s.metrics.acks.Inc()
-	s.tracker.applyWithMembers(st.id.key(), changes, members)
+	// A Topic that leaves the pod out counts other pods only: the pod
+	// applying it changes nothing of its status. The lookup is skipped
+	// for an ACK without collection members.
+	var excluded []string
+	if len(members) > 0 {
+		excluded = s.pub.excludedFrom(st.id.NodeID())
+	}
+	s.tracker.applyWithMembers(st.id.key(), changes, members, excluded)
 }
 
 // versionsInto adds to versions the members' versions ("" for a
