@@ -79,7 +79,7 @@ type PropagationReconciler struct {
 	// first saw and when, and when it last wrote.
 	seen map[types.NamespacedName]*propagationSeen
 	// settledTopics is propagationSeen.settled by the Topic's xDS
-	// resource name, as acknowledgements name it (dropSettled).
+	// resource name, as acknowledgements name it (changeSet.add).
 	settledTopics map[string]string
 }
 
@@ -290,25 +290,6 @@ func (r *PropagationReconciler) settle(key types.NamespacedName, settled bool, v
 	}
 }
 
-// dropSettled removes from changes, in place, those that cannot change
-// the status the last pass computed: one more pod applying the settled
-// version of a Topic for every pod. Without it, a new pod, which applies
-// every such Topic, would requeue each of them (the whole namespace) for
-// no write. Anything else may change the status. It is called for every
-// pod's every acknowledgement (a new pod's names each Topic of its
-// namespace), so it takes the lock once and allocates nothing.
-func (r *PropagationReconciler) dropSettled(changes []xds.Change) []xds.Change {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.DeleteFunc(changes, func(c xds.Change) bool {
-		if c.Refused || c.Version == "" {
-			return false
-		}
-		v, ok := r.settledTopics[c.Resource]
-		return ok && v == c.Version
-	})
-}
-
 // forget drops what was remembered of a deleted object.
 func (r *PropagationReconciler) forget(key types.NamespacedName) {
 	r.mu.Lock()
@@ -510,7 +491,7 @@ func (r *PropagationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// on propagation: changes gather in a set, and one goroutine feeds
 	// them to the controller.
 	acks := make(chan event.GenericEvent)
-	changes := &changeSet{wake: make(chan struct{}, 1), names: map[types.NamespacedName]bool{}, dropSettled: r.dropSettled}
+	changes := &changeSet{wake: make(chan struct{}, 1), names: map[types.NamespacedName]bool{}, resources: map[string]bool{}, settled: r}
 	r.Tracker.OnChange(changes.add)
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		changes.feed(ctx, acks)
@@ -540,32 +521,54 @@ func (r *PropagationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // changeSet gathers the objects whose acknowledgements changed.
 type changeSet struct {
-	mu    sync.Mutex
-	names map[types.NamespacedName]bool
-	wake  chan struct{}
-	// dropSettled leaves out the changes that cannot change a status.
-	dropSettled func([]xds.Change) []xds.Change
+	mu sync.Mutex
+	// names are objects; resources the xDS resource names of objects,
+	// as acknowledgements name them (a pod's own resource and a
+	// collection among them, which feed leaves out).
+	names     map[types.NamespacedName]bool
+	resources map[string]bool
+	wake      chan struct{}
+	// settled, if set, leaves out the changes that cannot change a
+	// status: one more pod applying the settled version of a Topic for
+	// every pod (PropagationReconciler.settledTopics). Without it, a new
+	// pod, which applies every such Topic, would requeue each of them (the
+	// whole namespace) for no write.
+	settled *PropagationReconciler
 }
 
-// add gathers the objects of changes (which it may reorder and cut).
-// PropagationReconciler.mu (in dropSettled) and changeSet.mu are taken
-// one after the other, never one inside the other.
+// add gathers the objects of changes. It runs for every pod's every
+// acknowledgement, and a new pod's names each Topic of its namespace, so
+// it takes each lock once and allocates only for what it queues. Lock
+// order: changeSet.mu, then PropagationReconciler.mu; never the other way.
 func (c *changeSet) add(changes []xds.Change) {
-	if c.dropSettled != nil {
-		changes = c.dropSettled(changes)
-	}
-	if len(changes) == 0 {
-		return
-	}
 	added := false
 	c.mu.Lock()
+	var settledTopics map[string]string
+	if c.settled != nil {
+		c.settled.mu.Lock()
+		settledTopics = c.settled.settledTopics
+	}
+	consider := func(resource, version string, refused bool) {
+		if c.resources[resource] || !isObjectResource(resource) {
+			return // queued already, or no object's
+		}
+		if v, ok := settledTopics[resource]; ok && !refused && version != "" && v == version {
+			return
+		}
+		c.resources[resource] = true
+		added = true
+	}
 	for _, change := range changes {
-		parsed, err := xdsresource.ParseName(change.Resource)
-		if err != nil || parsed.Kind == xdsresource.KindPod || parsed.Kind == xdsresource.KindTopicCollection {
+		if change.Members != nil {
+			for name, version := range change.Members {
+				consider(name, version, false)
+			}
 			continue
 		}
-		added = true
-		c.names[types.NamespacedName{Namespace: parsed.Namespace, Name: parsed.Name}] = true
+		consider(change.Resource, change.Version, change.Refused)
+	}
+	if c.settled != nil {
+		c.settled.mu.Unlock()
 	}
 	c.mu.Unlock()
 	if !added {
@@ -588,6 +591,35 @@ func (c *changeSet) addName(nn types.NamespacedName) {
 	}
 }
 
+// isObjectResource reports whether an xDS resource name is a Topic's or a
+// Subscription's ("<namespace>/topic/<name>", "<namespace>/subscription/
+// <name>"), without allocating: add asks it of every name a new pod
+// acknowledges.
+func isObjectResource(name string) bool {
+	_, rest, ok := strings.Cut(name, "/")
+	if !ok {
+		return false
+	}
+	kind, last, ok := strings.Cut(rest, "/")
+	return ok && (kind == "topic" || kind == "subscription") && last != "*" && last != "" && !strings.Contains(last, "/")
+}
+
+// take returns the objects gathered so far, and forgets them.
+func (c *changeSet) take() map[types.NamespacedName]bool {
+	c.mu.Lock()
+	batch, resources := c.names, c.resources
+	c.names, c.resources = map[types.NamespacedName]bool{}, map[string]bool{}
+	c.mu.Unlock()
+	for resource := range resources {
+		parsed, err := xdsresource.ParseName(resource)
+		if err != nil || parsed.Kind == xdsresource.KindPod || parsed.Kind == xdsresource.KindTopicCollection {
+			continue
+		}
+		batch[types.NamespacedName{Namespace: parsed.Namespace, Name: parsed.Name}] = true
+	}
+	return batch
+}
+
 // feed sends the gathered objects to the controller until ctx ends. The
 // request names the object; Reconcile looks up both kinds.
 func (c *changeSet) feed(ctx context.Context, out chan<- event.GenericEvent) {
@@ -597,11 +629,7 @@ func (c *changeSet) feed(ctx context.Context, out chan<- event.GenericEvent) {
 			return
 		case <-c.wake:
 		}
-		c.mu.Lock()
-		batch := c.names
-		c.names = map[types.NamespacedName]bool{}
-		c.mu.Unlock()
-		for nn := range batch {
+		for nn := range c.take() {
 			obj := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: nn.Namespace, Name: nn.Name}}
 			select {
 			case out <- event.GenericEvent{Object: obj}:

@@ -18,6 +18,13 @@ func TestAcknowledgementsThatChangeNoStatusQueueNothing(t *testing.T) {
 	topic := xdsresource.TopicName("shop", "orders")
 	sub := xdsresource.SubscriptionName("shop", "orders")
 	pod := xds.PodKey("shop", "p", "uid")
+	// collection is a pod's new version of shop's Topics, with which it
+	// applied member at version ("" for its removal).
+	collection := func(member, version string) xds.Change {
+		return xds.Change{Resource: xdsresource.TopicCollectionName("shop"), Pod: pod, Version: "e.2.3", Members: func(yield func(string, string) bool) {
+			yield(member, version)
+		}}
+	}
 	tests := []struct {
 		name    string
 		settled string // the version the last pass found settled ("" none)
@@ -33,14 +40,17 @@ func TestAcknowledgementsThatChangeNoStatusQueueNothing(t *testing.T) {
 		{"a pod's own resource is no object", "", xds.Change{Resource: xdsresource.PodResourceName("shop", "p"), Pod: pod, Version: "v1"}, false},
 		{"a schema-1 pod resource is no object", "", xds.Change{Resource: xdsresource.PodName("shop", "p"), Pod: pod, Version: "v1"}, false},
 		{"a Topic collection is no object", "", xds.Change{Resource: xdsresource.TopicCollectionName("shop"), Pod: pod, Version: "e.1.2"}, false},
+		{"a new pod applies the collection, the Topic at its settled version", "v1", collection(topic, "v1"), false},
+		{"a pod applies the collection, the Topic at another version", "v1", collection(topic, "v2"), true},
+		{"a pod applies the collection, the Topic removed", "v1", collection(topic, ""), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &PropagationReconciler{}
 			r.settle(keyOf("topic", "shop", "orders"), tt.settled != "", tt.settled)
-			changes := &changeSet{wake: make(chan struct{}, 1), names: map[types.NamespacedName]bool{}, dropSettled: r.dropSettled}
+			changes := &changeSet{wake: make(chan struct{}, 1), names: map[types.NamespacedName]bool{}, resources: map[string]bool{}, settled: r}
 			changes.add([]xds.Change{tt.change})
-			queued := slices.Collect(maps.Keys(changes.names))
+			queued := slices.Collect(maps.Keys(changes.take()))
 			if tt.queued != (len(queued) == 1) {
 				t.Fatalf("queued %v, want queued=%v", queued, tt.queued)
 			}

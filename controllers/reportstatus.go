@@ -283,7 +283,7 @@ func (r *ReportStatusReconciler) forget(key types.NamespacedName) {
 // changes; its writes follow reports, not spec changes.
 func (r *ReportStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	changed := make(chan event.GenericEvent)
-	changes := &changeSet{wake: make(chan struct{}, 1), names: map[types.NamespacedName]bool{}}
+	changes := &changeSet{wake: make(chan struct{}, 1), names: map[types.NamespacedName]bool{}, resources: map[string]bool{}}
 	r.Reports.OnChange(func(_, namespace, name string) {
 		changes.addName(types.NamespacedName{Namespace: namespace, Name: name})
 	})

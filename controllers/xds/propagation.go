@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 
 	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
+	"github.com/weighstation/weighstation/meshconfig/xdsresource"
 )
 
 // Version is the version the xDS cache gives a resource, and so the version
@@ -82,6 +84,13 @@ type Change struct {
 	Pod      string // a PodKey
 	Version  string
 	Refused  bool
+	// Members, for a collection's new version (Resource names the
+	// collection), yields the members the pod applied with it, each with
+	// the version it now holds ("" for a removal): read from the
+	// responses, not copied, as a new pod applies every Topic of its
+	// namespace. It yields only the members whose objects count the pod
+	// (not the Topics whose publishers leave it out).
+	Members iter.Seq2[string, string]
 }
 
 // OnChange sets a function that is told, after each ACK, NACK or Forget,
@@ -168,33 +177,55 @@ func (t *Tracker) applyWithMembers(pod string, applied map[string]string, member
 		t.apply(pod, applied)
 		return
 	}
-	n := 0
-	for _, m := range members {
-		n += len(m.resources) + len(m.removed)
-	}
-	changes := make([]Change, 0, n)
 	t.mu.Lock()
 	now := time.Now()
+	markers := map[string]string{}
 	for _, m := range members {
 		for _, r := range m.resources {
 			if name := r.GetName(); isMemberOf(name, applied) {
 				t.forgetNACKLocked(name, pod)
-				if _, out := slices.BinarySearch(excluded, name[len(parentOf(name)):]); !out {
+				if !isExcluded(name, excluded) {
 					t.lastApplied[name] = now
-					changes = append(changes, Change{Resource: name, Pod: pod, Version: r.GetVersion()})
 				}
+			} else if _, ok := xdsresource.IsCollection(name); ok {
+				markers[name] = applied[name]
 			}
 		}
 		for _, name := range m.removed {
 			if isMemberOf(name, applied) {
 				t.forgetNACKLocked(name, pod)
-				changes = append(changes, Change{Resource: name, Pod: pod})
 			}
 		}
 	}
 	t.mu.Unlock()
 	t.apply(pod, applied)
+	changes := make([]Change, 0, len(markers))
+	for collection, version := range markers {
+		changes = append(changes, Change{Resource: collection, Pod: pod, Version: version, Members: func(yield func(string, string) bool) {
+			for _, m := range members {
+				for _, r := range m.resources {
+					if name := r.GetName(); parentOf(name)+"*" == collection && name != collection && !isExcluded(name, excluded) {
+						if !yield(name, r.GetVersion()) {
+							return
+						}
+					}
+				}
+				for _, name := range m.removed {
+					if parentOf(name)+"*" == collection && !yield(name, "") {
+						return
+					}
+				}
+			}
+		}})
+	}
 	t.notify(changes)
+}
+
+// isExcluded reports whether the Topic of member name is among excluded
+// (Topic names, sorted).
+func isExcluded(name string, excluded []string) bool {
+	_, found := slices.BinarySearch(excluded, name[len(parentOf(name)):])
+	return found
 }
 
 // notHeld returns those of versions that pod does not hold.
