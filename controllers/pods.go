@@ -5,16 +5,11 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/controllers/pki"
@@ -75,28 +70,3 @@ func listSidecarPods(ctx context.Context, c client.Reader, namespace string, als
 }
 
 func isInjected(pod metav1.Object) bool { return injectedPods.Matches(labels.Set(pod.GetLabels())) }
-
-// requeueNamespace returns a map function that requeues every object of
-// the kind newList lists in the namespace of the object that changed.
-func requeueNamespace(c client.Reader, newList func() client.ObjectList, opts ...client.ListOption) handler.MapFunc {
-	return func(ctx context.Context, obj client.Object) []reconcile.Request {
-		list := newList()
-		// Only names are read: no deep copy of every object.
-		if err := c.List(ctx, list, append([]client.ListOption{client.InNamespace(obj.GetNamespace()), client.UnsafeDisableDeepCopy}, opts...)...); err != nil {
-			logf.FromContext(ctx).Error(err, "listing objects to requeue", "namespace", obj.GetNamespace())
-			return nil
-		}
-		items, err := meta.ExtractList(list)
-		if err != nil {
-			logf.FromContext(ctx).Error(err, "reading the list to requeue")
-			return nil
-		}
-		reqs := make([]reconcile.Request, 0, len(items))
-		for _, item := range items {
-			if o, ok := item.(client.Object); ok {
-				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}})
-			}
-		}
-		return reqs
-	}
-}
