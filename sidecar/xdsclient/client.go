@@ -19,6 +19,7 @@
 package xdsclient
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -153,6 +154,54 @@ type Client struct {
 	held    map[string]received
 	applied string // version of the configuration in force
 	stats   Stats
+
+	// order is the stream's Topics in a configuration's order (handle's
+	// alone: streams run one at a time).
+	order topicOrder
+}
+
+// topicOrder keeps the members of the Topic collection sorted by subject,
+// as a configuration lists them, across responses: a change that moves no
+// Topic (a limit) reuses the order instead of sorting thousands of Topics
+// again.
+type topicOrder struct {
+	names    []string
+	subjects map[string]string // name → subject when ordered
+}
+
+// topics returns the members of working in order, sorting again only when
+// a member named in dirty came, went or changed its subject.
+func (o *topicOrder) topics(working map[string]received, dirty map[string]bool, isMember func(string) bool) []*xdsv1.TopicPolicy {
+	stale := o.subjects == nil
+	for name := range dirty {
+		if stale {
+			break
+		}
+		if !isMember(name) {
+			continue
+		}
+		r, present := working[name]
+		subject, ordered := o.subjects[name]
+		stale = present != ordered || (present && r.resource.GetTopic().GetSubject() != subject)
+	}
+	if stale {
+		o.names = o.names[:0]
+		o.subjects = map[string]string{}
+		for name, r := range working {
+			if isMember(name) {
+				o.names = append(o.names, name)
+				o.subjects[name] = r.resource.GetTopic().GetSubject()
+			}
+		}
+		slices.SortFunc(o.names, func(a, b string) int {
+			return cmp.Or(cmp.Compare(o.subjects[a], o.subjects[b]), cmp.Compare(a, b))
+		})
+	}
+	topics := make([]*xdsv1.TopicPolicy, len(o.names))
+	for i, name := range o.names {
+		topics[i] = working[name].resource.GetTopic()
+	}
+	return topics
 }
 
 type received struct {
@@ -409,6 +458,7 @@ func (c *Client) stream(ctx context.Context, conn grpc.ClientConnInterface) (adm
 	working := maps.Clone(c.held)
 	c.stats.Connects++
 	c.mu.Unlock()
+	c.order = topicOrder{}
 	subscribed := map[string]bool{c.own: true, c.topics: true}
 	// dirty names what changed in working since the last configuration
 	// applied: applying one moves just those into held.
@@ -600,12 +650,7 @@ func (c *Client) handle(resp *deltav1.Response, working map[string]received, sub
 	if _, ok := working[c.topics]; !ok {
 		return change, true, nil // the collection is on its way
 	}
-	topics := make([]*xdsv1.TopicPolicy, 0, len(working))
-	for name, r := range working {
-		if c.isMember(name) {
-			topics = append(topics, r.resource.GetTopic())
-		}
-	}
+	topics := c.order.topics(working, dirty, c.isMember)
 	cfg, missing, err := xdsresource.AssembleFrom(pod.resource.GetPod(), topics, func(name string) (*xdsv1.Resource, bool) {
 		r, ok := working[name]
 		return r.resource, ok
