@@ -213,14 +213,20 @@ func (r *InjectionStatusReconciler) minVersion() string {
 // gets no condition, so that the reconciler writes nothing in a namespace
 // where every pod is injected.
 func (r *InjectionStatusReconciler) writeConditions(ctx context.Context, namespace string, found []unsupported) error {
+	groups := groupByLabels(found)
+	// Read only (the status written is a copy): lists of thousands of
+	// objects are not copied for a reconcile that writes a few.
 	var subs v1alpha1.SubscriptionList
-	if err := r.List(ctx, &subs, client.InNamespace(namespace)); err != nil {
+	if err := r.List(ctx, &subs, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing the subscriptions of %s: %w", namespace, err)
 	}
 	for i := range subs.Items {
 		sub := &subs.Items[i]
 		next := *sub.Status.DeepCopy()
-		if !r.condition(&next.Conditions, sub.Generation, &sub.Spec.Selector, found) {
+		if len(found) == 0 && meta.FindStatusCondition(next.Conditions, v1alpha1.ConditionPodsWithoutSidecar) == nil {
+			continue // nothing to report, nothing to clear
+		}
+		if !r.condition(&next.Conditions, sub.Generation, &sub.Spec.Selector, groups) {
 			continue
 		}
 		if err := injectionStatus.apply(ctx, r.Client, sub, v1alpha1.GroupVersion.WithKind("Subscription"), &sub.Status, &next); err != nil {
@@ -228,7 +234,7 @@ func (r *InjectionStatusReconciler) writeConditions(ctx context.Context, namespa
 		}
 	}
 	var topics v1alpha1.TopicList
-	if err := r.List(ctx, &topics, client.InNamespace(namespace)); err != nil {
+	if err := r.List(ctx, &topics, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing the topics of %s: %w", namespace, err)
 	}
 	for i := range topics.Items {
@@ -240,7 +246,7 @@ func (r *InjectionStatusReconciler) writeConditions(ctx context.Context, namespa
 		if topic.Spec.Publishers == nil && meta.FindStatusCondition(next.Conditions, v1alpha1.ConditionPodsWithoutSidecar) == nil {
 			continue
 		}
-		if !r.condition(&next.Conditions, topic.Generation, topic.Spec.Publishers, found) {
+		if !r.condition(&next.Conditions, topic.Generation, topic.Spec.Publishers, groups) {
 			continue
 		}
 		if err := injectionStatus.apply(ctx, r.Client, topic, v1alpha1.GroupVersion.WithKind("Topic"), &topic.Status, &next); err != nil {
@@ -253,17 +259,19 @@ func (r *InjectionStatusReconciler) writeConditions(ctx context.Context, namespa
 // condition sets PodsWithoutSidecar in conds for the pods of found that
 // selector selects (nil or invalid: none), and reports whether conds
 // should be written.
-func (r *InjectionStatusReconciler) condition(conds *[]metav1.Condition, generation int64, selector *metav1.LabelSelector, found []unsupported) bool {
+func (r *InjectionStatusReconciler) condition(conds *[]metav1.Condition, generation int64, selector *metav1.LabelSelector, found []labelGroup) bool {
 	var selected []unsupported
-	if selector != nil {
+	if selector != nil && len(found) > 0 {
 		if s, err := metav1.LabelSelectorAsSelector(selector); err == nil {
-			for _, u := range found {
-				if s.Matches(u.labels) {
-					selected = append(selected, u)
+			for _, g := range found {
+				if s.Matches(g.labels) {
+					selected = append(selected, g.pods...)
 				}
 			}
 		}
 	}
+	// Sorted by name, as found was: the message names the first ones.
+	slices.SortFunc(selected, func(a, b unsupported) int { return strings.Compare(a.name, b.name) })
 	if len(selected) == 0 {
 		if meta.FindStatusCondition(*conds, v1alpha1.ConditionPodsWithoutSidecar) == nil {
 			return false
@@ -275,6 +283,31 @@ func (r *InjectionStatusReconciler) condition(conds *[]metav1.Condition, generat
 	reason, msg := r.conditionMessage(selected)
 	setCondition(conds, generation, v1alpha1.ConditionPodsWithoutSidecar, metav1.ConditionTrue, reason, msg)
 	return true
+}
+
+// labelGroup is the pods found that carry one set of labels: a selector
+// is matched once per set, not once per pod (thousands of pods, made from
+// a few templates, against thousands of selectors).
+type labelGroup struct {
+	labels labels.Set
+	pods   []unsupported
+}
+
+// groupByLabels groups found (sorted by name) by label set.
+func groupByLabels(found []unsupported) []labelGroup {
+	var groups []labelGroup
+	index := map[string]int{}
+	for _, u := range found {
+		key := labels.FormatLabels(u.labels)
+		i, ok := index[key]
+		if !ok {
+			i = len(groups)
+			index[key] = i
+			groups = append(groups, labelGroup{labels: u.labels})
+		}
+		groups[i].pods = append(groups[i].pods, u)
+	}
+	return groups
 }
 
 // conditionMessage names up to conditionPods pods (found is sorted by

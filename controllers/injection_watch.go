@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -35,6 +36,27 @@ var injectionChanged = predicate.Funcs{
 	},
 }
 
+// selectorChanged passes the creations and deletions of Subscriptions and
+// Topics, and the updates that change which pods they select (a
+// Subscription's selector, a Topic's publishers).
+var selectorChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return !semanticEqual(podSelectorOf(e.ObjectOld), podSelectorOf(e.ObjectNew))
+	},
+}
+
+// podSelectorOf is the selector of the pods a Subscription or Topic
+// concerns (nil for a Topic without publishers: every pod).
+func podSelectorOf(obj client.Object) *metav1.LabelSelector {
+	switch o := obj.(type) {
+	case *v1alpha1.Subscription:
+		return &o.Spec.Selector
+	case *v1alpha1.Topic:
+		return o.Spec.Publishers
+	}
+	return nil
+}
+
 // SetupWithManager registers the reconciler and its cache with mgr.
 func (r *InjectionStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if _, err := parseMinSidecarVersion(r.MinVersion); err != nil {
@@ -52,9 +74,10 @@ func (r *InjectionStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("injection-status").
 		WatchesRawSource(source.Kind(injection, client.Object(podMeta()), enqueueAfter(injectionBatch, r.namespaceOfPod), injectionChanged)).
 		WatchesRawSource(source.Kind(injection, client.Object(namespaceMeta()), enqueueAfter(injectionBatch, namespaceItself), injectionChanged)).
-		// Status writes change no generation; a selector change does.
-		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&v1alpha1.Subscription{}), enqueueAfter(injectionBatch, namespaceOf), predicate.GenerationChangedPredicate{})).
-		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&v1alpha1.Topic{}), enqueueAfter(injectionBatch, namespaceOf), predicate.GenerationChangedPredicate{})).
+		// Only which pods an object selects matters: not a kill switch,
+		// not a limit, not a status write.
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&v1alpha1.Subscription{}), enqueueAfter(injectionBatch, namespaceOf), selectorChanged)).
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&v1alpha1.Topic{}), enqueueAfter(injectionBatch, namespaceOf), selectorChanged)).
 		Complete(r)
 }
 
