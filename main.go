@@ -83,14 +83,6 @@ memory).
 weighstation <command> -h lists a command's flags.
 `
 
-// The operator's Kubernetes client's rate limit: a status write for each
-// of 4,000 objects in 30 s takes about 130 a second; the burst lets a
-// kill switch's writes out at once.
-const (
-	DefaultKubeAPIQPS   = 200
-	DefaultKubeAPIBurst = 400
-)
-
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
@@ -126,13 +118,6 @@ func runOperator(args []string) error {
 	fs := flag.NewFlagSet("operator", flag.ExitOnError)
 	metricsAddr := fs.String("metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
 	probeAddr := fs.String("health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
-	// controller-runtime's client allows 20 requests a second (burst 30):
-	// every Topic's and Subscription's status is written at least once
-	// after a change that reaches them all, so 4,000 objects took 200 s
-	// to be Ready whatever the sidecars did. The apiserver protects itself
-	// (API Priority and Fairness); this is the operator's own bound.
-	kubeAPIQPS := fs.Float64("kube-api-qps", DefaultKubeAPIQPS, "requests per second the operator's Kubernetes client may make (a token bucket; the apiserver's API Priority and Fairness applies besides)")
-	kubeAPIBurst := fs.Int("kube-api-burst", DefaultKubeAPIBurst, "the burst of -kube-api-qps")
 	pprofAddr := fs.String("pprof-bind-address", "", "address of Go's /debug/pprof endpoints, for profiling CPU and memory (empty: off; they expose internals, so bind to localhost)")
 	kubeconfig.RegisterFlags(fs) // -kubeconfig, read by ctrl.GetConfig
 	fs.Lookup(kubeconfig.KubeconfigFlagName).Usage = "path of a kubeconfig file; outside a cluster, this or $KUBECONFIG (default: in a cluster, the pod's ServiceAccount; else ~/.kube/config)"
@@ -220,9 +205,6 @@ func runOperator(args []string) error {
 	if err := errors.Join(xdsLimits.Validate(), reviewLimits.Validate()); err != nil {
 		return err
 	}
-	if *kubeAPIQPS <= 0 || *kubeAPIBurst < 1 {
-		return fmt.Errorf("-kube-api-qps (%g) must be positive and -kube-api-burst (%d) at least 1", *kubeAPIQPS, *kubeAPIBurst)
-	}
 	if *reportPodRate < 1 || *reportPodBurst < 1 {
 		return fmt.Errorf("-report-pod-rate (%d) and -report-pod-burst (%d) must be at least 1", *reportPodRate, *reportPodBurst)
 	}
@@ -267,7 +249,6 @@ func runOperator(args []string) error {
 	if err != nil {
 		return fmt.Errorf("finding the Kubernetes API (outside a cluster, set -kubeconfig or $KUBECONFIG): %w", err)
 	}
-	restConfig.QPS, restConfig.Burst = float32(*kubeAPIQPS), *kubeAPIBurst
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},

@@ -528,8 +528,6 @@ func TestOperatorCommandLineErrors(t *testing.T) {
 		{"no TokenReviews at all", []string{"-namespace", "ns", "-xds-tokenreview-rate", "0"}, "-xds-tokenreview-rate (0) must be positive"},
 		{"two streams per xDS connection", []string{"-namespace", "ns", "-xds-max-concurrent-streams", "2"}, "-xds-max-concurrent-streams must be at least 3"},
 		{"no report burst", []string{"-namespace", "ns", "-report-pod-burst", "0"}, "-report-pod-burst (0) must be at least 1"},
-		{"no Kubernetes requests", []string{"-namespace", "ns", "-kube-api-qps", "0"}, "-kube-api-qps (0) must be positive and -kube-api-burst (400) at least 1"},
-		{"no Kubernetes burst", []string{"-namespace", "ns", "-kube-api-burst", "0"}, "-kube-api-qps (200) must be positive and -kube-api-burst (0) at least 1"},
 		{"a negative report memory cap", []string{"-namespace", "ns", "-report-max-bytes", "-1"}, "-report-max-bytes must be 0 (a quarter of GOMEMLIMIT) or positive; got -1"},
 		{"no Topic in any namespace", []string{"-namespace", "ns", "-max-topics-per-namespace", "0"}, "-max-topics-per-namespace must be positive, or -1 for no limit; got 0"},
 		{"a webhook certificate without the webhook", []string{"-namespace", "ns", "-webhook-cert-dir", "/etc/webhook-tls"},
