@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"strconv"
@@ -181,6 +182,10 @@ const OlderVersion = "(older)"
 func (c *Cache) HeldMember(name, collectionVersion string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.heldMemberLocked(name, collectionVersion)
+}
+
+func (c *Cache) heldMemberLocked(name, collectionVersion string) string {
 	r, ok := c.resources[name]
 	if !ok {
 		return ""
@@ -199,6 +204,37 @@ func (c *Cache) HeldMember(name, collectionVersion string) string {
 		return OlderVersion
 	}
 	return ""
+}
+
+// Members yields every member the collection holds now, each with the
+// version a pod holding the collection at held holds of it (HeldMember;
+// "" for each when held is ""). It holds the cache's lock while it runs:
+// its caller's yield must not call the cache.
+func (c *Cache) Members(collection, held string) iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		prefix, ok := xdsresource.IsCollection(collection)
+		if !ok {
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for name := range c.members[prefix] {
+			v := ""
+			if held != "" {
+				v = c.heldMemberLocked(name, held)
+			}
+			if !yield(name, v) {
+				return
+			}
+		}
+	}
+}
+
+// OfThisCache reports whether a collection version is this cache's (the
+// same epoch): one of another says nothing of what changed since.
+func (c *Cache) OfThisCache(collectionVersion string) bool {
+	_, _, ours, _ := c.parseCollectionVersion(collectionVersion)
+	return ours
 }
 
 var _ cachev3.Cache = (*Cache)(nil)

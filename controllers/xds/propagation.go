@@ -68,6 +68,8 @@ type Tracker struct {
 // Cache.HeldMember.
 type collectionSource interface {
 	HeldMember(name, collectionVersion string) string
+	Members(collection, held string) iter.Seq2[string, string]
+	OfThisCache(collectionVersion string) bool
 }
 
 func (t *Tracker) setCollections(c collectionSource) {
@@ -126,14 +128,18 @@ func (t *Tracker) hold(pod string, held map[string]string) {
 	}
 	t.mu.Unlock()
 	maps.Copy(changes, held)
-	t.apply(pod, changes)
+	// What a reconnecting sidecar holds of a collection is news for each
+	// member (an operator that restarted knows nothing of it yet).
+	t.apply(pod, changes, nil)
 }
 
 // apply records what pod's sidecar applied since: a version per resource,
 // "" for one it dropped. A refusal of a resource is cleared once the pod
 // holds a version of it other than the one it refused (the current one,
-// or none).
-func (t *Tracker) apply(pod string, applied map[string]string) {
+// or none). A collection's new version is told with every member it now
+// holds (Change.Members), unless told names it: those whose members the
+// caller tells itself.
+func (t *Tracker) apply(pod string, applied map[string]string, told map[string]bool) {
 	t.mu.Lock()
 	held := t.acked[pod]
 	if held == nil {
@@ -153,7 +159,11 @@ func (t *Tracker) apply(pod string, applied map[string]string) {
 			held[name] = v
 			t.lastApplied[name] = now
 		}
-		changed = append(changed, Change{Resource: name, Pod: pod, Version: v})
+		change := Change{Resource: name, Pod: pod, Version: v}
+		if _, isCollection := xdsresource.IsCollection(name); isCollection && !told[name] && t.collections != nil {
+			change.Members = t.collections.Members(name, v)
+		}
+		changed = append(changed, change)
 		// A pod that now holds another version of a resource, or none, has
 		// moved past its refusal of it (applied it after all, or a later one).
 		t.forgetNACKLocked(name, pod)
@@ -174,12 +184,16 @@ func (t *Tracker) apply(pod string, applied map[string]string) {
 // sorted, by Topic name) are not told: the pod does not count for them.
 func (t *Tracker) applyWithMembers(pod string, applied map[string]string, members []memberChanges, excluded []string) {
 	if len(members) == 0 {
-		t.apply(pod, applied)
+		t.apply(pod, applied, nil)
 		return
 	}
 	t.mu.Lock()
 	now := time.Now()
 	markers := map[string]string{}
+	// told are the collections whose members the responses tell: not one
+	// the pod held in another cache's version (an operator that restarted),
+	// whose every member is news.
+	told := map[string]bool{}
 	for _, m := range members {
 		for _, r := range m.resources {
 			if name := r.GetName(); isMemberOf(name, applied) {
@@ -188,7 +202,10 @@ func (t *Tracker) applyWithMembers(pod string, applied map[string]string, member
 					t.lastApplied[name] = now
 				}
 			} else if _, ok := xdsresource.IsCollection(name); ok {
-				markers[name] = applied[name]
+				if before, had := t.acked[pod][name]; had && t.collections != nil && t.collections.OfThisCache(before) {
+					markers[name] = applied[name]
+					told[name] = true
+				}
 			}
 		}
 		for _, name := range m.removed {
@@ -198,7 +215,7 @@ func (t *Tracker) applyWithMembers(pod string, applied map[string]string, member
 		}
 	}
 	t.mu.Unlock()
-	t.apply(pod, applied)
+	t.apply(pod, applied, told)
 	changes := make([]Change, 0, len(markers))
 	for collection, version := range markers {
 		changes = append(changes, Change{Resource: collection, Pod: pod, Version: version, Members: func(yield func(string, string) bool) {
@@ -229,13 +246,32 @@ func isExcluded(name string, excluded []string) bool {
 }
 
 // notHeld returns those of versions that pod does not hold.
+// A collection's member is compared with what the pod's collection
+// version says it holds: a complete response names every Topic, and only
+// those the pod does not hold can be what it refused.
 func (t *Tracker) notHeld(pod string, versions map[string]string) map[string]string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	out := map[string]string{}
+	members := map[string]string{} // member → the pod's collection version
+	t.mu.Lock()
+	held := t.acked[pod]
 	for name, v := range versions {
-		if v != "" && t.acked[pod][name] != v {
-			out[name] = v
+		if v == "" || held[name] == v {
+			continue
+		}
+		if collection := parentOf(name) + "*"; collection != name {
+			if cv, ok := held[collection]; ok && t.collections != nil {
+				members[name] = cv
+				continue
+			}
+		}
+		out[name] = v
+	}
+	source := t.collections
+	t.mu.Unlock()
+	// Outside the lock: Cache.mu is never taken under Tracker.mu.
+	for name, cv := range members {
+		if source.HeldMember(name, cv) != versions[name] {
+			out[name] = versions[name]
 		}
 	}
 	return out
@@ -270,7 +306,12 @@ func (t *Tracker) Forget(pod string) {
 	for key, held := range t.acked {
 		if strings.HasPrefix(key, prefix) {
 			for name := range held {
-				changes = append(changes, Change{Resource: name, Pod: key})
+				change := Change{Resource: name, Pod: key}
+				if _, isCollection := xdsresource.IsCollection(name); isCollection && t.collections != nil {
+					// Every member the pod held is gone with it.
+					change.Members = t.collections.Members(name, "")
+				}
+				changes = append(changes, change)
 			}
 			delete(t.acked, key)
 		}

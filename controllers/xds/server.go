@@ -12,7 +12,9 @@
 //
 // Lock order: Server.mu, then Publisher.mu, then the Cache's own lock;
 // Tracker.mu is taken alone or after Publisher.mu (ForgetResources), and
-// the Tracker calls nothing while holding it.
+// the Tracker calls nothing while holding it. A Change's Members iterator
+// takes the Cache's lock: propagation runs it under its own locks, which
+// the Cache never takes.
 package xds
 
 import (
@@ -646,12 +648,20 @@ func (s *Server) settle(st *streamState, nonce string, req *discoveryRequest) {
 		// The refusal is charged to what the sidecar was sent and does
 		// not hold: one of those is what it cannot apply. It keeps them,
 		// and the next ACK says it applied them after all.
-		sent := maps.Clone(changes)
+		// The members are kept as one batch of what each was last sent
+		// as: a sidecar that keeps refusing holds one entry per member,
+		// not every response's.
+		collapsed := map[string]string{}
 		for _, m := range members {
-			m.versionsInto(sent, changes)
+			m.versionsInto(collapsed, changes)
 		}
+		sent := maps.Clone(changes)
+		maps.Copy(sent, collapsed)
 		suspects := s.tracker.notHeld(st.id.key(), sent)
-		st.unsettled, st.unsettledMembers = changes, members
+		st.unsettled, st.unsettledMembers = changes, nil
+		if len(collapsed) > 0 {
+			st.unsettledMembers = []memberChanges{memberChangesOf(collapsed)}
+		}
 		s.metrics.nacks.Inc()
 		// The reason is the sidecar's to write, and is kept per resource
 		// and pod, shown in status and logged: cut to a stated length.
@@ -687,6 +697,20 @@ func (m memberChanges) versionsInto(versions, markers map[string]string) {
 			versions[name] = ""
 		}
 	}
+}
+
+// memberChangesOf is versions (a member's version, "" for a removal) as
+// one batch of member changes.
+func memberChangesOf(versions map[string]string) memberChanges {
+	var m memberChanges
+	for name, v := range versions {
+		if v == "" {
+			m.removed = append(m.removed, name)
+			continue
+		}
+		m.resources = append(m.resources, &discoveryResource{Name: name, Version: v})
+	}
+	return m
 }
 
 // isMemberOf reports whether name is a member of a collection among the
