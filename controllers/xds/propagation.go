@@ -120,7 +120,7 @@ func NewTracker() *Tracker {
 // hold records the whole set of resource versions pod's sidecar holds (has
 // applied), as it reported when its stream opened. Resources it no longer
 // holds are dropped.
-func (t *Tracker) hold(pod string, held map[string]string) {
+func (t *Tracker) hold(pod string, held map[string]string, excluded []string) {
 	changes := make(map[string]string, len(held))
 	t.mu.Lock()
 	for name := range t.acked[pod] {
@@ -130,7 +130,7 @@ func (t *Tracker) hold(pod string, held map[string]string) {
 	maps.Copy(changes, held)
 	// What a reconnecting sidecar holds of a collection is news for each
 	// member (an operator that restarted knows nothing of it yet).
-	t.apply(pod, changes, nil)
+	t.apply(pod, changes, nil, excluded)
 }
 
 // apply records what pod's sidecar applied since: a version per resource,
@@ -139,7 +139,7 @@ func (t *Tracker) hold(pod string, held map[string]string) {
 // or none). A collection's new version is told with every member it now
 // holds (Change.Members), unless told names it: those whose members the
 // caller tells itself.
-func (t *Tracker) apply(pod string, applied map[string]string, told map[string]bool) {
+func (t *Tracker) apply(pod string, applied map[string]string, told map[string]bool, excluded []string) {
 	t.mu.Lock()
 	held := t.acked[pod]
 	if held == nil {
@@ -161,7 +161,7 @@ func (t *Tracker) apply(pod string, applied map[string]string, told map[string]b
 		}
 		change := Change{Resource: name, Pod: pod, Version: v}
 		if _, isCollection := xdsresource.IsCollection(name); isCollection && !told[name] && t.collections != nil {
-			change.Members = t.collections.Members(name, v)
+			change.Members = withoutExcluded(t.collections.Members(name, v), excluded)
 		}
 		changed = append(changed, change)
 		// A pod that now holds another version of a resource, or none, has
@@ -184,7 +184,7 @@ func (t *Tracker) apply(pod string, applied map[string]string, told map[string]b
 // sorted, by Topic name) are not told: the pod does not count for them.
 func (t *Tracker) applyWithMembers(pod string, applied map[string]string, members []memberChanges, excluded []string) {
 	if len(members) == 0 {
-		t.apply(pod, applied, nil)
+		t.apply(pod, applied, nil, excluded)
 		return
 	}
 	t.mu.Lock()
@@ -202,7 +202,9 @@ func (t *Tracker) applyWithMembers(pod string, applied map[string]string, member
 					t.lastApplied[name] = now
 				}
 			} else if _, ok := xdsresource.IsCollection(name); ok {
-				if before, had := t.acked[pod][name]; had && t.collections != nil && t.collections.OfThisCache(before) {
+				// A pod's first version comes with every member (a complete
+				// response); one of this cache with what changed since.
+				if before, had := t.acked[pod][name]; !had || (t.collections != nil && t.collections.OfThisCache(before)) {
 					markers[name] = applied[name]
 					told[name] = true
 				}
@@ -215,7 +217,7 @@ func (t *Tracker) applyWithMembers(pod string, applied map[string]string, member
 		}
 	}
 	t.mu.Unlock()
-	t.apply(pod, applied, told)
+	t.apply(pod, applied, told, excluded)
 	changes := make([]Change, 0, len(markers))
 	for collection, version := range markers {
 		changes = append(changes, Change{Resource: collection, Pod: pod, Version: version, Members: func(yield func(string, string) bool) {
@@ -236,6 +238,20 @@ func (t *Tracker) applyWithMembers(pod string, applied map[string]string, member
 		}})
 	}
 	t.notify(changes)
+}
+
+// withoutExcluded yields the members of members but those of excluded.
+func withoutExcluded(members iter.Seq2[string, string], excluded []string) iter.Seq2[string, string] {
+	if len(excluded) == 0 {
+		return members
+	}
+	return func(yield func(string, string) bool) {
+		for name, v := range members {
+			if !isExcluded(name, excluded) && !yield(name, v) {
+				return
+			}
+		}
+	}
 }
 
 // isExcluded reports whether the Topic of member name is among excluded

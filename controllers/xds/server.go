@@ -521,7 +521,7 @@ func (s *Server) onRequest(streamID int64, req *discoveryRequest) error {
 		// applied): that is what it holds now, even if this operator never
 		// sent it, as after a restart.
 		st.started = true
-		s.tracker.hold(st.id.key(), req.GetInitialResourceVersions())
+		s.tracker.hold(st.id.key(), req.GetInitialResourceVersions(), s.pub.excludedFrom(st.id.NodeID()))
 	}
 	if unsubscribe := req.GetResourceNamesUnsubscribe(); len(unsubscribe) > 0 {
 		st.subscriptions = max(0, st.subscriptions-len(unsubscribe))

@@ -55,7 +55,7 @@ func TestTrackerCollectionChanges(t *testing.T) {
 
 	t.Run("a reconnecting sidecar holds each member as its version says", func(t *testing.T) {
 		tr, _, before, _, current, told := setup(t)
-		tr.hold(pod, map[string]string{collection: before})
+		tr.hold(pod, map[string]string{collection: before}, nil)
 		want := map[string]string{a: current[a], b: OlderVersion}
 		if got := members(*told); !maps.Equal(got, want) {
 			t.Fatalf("told %v, want %v", got, want)
@@ -63,7 +63,7 @@ func TestTrackerCollectionChanges(t *testing.T) {
 	})
 	t.Run("a deleted pod holds no member", func(t *testing.T) {
 		tr, _, _, after, _, told := setup(t)
-		tr.hold(pod, map[string]string{collection: after})
+		tr.hold(pod, map[string]string{collection: after}, nil)
 		*told = nil
 		tr.Forget("shop/p")
 		if got := members(*told); !maps.Equal(got, map[string]string{a: "", b: ""}) {
@@ -72,7 +72,7 @@ func TestTrackerCollectionChanges(t *testing.T) {
 	})
 	t.Run("a refusal of every member blames the changed ones", func(t *testing.T) {
 		tr, _, before, after, current, _ := setup(t)
-		tr.hold(pod, map[string]string{collection: before})
+		tr.hold(pod, map[string]string{collection: before}, nil)
 		got := tr.notHeld(pod, map[string]string{collection: after, a: current[a], b: current[b]})
 		if want := map[string]string{collection: after, b: current[b]}; !maps.Equal(got, want) {
 			t.Fatalf("blamed %v, want %v", got, want)
@@ -80,7 +80,7 @@ func TestTrackerCollectionChanges(t *testing.T) {
 	})
 	t.Run("an ACK tells the members the responses sent", func(t *testing.T) {
 		tr, _, before, after, current, told := setup(t)
-		tr.hold(pod, map[string]string{collection: before})
+		tr.hold(pod, map[string]string{collection: before}, nil)
 		*told = nil
 		sent := memberChanges{resources: []*discoveryResource{{Name: b, Version: current[b]}, {Name: collection, Version: after}}}
 		tr.applyWithMembers(pod, map[string]string{collection: after}, []memberChanges{sent}, nil)
@@ -92,7 +92,7 @@ func TestTrackerCollectionChanges(t *testing.T) {
 		tr, cache, _, _, current, told := setup(t)
 		// The pod held a version of another cache (before a restart), and
 		// acknowledges this one's response, which sent only b.
-		tr.hold(pod, map[string]string{collection: "othercache.7.123"})
+		tr.hold(pod, map[string]string{collection: "othercache.7.123"}, nil)
 		*told = nil
 		now := CollectionVersion(cache, collection)
 		sent := memberChanges{resources: []*discoveryResource{{Name: b, Version: current[b]}, {Name: collection, Version: now}}}
@@ -101,9 +101,25 @@ func TestTrackerCollectionChanges(t *testing.T) {
 			t.Fatalf("told %v, want %v", got, want)
 		}
 	})
+	t.Run("a new pod's first ACK tells the members sent, not those that leave it out", func(t *testing.T) {
+		tr, cache, _, _, current, told := setup(t)
+		now := CollectionVersion(cache, collection)
+		sent := memberChanges{resources: []*discoveryResource{{Name: a, Version: current[a]}, {Name: b, Version: current[b]}, {Name: collection, Version: now}}}
+		tr.applyWithMembers(pod, map[string]string{collection: now}, []memberChanges{sent}, []string{"a"})
+		if got := members(*told); !maps.Equal(got, map[string]string{b: current[b]}) {
+			t.Fatalf("told %v, want b alone", got)
+		}
+	})
+	t.Run("a reconnection does not tell the members that leave the pod out", func(t *testing.T) {
+		tr, _, _, after, current, told := setup(t)
+		tr.hold(pod, map[string]string{collection: after}, []string{"b"})
+		if got := members(*told); !maps.Equal(got, map[string]string{a: current[a]}) {
+			t.Fatalf("told %v, want a alone", got)
+		}
+	})
 	t.Run("members whose Topics leave the pod out are not told", func(t *testing.T) {
 		tr, _, before, after, current, told := setup(t)
-		tr.hold(pod, map[string]string{collection: before})
+		tr.hold(pod, map[string]string{collection: before}, nil)
 		*told = nil
 		sent := memberChanges{resources: []*discoveryResource{{Name: a, Version: current[a]}, {Name: b, Version: current[b]}, {Name: collection, Version: after}}}
 		tr.applyWithMembers(pod, map[string]string{collection: after}, []memberChanges{sent}, []string{"a"})
