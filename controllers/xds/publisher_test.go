@@ -12,17 +12,24 @@ import (
 	"github.com/weighstation/weighstation/meshconfig/xdsresource"
 )
 
+// shopTopics are the Topics of the publisher tests' namespace "shop".
+func shopTopics() (orders, ledger meshconfig.TopicPolicy) {
+	return meshconfig.TopicPolicy{Name: "orders", Subject: "orders.>", MaxMessageBytes: 1024, MayPublish: true},
+		meshconfig.TopicPolicy{Name: "ledger", Subject: "ledger.>", MaxMessageBytes: 1024, MayPublish: true}
+}
+
+// part is a pod of "shop", left out of the Topics named in excluded.
+func part(pod string, excluded ...string) desired.PodPart {
+	return desired.PodPart{Namespace: "shop", Pod: pod, Default: meshconfig.DefaultConfig(meshconfig.DefaultPolicy).Default,
+		Access: meshconfig.Access{Mode: meshconfig.AccessEnforce}, Excluded: excluded}
+}
+
 // What each kind of change republishes: a Topic's limits its one resource,
 // a Topic's name, or the subject of one that excludes some pods,
 // every pod resource of its namespace that lists it, a pod's own change its resource alone; the last pod of a
 // namespace takes the namespace's Topics out of the cache.
 func TestPublisherRepublishesWhatChanged(t *testing.T) {
-	orders := meshconfig.TopicPolicy{Name: "orders", Subject: "orders.>", MaxMessageBytes: 1024, MayPublish: true}
-	ledger := meshconfig.TopicPolicy{Name: "ledger", Subject: "ledger.>", MaxMessageBytes: 1024, MayPublish: true}
-	part := func(pod string, excluded ...string) desired.PodPart {
-		return desired.PodPart{Namespace: "shop", Pod: pod, Default: meshconfig.DefaultConfig(meshconfig.DefaultPolicy).Default,
-			Access: meshconfig.Access{Mode: meshconfig.AccessEnforce}, Excluded: excluded}
-	}
+	orders, ledger := shopTopics()
 	pub := xds.NewPublisher(logr.Discard(), xds.NewTracker())
 	pub.SetTopics("shop", []meshconfig.TopicPolicy{ledger, orders})
 	if n := len(pub.Cache().GetResources()); n != 0 {
@@ -108,12 +115,7 @@ func TestPublisherRepublishesWhatChanged(t *testing.T) {
 // the publisher publishes it for that pod alone, keeps it as the Topics
 // change, and removes it with the pod.
 func TestPublisherServesSchema1ToItsReadersOnly(t *testing.T) {
-	orders := meshconfig.TopicPolicy{Name: "orders", Subject: "orders.>", MaxMessageBytes: 1024, MayPublish: true}
-	ledger := meshconfig.TopicPolicy{Name: "ledger", Subject: "ledger.>", MaxMessageBytes: 1024, MayPublish: true}
-	part := func(pod string, excluded ...string) desired.PodPart {
-		return desired.PodPart{Namespace: "shop", Pod: pod, Default: meshconfig.DefaultConfig(meshconfig.DefaultPolicy).Default,
-			Access: meshconfig.Access{Mode: meshconfig.AccessEnforce}, Excluded: excluded}
-	}
+	orders, ledger := shopTopics()
 	pub := xds.NewPublisher(logr.Discard(), xds.NewTracker())
 	pub.SetTopics("shop", []meshconfig.TopicPolicy{ledger, orders})
 	pub.SetPod(part("billing-0"), "uid-0")

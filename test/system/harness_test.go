@@ -16,9 +16,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/weighstation/weighstation/api/v1alpha1"
 	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
 	"github.com/weighstation/weighstation/controllers"
 	"github.com/weighstation/weighstation/controllers/brokercreds"
@@ -227,37 +223,9 @@ type podSettings struct {
 func startPodWith(t *testing.T, settings podSettings, ns, name string, labels map[string]string, brokerURL, xdsAddr string, opts ...func(*sidecar.Options)) *pod {
 	t.Helper()
 	ctx := background()
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	if err := k8sClient.Create(ctx, sa); err != nil {
-		t.Fatal(err)
-	}
-	all := map[string]string{v1alpha1.InjectLabel: v1alpha1.InjectEnabled}
-	for k, v := range labels {
-		all[k] = v
-	}
-	p := &corev1.Pod{
-		// Marked as the webhook marks a pod it injected: this pod runs a
-		// sidecar, and the operator would report it otherwise.
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: all, Annotations: map[string]string{v1alpha1.InjectedAnnotation: "v1.0.0"}},
-		Spec: corev1.PodSpec{
-			NodeName:           "node-1",
-			ServiceAccountName: name,
-			Containers:         []corev1.Container{{Name: "app", Image: "app"}},
-		},
-	}
-	if err := k8sClient.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		Audiences:         []string{audience},
-		ExpirationSeconds: ptr.To[int64](3600),
-		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: name, UID: p.UID},
-	}}
-	if err := k8sClient.SubResource("token").Create(ctx, sa, tr); err != nil {
-		t.Fatalf("requesting a token for %s: %v", name, err)
-	}
+	p, token := createSidecarPod(t, ns, name, labels)
 	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte(tr.Status.Token), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
 		t.Fatal(err)
 	}
 

@@ -320,8 +320,9 @@ func TestPreviousReleaseSidecarIsServedDuringUpgrade(t *testing.T) {
 	}
 }
 
-// createSidecarPod creates a pod as startPod does, without starting a
-// sidecar: its ServiceAccount, the pod scheduled (there is no scheduler in
+// createSidecarPod creates a pod for a sidecar (startPod's, and the
+// previous release's in TestPreviousReleaseSidecarIsServedDuringUpgrade):
+// its ServiceAccount, the pod scheduled (there is no scheduler in
 // envtest) with labels and as the webhook leaves it (the sidecar label and
 // the injected annotation), and a token for the xDS audience bound to it,
 // which it returns. The labels are there from the pod's creation, as in a
