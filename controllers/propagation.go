@@ -592,16 +592,11 @@ func (c *changeSet) addName(nn types.NamespacedName) {
 }
 
 // isObjectResource reports whether an xDS resource name is a Topic's or a
-// Subscription's ("<namespace>/topic/<name>", "<namespace>/subscription/
-// <name>"), without allocating: add asks it of every name a new pod
-// acknowledges.
+// Subscription's: add asks it of every name a new pod acknowledges, and
+// ParseName allocates nothing for a valid name.
 func isObjectResource(name string) bool {
-	_, rest, ok := strings.Cut(name, "/")
-	if !ok {
-		return false
-	}
-	kind, last, ok := strings.Cut(rest, "/")
-	return ok && (kind == "topic" || kind == "subscription") && last != "*" && last != "" && !strings.Contains(last, "/")
+	parsed, err := xdsresource.ParseName(name)
+	return err == nil && (parsed.Kind == xdsresource.KindTopic || parsed.Kind == xdsresource.KindSubscription)
 }
 
 // take returns the objects gathered so far, and forgets them.

@@ -121,26 +121,34 @@ type Name struct {
 // ParseName parses a resource name. Kubernetes names hold no '/', so the
 // number of segments tells a pod's resource from a shared one.
 func ParseName(s string) (Name, error) {
-	parts := strings.Split(s, "/")
-	for i, p := range parts {
+	// Segments are cut in place, not split into a slice: names are parsed
+	// for every acknowledgement of every Topic of a namespace.
+	var parts [3]string
+	n := 0
+	for rest, more := s, true; more; n++ {
+		var p string
+		p, rest, more = strings.Cut(rest, "/")
 		if p == "" {
 			return Name{}, fmt.Errorf("resource name %q has an empty segment", s)
 		}
+		if n < len(parts) {
+			parts[n] = p
+		}
 		// '*' names a collection, and only a namespace's Topics are one.
-		if p == "*" && (i != 2 || len(parts) != 3 || parts[1] != "topic") {
+		if p == "*" && (n != 2 || more || parts[1] != "topic") {
 			return Name{}, fmt.Errorf("resource name %q: only <namespace>/topic/* is a collection", s)
 		}
 	}
 	switch {
-	case len(parts) == 2:
+	case n == 2:
 		return Name{Kind: KindPod, Namespace: parts[0], Name: parts[1], Schema: PreviousSchemaVersion}, nil
-	case len(parts) == 3 && parts[1] == "pod":
+	case n == 3 && parts[1] == "pod":
 		return Name{Kind: KindPod, Namespace: parts[0], Name: parts[2], Schema: SchemaVersion}, nil
-	case len(parts) == 3 && parts[1] == "topic" && parts[2] == "*":
+	case n == 3 && parts[1] == "topic" && parts[2] == "*":
 		return Name{Kind: KindTopicCollection, Namespace: parts[0]}, nil
-	case len(parts) == 3 && parts[1] == "topic":
+	case n == 3 && parts[1] == "topic":
 		return Name{Kind: KindTopic, Namespace: parts[0], Name: parts[2]}, nil
-	case len(parts) == 3 && parts[1] == "subscription":
+	case n == 3 && parts[1] == "subscription":
 		return Name{Kind: KindSubscription, Namespace: parts[0], Name: parts[2]}, nil
 	}
 	return Name{}, fmt.Errorf("resource name %q is none of <namespace>/pod/<pod>, <namespace>/topic/*, <namespace>/topic/<name>, <namespace>/subscription/<name>, <namespace>/<pod>", s)

@@ -12,6 +12,14 @@ import (
 	"github.com/weighstation/weighstation/meshconfig/xdsresource"
 )
 
+// ParseName is called for every acknowledged Topic: it allocates only
+// for an error.
+func TestParseNameDoesNotAllocate(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { _, _ = xdsresource.ParseName("shop/topic/orders") }); n != 0 {
+		t.Fatalf("ParseName allocates %v times", n)
+	}
+}
+
 func TestParseName(t *testing.T) {
 	tests := []struct {
 		in      string
@@ -31,6 +39,8 @@ func TestParseName(t *testing.T) {
 		{in: "shop//x", wantErr: "empty segment"},
 		{in: "shop/queue/x", wantErr: "is none of"},
 		{in: "shop/topic/a/b", wantErr: "is none of"},
+		{in: "shop/topic/*/b", wantErr: "only <namespace>/topic/* is a collection"},
+		{in: "shop/topic/a/", wantErr: "empty segment"},
 	}
 	for _, tc := range tests {
 		got, err := xdsresource.ParseName(tc.in)
