@@ -363,17 +363,23 @@ func (p *Publisher) SetPod(part desired.PodPart, uid k8stypes.UID) bool {
 	return storeChanged || len(update) > 0
 }
 
-// podResourceLocked is a pod's own resource: its part, with the names of
-// its Subscriptions and of the Topics it may not publish under.
-func (p *Publisher) podResourceLocked(part desired.PodPart, uid k8stypes.UID) *xdsv1.Resource {
+// ownContent is what a pod's own resource holds in either schema: its
+// part, with the names of its Subscriptions and of the Topics it may not
+// publish under.
+func ownContent(part desired.PodPart, uid k8stypes.UID) xdsresource.OwnContent {
 	subscriptions := make([]string, len(part.Subscriptions))
 	for i, s := range part.Subscriptions {
 		subscriptions[i] = s.Name
 	}
-	return xdsresource.BuildPodResource(xdsresource.OwnContent{
+	return xdsresource.OwnContent{
 		Namespace: part.Namespace, Pod: part.Pod, UID: string(uid), Default: part.Default, Access: part.Access,
 		ExcludedTopics: part.Excluded, Subscriptions: subscriptions,
-	})
+	}
+}
+
+// podResourceLocked is a pod's own resource.
+func (p *Publisher) podResourceLocked(part desired.PodPart, uid k8stypes.UID) *xdsv1.Resource {
+	return xdsresource.BuildPodResource(ownContent(part, uid))
 }
 
 // podResourceV1Locked is a pod's own resource of schema 1: the
@@ -381,15 +387,9 @@ func (p *Publisher) podResourceLocked(part desired.PodPart, uid k8stypes.UID) *x
 // Subscriptions' names.
 func (p *Publisher) podResourceV1Locked(part desired.PodPart, uid k8stypes.UID) *xdsv1.Resource {
 	ns := p.namespaces[part.Namespace]
-	subscriptions := make([]string, len(part.Subscriptions))
-	for i, s := range part.Subscriptions {
-		subscriptions[i] = s.Name
-	}
 	return xdsresource.BuildPodResourceV1(xdsresource.PodContentV1{
-		Namespace: part.Namespace, Pod: part.Pod, UID: string(uid), Default: part.Default, Access: part.Access,
-		Topics: ns.topics, TopicNames: ns.topicNames,
-		MayPublish:    func(i int) bool { return !part.Excludes(ns.topics[i].Name) },
-		Subscriptions: subscriptions,
+		Own: ownContent(part, uid), Topics: ns.topics, TopicNames: ns.topicNames,
+		MayPublish: func(i int) bool { return !part.Excludes(ns.topics[i].Name) },
 	})
 }
 

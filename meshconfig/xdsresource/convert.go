@@ -60,6 +60,11 @@ type OwnContent struct {
 
 // BuildPodResource is a pod's own resource in schema 2.
 func BuildPodResource(in OwnContent) *xdsv1.Resource {
+	return &xdsv1.Resource{SchemaVersion: SchemaVersion, Kind: &xdsv1.Resource_Pod{Pod: podPolicy(in)}}
+}
+
+// podPolicy is what a pod's own resource holds in either schema.
+func podPolicy(in OwnContent) *xdsv1.PodPolicy {
 	p := &xdsv1.PodPolicy{
 		Namespace:      in.Namespace,
 		Pod:            in.Pod,
@@ -72,7 +77,7 @@ func BuildPodResource(in OwnContent) *xdsv1.Resource {
 	for _, s := range in.Subscriptions {
 		p.Subscriptions = append(p.Subscriptions, SubscriptionName(in.Namespace, s))
 	}
-	return &xdsv1.Resource{SchemaVersion: SchemaVersion, Kind: &xdsv1.Resource_Pod{Pod: p}}
+	return p
 }
 
 // TopicCollectionResource is the marker of a Topic collection.
@@ -82,11 +87,12 @@ func TopicCollectionResource(complete bool, members int) *xdsv1.Resource {
 	}}
 }
 
-// PodContentV1 is what a pod's own resource of schema 1 is built from.
+// PodContentV1 is what a pod's own resource of schema 1 is built from:
+// the pod's own content (whose ExcludedTopics schema 1 does not carry: a
+// Topic's refusal travels as its reference's subject) and the namespace's
+// Topics.
 type PodContentV1 struct {
-	Namespace, Pod, UID string
-	Default             meshconfig.TopicPolicy
-	Access              meshconfig.Access
+	Own OwnContent
 	// Topics are the namespace's Topics in force, sorted by subject.
 	Topics []meshconfig.TopicPolicy
 	// TopicNames, if set, are their resource names (TopicName), which the
@@ -94,8 +100,6 @@ type PodContentV1 struct {
 	TopicNames []string
 	// MayPublish says whether the pod may publish under Topics[i].
 	MayPublish func(i int) bool
-	// Subscriptions are the names of the pod's Subscriptions, sorted.
-	Subscriptions []string
 }
 
 // BuildPodResourceV1 is a pod's own resource in schema 1, for the previous
@@ -104,15 +108,10 @@ type PodContentV1 struct {
 // Subscriptions' names. The sidecar subscribes to each Topic it may
 // publish under by name.
 func BuildPodResourceV1(in PodContentV1) *xdsv1.Resource {
-	p := &xdsv1.PodPolicy{
-		Namespace:     in.Namespace,
-		Pod:           in.Pod,
-		PodUid:        in.UID,
-		DefaultTopic:  topicToProto(in.Default),
-		Access:        &xdsv1.Access{Mode: in.Access.Mode, InboxPrefix: in.Access.InboxPrefix},
-		Topics:        make([]*xdsv1.TopicRef, len(in.Topics)),
-		Subscriptions: make([]string, 0, len(in.Subscriptions)),
-	}
+	own := in.Own
+	own.ExcludedTopics = nil
+	p := podPolicy(own)
+	p.Topics = make([]*xdsv1.TopicRef, len(in.Topics))
 	// One allocation for every reference of the pod, not one each.
 	refs := make([]xdsv1.TopicRef, len(in.Topics))
 	for i := range in.Topics {
@@ -121,7 +120,7 @@ func BuildPodResourceV1(in PodContentV1) *xdsv1.Resource {
 		if in.TopicNames != nil {
 			ref.Name = in.TopicNames[i]
 		} else {
-			ref.Name = TopicName(in.Namespace, t.Name)
+			ref.Name = TopicName(own.Namespace, t.Name)
 		}
 		if in.MayPublish(i) {
 			ref.MayPublish = true
@@ -130,9 +129,6 @@ func BuildPodResourceV1(in PodContentV1) *xdsv1.Resource {
 			ref.Subject = t.Subject
 		}
 		p.Topics[i] = ref
-	}
-	for _, s := range in.Subscriptions {
-		p.Subscriptions = append(p.Subscriptions, SubscriptionName(in.Namespace, s))
 	}
 	return &xdsv1.Resource{SchemaVersion: PreviousSchemaVersion, Kind: &xdsv1.Resource_Pod{Pod: p}}
 }
