@@ -71,6 +71,9 @@ type Cache struct {
 
 	mu        sync.Mutex
 	resources map[string]*cachedResource
+	// markers are the collections' markers of update markersSeq.
+	markers    map[markerKey]*discovery.Resource
+	markersSeq uint64
 	// members are the names of the resources under each prefix
 	// ("<namespace>/topic/"), what a collection's complete response sends,
 	// and digests the sum of their digests.
@@ -119,6 +122,11 @@ type deltaWatch struct {
 	sub       cachev3.Subscription
 	out       chan cachev3.DeltaResponse
 	namespace string
+	// topics is the namespace's Topic collection if the stream subscribes
+	// to it ("" if not), and topicPrefix its members' prefix: the one
+	// collection a stream may subscribe to, looked up once per watch, not
+	// once per changed name.
+	topics, topicPrefix string
 }
 
 // NewCache returns an empty cache of resources of typeURL.
@@ -126,6 +134,7 @@ func NewCache(typeURL string) *Cache {
 	return &Cache{
 		typeURL: typeURL, epoch: strconv.FormatInt(time.Now().UnixNano(), 36),
 		resources: map[string]*cachedResource{}, members: map[string]map[string]struct{}{}, digests: map[string]uint64{},
+		markers: map[markerKey]*discovery.Resource{},
 		watches: map[string]map[*deltaWatch]struct{}{},
 	}
 }
@@ -344,19 +353,12 @@ func (c *Cache) respondLocked(w *deltaWatch, candidates []string) *deltaResponse
 	returned := w.sub.ReturnedResources()
 	var resources []*discovery.Resource
 	var removed []string
-	// collections are those whose members this response changes, and
+	// Whether this response changes the members the stream holds, and
 	// whether it sends them whole.
-	var collections map[string]bool
-	touch := func(collection string, complete bool) {
-		if collections == nil {
-			collections = map[string]bool{}
-		}
-		collections[collection] = collections[collection] || complete
-	}
+	var touched, complete, synced bool
 	for _, name := range candidates {
 		if _, ok := subscribed[name]; !ok {
-			collection := parentOf(name) + "*"
-			if _, member := subscribed[collection]; !member || collection == name {
+			if w.topics == "" || !memberOf(name, w.topics) {
 				continue
 			}
 			// A member changed since the stream's last response, which
@@ -366,11 +368,12 @@ func (c *Cache) respondLocked(w *deltaWatch, candidates []string) *deltaResponse
 			} else {
 				removed = append(removed, name)
 			}
-			touch(collection, false)
+			touched = true
 			continue
 		}
-		if _, isCollection := xdsresource.IsCollection(name); isCollection {
-			continue // after the names: see below
+		if name == w.topics {
+			synced = true // after the names: see below
+			continue
 		}
 		known, isKnown := returned[name]
 		r, exists := c.resources[name]
@@ -381,14 +384,14 @@ func (c *Cache) respondLocked(w *deltaWatch, candidates []string) *deltaResponse
 			removed = append(removed, name)
 		}
 	}
-	for _, name := range candidates {
-		if prefix, isCollection := xdsresource.IsCollection(name); isCollection {
-			if _, ok := subscribed[name]; ok {
-				resources, removed = c.syncCollectionLocked(name, prefix, returned[name], resources, removed, touch)
-			}
-		}
+	if synced {
+		var changed bool
+		resources, removed, changed, complete = c.syncCollectionLocked(w.topicPrefix, returned[w.topics], resources, removed)
+		touched = touched || changed
+		// A member may be both a candidate and among what the sync sent.
+		resources, removed = uniqueResources(resources), unique(removed)
 	}
-	if len(resources) == 0 && len(removed) == 0 && len(collections) == 0 {
+	if len(resources) == 0 && len(removed) == 0 && !touched {
 		return nil
 	}
 	next := maps.Clone(returned)
@@ -403,30 +406,30 @@ func (c *Cache) respondLocked(w *deltaWatch, candidates []string) *deltaResponse
 	for _, name := range removed {
 		delete(next, name)
 	}
-	for collection, complete := range collections {
-		marker := c.markerLocked(collection, complete)
+	if touched {
+		marker := c.markerLocked(w.topics, w.topicPrefix, complete)
 		resources = append(resources, marker)
-		next[collection] = marker.GetVersion()
+		next[w.topics] = marker.GetVersion()
 	}
 	next[seqKey] = strconv.FormatUint(c.seq, 10)
-	return &deltaResponse{request: w.request, resources: uniqueResources(resources), removed: unique(removed), next: next, version: strconv.FormatUint(c.seq, 10)}
+	return &deltaResponse{request: w.request, resources: resources, removed: removed, next: next, version: strconv.FormatUint(c.seq, 10)}
 }
 
 // syncCollectionLocked adds to a response what a stream that holds the
-// collection at version held lacks: the members changed since, when held
-// is a version of this cache that the change log still covers, or else
-// every member (complete).
-func (c *Cache) syncCollectionLocked(collection, prefix, held string, resources []*discovery.Resource, removed []string, touch func(string, bool)) ([]*discovery.Resource, []string) {
+// collection of prefix at version held lacks: the members changed since,
+// when held is a version of this cache that the change log still covers,
+// or else every member (complete). changed says whether it added
+// anything (a complete response always does: its marker).
+func (c *Cache) syncCollectionLocked(prefix, held string, resources []*discovery.Resource, removed []string) (_ []*discovery.Resource, _ []string, changed, complete bool) {
 	since, digest, ours, parsed := c.parseCollectionVersion(held)
 	if parsed && digest == c.digests[prefix] {
-		return resources, removed // it holds every member as it is
+		return resources, removed, false, false // it holds every member as it is
 	}
 	if ours && since >= c.floor {
 		i := len(c.changes)
 		for i > 0 && c.changes[i-1].seq > since {
 			i--
 		}
-		changed := false
 		for _, ch := range c.changes[i:] {
 			if !strings.HasPrefix(ch.name, prefix) {
 				continue
@@ -438,28 +441,59 @@ func (c *Cache) syncCollectionLocked(collection, prefix, held string, resources 
 				removed = append(removed, ch.name)
 			}
 		}
-		if changed {
-			touch(collection, false)
-		}
-		return resources, removed
+		return resources, removed, changed, false
 	}
 	for name := range c.members[prefix] {
 		resources = append(resources, c.resources[name].wire)
 	}
-	touch(collection, true)
-	return resources, removed
+	return resources, removed, true, true
 }
 
 // markerLocked is a collection's marker at the current sequence number.
-func (c *Cache) markerLocked(collection string, complete bool) *discovery.Resource {
-	prefix, _ := xdsresource.IsCollection(collection)
-	version := c.collectionVersionLocked(prefix)
+// Every watch of a namespace answered at one update sends the same one:
+// it is marshalled once per update (markers).
+func (c *Cache) markerLocked(collection, prefix string, complete bool) *discovery.Resource {
+	key := markerKey{collection: collection, complete: complete}
+	if c.markersSeq != c.seq {
+		clear(c.markers)
+		c.markersSeq = c.seq
+	}
+	if m, ok := c.markers[key]; ok {
+		return m
+	}
 	b, err := cachev3.MarshalResource(xdsresource.TopicCollectionResource(complete, len(c.members[prefix])))
 	if err != nil {
 		// Our own generated message of two scalars cannot fail to marshal.
 		panic(fmt.Sprintf("marshalling the marker of %s: %v", collection, err))
 	}
-	return &discovery.Resource{Name: collection, Version: version, Resource: &anypb.Any{TypeUrl: c.typeURL, Value: b}}
+	m := &discovery.Resource{Name: collection, Version: c.collectionVersionLocked(prefix), Resource: &anypb.Any{TypeUrl: c.typeURL, Value: b}}
+	c.markers[key] = m
+	return m
+}
+
+type markerKey struct {
+	collection string
+	complete   bool
+}
+
+// memberOf reports whether name is a member of collection ("<prefix>*"):
+// it has the prefix and no '/' after it. Compared in place, as it runs for
+// every member of every response.
+func memberOf(name, collection string) bool {
+	prefix := collection[:len(collection)-1]
+	return len(name) > len(prefix) && name != collection && strings.HasPrefix(name, prefix) &&
+		strings.IndexByte(name[len(prefix):], '/') < 0
+}
+
+// collectionOf returns the collection among the keys of versions that
+// name is a member of (a stream holds one at most), without allocating.
+func collectionOf(name string, versions map[string]string) (string, bool) {
+	for key := range versions {
+		if strings.HasSuffix(key, "/*") && memberOf(name, key) {
+			return key, true
+		}
+	}
+	return "", false
 }
 
 // uniqueResources drops repeated resources (a member both changed since the
@@ -517,6 +551,9 @@ func (c *Cache) CreateDeltaWatch(request *cachev3.DeltaRequest, sub cachev3.Subs
 		return nil, errors.New("the wildcard subscription is not served: subscribe to resources by name")
 	}
 	w := &deltaWatch{request: request, sub: sub, out: out, namespace: namespaceOf(request.GetNode().GetId())}
+	if topics := xdsresource.TopicCollectionName(w.namespace); hasName(sub.SubscribedResources(), topics) {
+		w.topics, w.topicPrefix = topics, xdsresource.TopicCollectionPrefix(w.namespace)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if resp := c.respondLocked(w, c.candidatesLocked(request, sub)); resp != nil {
@@ -594,6 +631,11 @@ func (r *deltaResponse) GetContext() context.Context             { return contex
 // Fetch refuses the REST protocol, which the server does not serve.
 func (c *Cache) Fetch(context.Context, *cachev3.Request) (cachev3.Response, error) {
 	return nil, errors.New("fetching over REST is not served: use delta ADS")
+}
+
+func hasName[V any](m map[string]V, name string) bool {
+	_, ok := m[name]
+	return ok
 }
 
 // unique sorts names and drops repeats (an update may set and remove one

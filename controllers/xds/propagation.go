@@ -187,6 +187,22 @@ func (t *Tracker) applyWithMembers(pod string, applied map[string]string, member
 		t.apply(pod, applied, nil, excluded)
 		return
 	}
+	// The collections applied names (a stream holds one at most): a member
+	// is looked up among them, not among every name applied.
+	var collections []string
+	for name := range applied {
+		if _, ok := xdsresource.IsCollection(name); ok {
+			collections = append(collections, name)
+		}
+	}
+	isMember := func(name string) bool {
+		for _, c := range collections {
+			if memberOf(name, c) {
+				return true
+			}
+		}
+		return false
+	}
 	t.mu.Lock()
 	now := time.Now()
 	markers := map[string]string{}
@@ -196,7 +212,7 @@ func (t *Tracker) applyWithMembers(pod string, applied map[string]string, member
 	told := map[string]bool{}
 	for _, m := range members {
 		for _, r := range m.resources {
-			if name := r.GetName(); isMemberOf(name, applied) {
+			if name := r.GetName(); isMember(name) {
 				t.forgetNACKLocked(name, pod)
 				if !isExcluded(name, excluded) {
 					t.lastApplied[name] = now
@@ -211,7 +227,7 @@ func (t *Tracker) applyWithMembers(pod string, applied map[string]string, member
 			}
 		}
 		for _, name := range m.removed {
-			if isMemberOf(name, applied) {
+			if isMember(name) {
 				t.forgetNACKLocked(name, pod)
 			}
 		}
@@ -223,14 +239,14 @@ func (t *Tracker) applyWithMembers(pod string, applied map[string]string, member
 		changes = append(changes, Change{Resource: collection, Pod: pod, Version: version, Members: func(yield func(string, string) bool) {
 			for _, m := range members {
 				for _, r := range m.resources {
-					if name := r.GetName(); parentOf(name)+"*" == collection && name != collection && !isExcluded(name, excluded) {
+					if name := r.GetName(); memberOf(name, collection) && !isExcluded(name, excluded) {
 						if !yield(name, r.GetVersion()) {
 							return
 						}
 					}
 				}
 				for _, name := range m.removed {
-					if parentOf(name)+"*" == collection && !yield(name, "") {
+					if memberOf(name, collection) && !yield(name, "") {
 						return
 					}
 				}
@@ -274,11 +290,9 @@ func (t *Tracker) notHeld(pod string, versions map[string]string) map[string]str
 		if v == "" || held[name] == v {
 			continue
 		}
-		if collection := parentOf(name) + "*"; collection != name {
-			if cv, ok := held[collection]; ok && t.collections != nil {
-				members[name] = cv
-				continue
-			}
+		if collection, ok := collectionOf(name, held); ok && t.collections != nil {
+			members[name] = held[collection]
+			continue
 		}
 		out[name] = v
 	}
@@ -365,7 +379,8 @@ func (t *Tracker) Acked(pod, resource string) string {
 	t.mu.Lock()
 	held := t.acked[pod]
 	v, ok := held[resource]
-	collection, inCollection := held[parentOf(resource)+"*"]
+	collectionName, inCollection := collectionOf(resource, held)
+	collection := held[collectionName]
 	source := t.collections
 	t.mu.Unlock()
 	if ok || !inCollection || source == nil {

@@ -688,12 +688,12 @@ func (s *Server) settle(st *streamState, nonce string, req *discoveryRequest) {
 // removal), those of a collection whose marker is in markers.
 func (m memberChanges) versionsInto(versions, markers map[string]string) {
 	for _, r := range m.resources {
-		if isMemberOf(r.GetName(), markers) {
+		if _, ok := collectionOf(r.GetName(), markers); ok {
 			versions[r.GetName()] = r.GetVersion()
 		}
 	}
 	for _, name := range m.removed {
-		if isMemberOf(name, markers) {
+		if _, ok := collectionOf(name, markers); ok {
 			versions[name] = ""
 		}
 	}
@@ -711,14 +711,6 @@ func memberChangesOf(versions map[string]string) memberChanges {
 		m.resources = append(m.resources, &discoveryResource{Name: name, Version: v})
 	}
 	return m
-}
-
-// isMemberOf reports whether name is a member of a collection among the
-// keys of markers.
-func isMemberOf(name string, markers map[string]string) bool {
-	collection := parentOf(name) + "*"
-	_, ok := markers[collection]
-	return ok && collection != name
 }
 
 func (s *Server) onResponse(streamID int64, _ *discoveryRequest, resp *discoveryResponse) {
@@ -739,12 +731,12 @@ func (s *Server) onResponse(streamID int64, _ *discoveryRequest, resp *discovery
 	}
 	sent := make(map[string]string, len(markers)+1)
 	for _, r := range resp.GetResources() {
-		if !isMemberOf(r.GetName(), markers) {
+		if _, member := collectionOf(r.GetName(), markers); !member {
 			sent[r.GetName()] = r.GetVersion()
 		}
 	}
 	for _, name := range resp.GetRemovedResources() {
-		if !isMemberOf(name, markers) {
+		if _, member := collectionOf(name, markers); !member {
 			sent[name] = ""
 		}
 	}

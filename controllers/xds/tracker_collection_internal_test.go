@@ -128,3 +128,30 @@ func TestTrackerCollectionChanges(t *testing.T) {
 		}
 	})
 }
+
+// Which names are a collection's members, compared in place.
+func TestMemberOf(t *testing.T) {
+	tests := []struct {
+		name string
+		want bool
+	}{
+		{"shop/topic/orders", true},
+		{"shop/topic/*", false},   // the collection itself
+		{"shop/topic/", false},    // no member name
+		{"shop/topic/a/b", false}, // deeper
+		{"shop/subscription/orders", false},
+		{"shopping/topic/orders", false},
+	}
+	for _, tc := range tests {
+		if got := memberOf(tc.name, "shop/topic/*"); got != tc.want {
+			t.Errorf("memberOf(%q) = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	held := map[string]string{"shop/pod/p": "v", "shop/topic/*": "e.1.2", "shop/subscription/s": "v"}
+	if c, ok := collectionOf("shop/topic/orders", held); !ok || c != "shop/topic/*" {
+		t.Fatalf("collectionOf = %q, %v", c, ok)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = collectionOf("shop/topic/orders", held) }); n != 0 {
+		t.Fatalf("collectionOf allocates %v times", n)
+	}
+}
