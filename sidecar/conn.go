@@ -440,14 +440,17 @@ const deadlineSlack = 16
 // It also keeps a read deadline that works as an idle timer: when a
 // command starts, the deadline is at least 15/16 of ConnectTimeout (until
 // CONNECT arrived) or MaxIdle (after) away, so a command that dribbles in
-// (a slow-loris) or a silent client is closed.
+// (a slow-loris) or a silent client is closed. The allowance switches to
+// MaxIdle at the first read after CONNECT even mid-command: a command that
+// arrived in the same read as CONNECT (a large body sent with it) must not
+// be held to what was left of ConnectTimeout.
 func (r *flushingReader) Read(p []byte) (int, error) {
 	r.c.writeUpstream(r.filled && r.c.srv.opts.OverlapUpstreamWrites)
-	if r.c.reader.Buffered() == 0 { // a new command starts: its time starts
-		idle := r.c.srv.opts.MaxIdle
-		if !r.c.connected {
-			idle = r.c.srv.opts.ConnectTimeout
-		}
+	idle := r.c.srv.opts.MaxIdle
+	if !r.c.connected {
+		idle = r.c.srv.opts.ConnectTimeout
+	}
+	if idle != r.idle || r.c.reader.Buffered() == 0 { // a new allowance, or a new command: its time starts
 		now := time.Now()
 		if idle != r.idle || r.deadline.Sub(now) < idle-idle/deadlineSlack {
 			r.deadline, r.idle = now.Add(idle), idle

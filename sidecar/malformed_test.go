@@ -254,6 +254,27 @@ func TestABusyClientIsNotClosed(t *testing.T) {
 	}
 }
 
+// TestACommandSentWithConnectGetsMaxIdle: the commands after CONNECT are
+// given MaxIdle, not what was left of ConnectTimeout, even when the first
+// of them arrived in the same read as CONNECT (a client that sends CONNECT
+// and a large body at once, then the body's end later).
+func TestACommandSentWithConnectGetsMaxIdle(t *testing.T) {
+	const connectTimeout = 200 * time.Millisecond
+	r := newRig(t, func(o *sidecar.Options) {
+		o.ConnectTimeout = connectTimeout
+		o.MaxIdle = time.Minute
+	})
+	c := r.raw(t)
+	c.send("CONNECT {}\r\nPUB orders.1 10\r\n12345")
+	// Let the connect allowance pass several times while the body is in
+	// progress; the PONG below is what shows the connection was kept.
+	time.Sleep(5 * connectTimeout)
+	c.send("67890\r\nPING\r\n")
+	if got := c.line(); got != "PONG" {
+		t.Fatalf("got %q, want PONG: a body begun with CONNECT was held to ConnectTimeout (%s)", got, connectTimeout)
+	}
+}
+
 func TestConnectionLimit(t *testing.T) {
 	r := newRig(t, func(o *sidecar.Options) { o.MaxConnections = 2 })
 	r.app(t)
