@@ -14,18 +14,13 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/nats-io/nats.go"
-	"google.golang.org/grpc"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
-	"github.com/weighstation/weighstation/controllers"
+	"github.com/weighstation/weighstation/cmd/weighstation/operatorapp"
 	"github.com/weighstation/weighstation/controllers/brokercreds"
 	"github.com/weighstation/weighstation/controllers/injectionproof"
 	"github.com/weighstation/weighstation/controllers/reports"
@@ -102,69 +97,41 @@ func withReportWindow(d time.Duration) func(*operatorSettings) {
 	return func(s *operatorSettings) { s.reportWindow = d }
 }
 
-// startOperator runs the operator as its ServiceAccount, with the generated
-// RBAC alone: the reconcilers, the propagation's Events and the xDS
-// server's TokenReviews all go through the manager's client.
+// startOperator runs the operator as the command assembles it
+// (operatorapp.New), as its ServiceAccount with the generated RBAC alone,
+// leader election, probes and metrics endpoints off, and xDS in plain text
+// on xdsAddr.
 func startOperator(t *testing.T, xdsAddr string, opts ...func(*operatorSettings)) *operator {
 	t.Helper()
 	settings := operatorSettings{reportWindow: reportWindow}
 	for _, o := range opts {
 		o(&settings)
 	}
-	mgr, err := ctrl.NewManager(operatorConfig, ctrl.Options{
-		Scheme:  scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   controllers.CacheOptions(),
-		// A restarted operator registers its controllers again in this
-		// process; a real restart is a new process.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tracker := xds.NewTracker()
-	pub := xds.NewPublisher(mgr.GetLogger().WithName("xds"), tracker)
-	reportService, err := reports.New(reports.Options{
-		Serving: pub.Synced, PolicyNames: reports.PublisherPolicyNames(pub),
-		Window: settings.reportWindow, Interval: reportInterval, Log: mgr.GetLogger().WithName("reports"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bounds := brokercreds.NewBounds(pub)
-	if err := controllers.SetupReconcilers(mgr, controllers.Setup{
-		Sink: bounds, Defaults: meshconfig.DefaultPolicy, OnSynced: pub.MarkSynced, Tracker: tracker, Served: pub.ChangedAt,
-		Reports: reportService.Store(), ReportWriteInterval: 100 * time.Millisecond,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	credentialMetrics := brokercreds.NewMetrics(nil)
-	keeper := &brokercreds.Keeper{
-		Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: operatorNamespace, Pods: mgr.GetCache(), Policies: mgr.GetCache(),
-		BrokerURL: settings.brokerURL, Limits: settings.credentialLimits(), Metrics: credentialMetrics, Log: mgr.GetLogger().WithName("broker-credentials"),
-	}
-	credentials := &brokercreds.Service{Keeper: keeper, Bounds: bounds, Pods: mgr.GetCache(), Metrics: credentialMetrics, Log: mgr.GetLogger().WithName("broker-credentials")}
-	var authenticator xds.Authenticator = xds.TokenReviewer{Client: mgr.GetClient(), Pods: mgr.GetCache(), Audience: audience}
+	appOpts := operatorapp.NewOptions()
+	appOpts.MetricsAddr, appOpts.ProbeAddr, appOpts.LeaderElect = "0", "0", false
+	appOpts.Namespace, appOpts.PodName = operatorNamespace, ""
+	appOpts.XDSListen, appOpts.XDSAudience, appOpts.XDSWithoutTLS = xdsAddr, audience, true
+	// Every sidecar of these tests reaches the operator from 127.0.0.1:
+	// one peer, whose TokenReview budget would be the whole suite's.
+	appOpts.ReviewLimits.PeerRate, appOpts.ReviewLimits.PeerBurst = appOpts.ReviewLimits.Rate, appOpts.ReviewLimits.Burst
+	appOpts.BrokerURL, appOpts.CredentialLimits = settings.brokerURL, settings.credentialLimits()
+	appOpts.ReportWindow, appOpts.ReportInterval, appOpts.ReportWriteInterval = settings.reportWindow, reportInterval, 100*time.Millisecond
 	if settings.proofKey != nil {
-		authenticator = &injectionproof.Authenticator{Next: authenticator, Reader: mgr.GetAPIReader(), Keys: injectionproof.StaticKey(settings.proofKey)}
+		appOpts.InjectionProofKeys = injectionproof.StaticKey(settings.proofKey)
 	}
-	srv := xds.NewServer(pub, tracker, xds.Options{
-		Listen:        xdsAddr,
-		Authenticator: authenticator,
-		Log:           mgr.GetLogger().WithName("xds"),
-		Services: map[string]func(grpc.ServiceRegistrar){
-			xdsv1.Reports_Stream_FullMethodName:          reportService.Register,
-			xdsv1.BrokerCredentials_Issue_FullMethodName: credentials.Register,
-		},
-	})
-	for _, r := range []manager.Runnable{srv, reportService.Store(), keeper} {
-		if err := mgr.Add(r); err != nil {
-			t.Fatal(err)
-		}
+	// A restarted operator is a new one in this process: its controllers
+	// register again, and its metrics go to a registry of its own.
+	appOpts.SkipControllerNameValidation, appOpts.MetricsRegistry = true, prometheus.NewRegistry()
+	if err := appOpts.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	app, err := operatorapp.New(operatorConfig, appOpts, ctrl.Log.WithName("operator"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	op := &operator{pub: pub, reports: reportService.Store(), cancel: cancel, done: make(chan error, 1)}
-	go func() { op.done <- mgr.Start(ctx) }()
+	op := &operator{pub: app.Publisher(), reports: app.Reports(), cancel: cancel, done: make(chan error, 1)}
+	go func() { op.done <- app.Start(ctx) }()
 	t.Cleanup(op.stop)
 	return op
 }
