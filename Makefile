@@ -88,7 +88,7 @@ SAMPLES ?= fresh
 
 .PHONY: build
 build: ## Build bin/weighstation (operator, broker, bench) and bin/weighstation-sidecar for this machine, VERSION stamped (BIN_DIR).
-	$(GO) build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN_DIR)/weighstation .
+	$(GO) build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN_DIR)/weighstation ./cmd/weighstation
 	$(GO) build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN_DIR)/weighstation-sidecar ./cmd/weighstation-sidecar
 
 # What the image ships, and what its build stage runs: static (no cgo, so
@@ -96,7 +96,7 @@ build: ## Build bin/weighstation (operator, broker, bench) and bin/weighstation-
 # -w); GOOS and GOARCH from the environment, for the image's platform.
 .PHONY: binaries
 binaries: ## Build both binaries as the image ships them: static, -trimpath, stripped, VERSION stamped (BIN_DIR, VERSION); needs only Go.
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $(BIN_DIR)/weighstation .
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $(BIN_DIR)/weighstation ./cmd/weighstation
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $(BIN_DIR)/weighstation-sidecar ./cmd/weighstation-sidecar
 
 .PHONY: image

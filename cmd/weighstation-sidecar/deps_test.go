@@ -26,8 +26,8 @@ func TestBinaryLinksNoKubernetesPackage(t *testing.T) {
 		t.Fatalf("go list -deps ./cmd/weighstation-sidecar: %v\n%s", err, stderr(err))
 	}
 	deps := strings.Fields(string(out))
-	if !slices.Contains(deps, "github.com/weighstation/weighstation/internal/sidecarcmd") {
-		t.Fatalf("go list -deps does not list the sidecar's command (internal/sidecarcmd): %v", deps)
+	if !slices.Contains(deps, "github.com/weighstation/weighstation/cmd/weighstation-sidecar/sidecarapp") {
+		t.Fatalf("go list -deps does not list the sidecar's command (cmd/weighstation-sidecar/sidecarapp): %v", deps)
 	}
 	var found []string
 	for _, pkg := range deps {

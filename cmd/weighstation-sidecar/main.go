@@ -9,11 +9,11 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/weighstation/weighstation/internal/sidecarcmd"
+	"github.com/weighstation/weighstation/cmd/weighstation-sidecar/sidecarapp"
 )
 
 func main() {
-	if err := sidecarcmd.Run(os.Args[1:]); err != nil {
+	if err := sidecarapp.Run(os.Args[1:]); err != nil {
 		fmt.Fprintf(os.Stderr, "weighstation-sidecar: %v\n", err)
 		os.Exit(1)
 	}

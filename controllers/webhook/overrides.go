@@ -47,7 +47,7 @@ type names struct{ cpuRequest, cpuLimit, memoryRequest, memoryLimit string }
 
 var (
 	annotationNames = names{CPURequestAnnotation, CPULimitAnnotation, MemoryRequestAnnotation, MemoryLimitAnnotation}
-	// FlagNames are the operator's flags for the defaults (main.go).
+	// FlagNames are the operator's flags for the defaults (cmd/weighstation/operatorapp).
 	flagNames = names{"-sidecar-cpu-request", "-sidecar-cpu-limit", "-sidecar-memory-request", "-sidecar-memory-limit"}
 )
 

@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/weighstation/weighstation/cmd/weighstation-sidecar/sidecarapp"
 	"github.com/weighstation/weighstation/hack/benchharness"
 	"github.com/weighstation/weighstation/hack/benchharness/kubeenv"
 	"github.com/weighstation/weighstation/internal/tlsreload"
@@ -27,21 +26,20 @@ type podIdentity struct {
 	Name, UID, TokenFile string
 }
 
-// simSidecar is one simulated sidecar: what makes the operator treat it
-// as its pod's sidecar (its own gRPC connection, TLS to the operator's
-// CA, its pod-bound token, an xDS client that applies and ACKs its
-// configuration) and sidecar/report's Reporter on the same connection,
-// reading a synthetic source instead of a sidecar.Server.
+// simSidecar is one simulated sidecar: a pod's sidecar's operator-facing
+// half, as the sidecar builds it (sidecarapp.NewOperatorLink) — what makes
+// the operator treat it as its pod's sidecar (its own gRPC connection, TLS
+// to the operator's CA, its pod-bound token, an xDS client that applies
+// and ACKs its configuration) and sidecar/report's Reporter on the same
+// connection — reading a synthetic source instead of a sidecar.Server.
 type simSidecar struct {
-	index    int
-	pod      podIdentity
-	conn     *grpc.ClientConn
-	xds      *xdsclient.Client
-	src      *source
-	want     []string // the Subscriptions its configuration must hold
-	topics   int      // and how many Topics
-	reporter atomic.Pointer[report.Reporter]
-	ready    atomic.Bool // holds its configuration
+	index  int
+	pod    podIdentity
+	link   *sidecarapp.OperatorLink
+	src    *source
+	want   []string    // the Subscriptions its configuration must hold
+	topics int         // and how many Topics
+	ready  atomic.Bool // holds its configuration
 }
 
 // apply is the xDS client's Apply: it takes the configuration's policies
@@ -65,7 +63,6 @@ func (s *simSidecar) apply(cfg meshconfig.PodConfig) error {
 type fleet struct {
 	ctx      context.Context
 	sidecars []*simSidecar
-	wg       sync.WaitGroup
 }
 
 // startFleet connects one simulated sidecar per pod to the operator's
@@ -83,23 +80,20 @@ func startFleet(ctx context.Context, w *world, l *load, xdsAddr, caFile string, 
 	for i, p := range pods {
 		s := &simSidecar{index: i, pod: p, want: w.podSubscriptions(i), topics: w.topics,
 			src: newSource(l, i, w.podTopic(i), w.isMoving)}
-		// Each from its own loopback address, as pods have their own IPs:
-		// the operator's per-peer TokenReview limit would otherwise admit
-		// the whole fleet at one review a second.
-		if s.conn, err = (xdsclient.Options{Address: xdsAddr, Credentials: creds, LocalAddr: benchharness.SidecarIP(i)}).Dial(); err != nil {
-			f.stop()
-			return nil, err
-		}
-		s.xds, err = xdsclient.New(xdsclient.Options{
+		s.link, err = sidecarapp.NewOperatorLink(sidecarapp.LinkOptions{XDS: xdsclient.Options{
 			Address: xdsAddr, Namespace: podNamespace, Pod: p.Name, PodUID: p.UID, TokenFile: p.TokenFile,
-			Conn: s.conn, Apply: s.apply, MaxBackoff: 2 * time.Second, Log: logr.Discard(),
-		})
+			// Each from its own loopback address, as pods have their own
+			// IPs: the operator's per-peer TokenReview limit would
+			// otherwise admit the whole fleet at one review a second.
+			Credentials: creds, LocalAddr: benchharness.SidecarIP(i),
+			Apply: s.apply, MaxBackoff: 2 * time.Second, Log: logr.Discard(),
+		}})
 		if err != nil {
 			f.stop()
 			return nil, fmt.Errorf("pod %s: %w", p.Name, err)
 		}
 		f.sidecars = append(f.sidecars, s)
-		f.wg.Go(func() { _ = s.xds.Run(ctx) })
+		s.link.Start(ctx)
 	}
 	return f, nil
 }
@@ -129,13 +123,12 @@ func (f *fleet) startReporting(l *load) error {
 		case <-time.After(time.Until(at)):
 		}
 		s := f.sidecars[i]
-		r, err := report.New(report.Options{Source: s.src, PodUID: s.pod.UID, TokenFile: s.pod.TokenFile, Interval: l.interval, Log: logr.Discard()})
-		if err != nil {
+		// On the link's connection; the pod's UID and token are the
+		// link's.
+		if _, err := s.link.StartReports(report.Options{Source: s.src, Interval: l.interval, Log: logr.Discard()}); err != nil {
 			return err
 		}
 		s.src.begin(time.Now())
-		s.reporter.Store(r)
-		f.wg.Go(func() { _ = r.Run(f.ctx, s.conn) })
 	}
 	return nil
 }
@@ -157,10 +150,10 @@ type fleetStats struct {
 func (f *fleet) stats() fleetStats {
 	out := fleetStats{ReportsDropped: map[string]uint64{}, StreamErrors: map[string]uint64{}}
 	for _, s := range f.sidecars {
-		x := s.xds.Stats()
+		x := s.link.XDS.Stats()
 		out.XDSConnects += x.Connects
 		out.XDSApplied += x.Applied
-		r := s.reporter.Load()
+		r := s.link.Reporter()
 		if r == nil {
 			continue
 		}
@@ -183,18 +176,19 @@ func (f *fleet) stats() fleetStats {
 	return out
 }
 
-// stop waits (up to 10 s) for the sidecars to end (their context is the
-// caller's, cancelled first) and closes their connections.
+// stop stops the sidecars (their context is the caller's, normally
+// cancelled first) and waits, up to 10 s, until they ended and closed
+// their connections.
 func (f *fleet) stop() {
 	done := make(chan struct{})
-	go func() { f.wg.Wait(); close(done) }()
+	go func() {
+		for _, s := range f.sidecars {
+			s.link.Close()
+		}
+		close(done)
+	}()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-	}
-	for _, s := range f.sidecars {
-		if s.conn != nil {
-			_ = s.conn.Close()
-		}
 	}
 }

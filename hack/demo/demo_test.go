@@ -29,7 +29,7 @@ func TestDemoShort(t *testing.T) {
 	dir := t.TempDir()
 	o := defaultOptions()
 	o.shorten()
-	o.bin = build(t, root, dir, "weighstation", ".")
+	o.bin = build(t, root, dir, "weighstation", "./cmd/weighstation")
 	build(t, root, dir, "weighstation-sidecar", "./cmd/weighstation-sidecar") // beside it, where the demo looks
 	o.apps = build(t, root, dir, "demo-apps", "./hack/demo/apps")
 	o.kubectl, o.helm = filepath.Join(root, "bin", "kubectl"), filepath.Join(root, "bin", "helm")

@@ -7,7 +7,7 @@ const (
 	// LeaderLabel marks the leading operator pod (controllers/leaderlabel.go).
 	LeaderLabel = "weighstation.io/xds-leader"
 	// LeaseName is the operator's leader election Lease, in the release's
-	// namespace (main.go LeaderElectionID).
+	// namespace (operatorapp.LeaderElectionID).
 	LeaseName = "weighstation-operator.weighstation.io"
 	// OperatorContainer is the operator Deployment's container
 	// (charts/weighstation/templates/operator/deployment.yaml).

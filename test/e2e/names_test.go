@@ -22,7 +22,7 @@ func TestAssumedNamesMatchTheirSources(t *testing.T) {
 		wants []string
 	}{
 		{"controllers/leaderlabel.go", []string{`LeaderLabel = "` + LeaderLabel + `"`}},
-		{"main.go", []string{`LeaderElectionID = "` + LeaseName + `"`, `"leader-elect-lease-duration", 15*time.Second`, "zapOpts.BindFlags(fs)"}},
+		{"cmd/weighstation/operatorapp/options.go", []string{`LeaderElectionID = "` + LeaseName + `"`, "LeaseDuration: 15 * time.Second", "o.Zap.BindFlags(fs)"}},
 		{"charts/weighstation/templates/operator/deployment.yaml", []string{"- name: " + OperatorContainer, "-leader-elect-lease-duration="}},
 		{"charts/weighstation/templates/_helpers.tpl", []string{ComponentLabel + ": " + ComponentOperator, ComponentLabel + ": " + ComponentBroker, InstanceLabel + ": {{ .Release.Name }}", WebhookConfiguration, `printf "%s-sidecar-injector"`}},
 		{"controllers/injectionproof/proof.go", []string{`SidecarContainer = "` + SidecarContainer + `"`}},

@@ -7,7 +7,7 @@ import (
 )
 
 // DefaultLeaseDuration is the operator's -leader-elect-lease-duration
-// default (main.go), which the chart sets from
+// default (cmd/weighstation/operatorapp), which the chart sets from
 // operator.leaderElection.leaseDuration (values.yaml: 15s).
 const DefaultLeaseDuration = 15 * time.Second
 

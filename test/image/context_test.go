@@ -143,9 +143,9 @@ func TestDockerignore(t *testing.T) {
 		{"go.sum", false},
 		{"Makefile", false},
 		{"tools/go.mod", false},
-		{"main.go", false},
+		{"cmd/weighstation/main.go", false},
 		{"cmd/weighstation-sidecar/main.go", false},
-		{"internal/sidecarcmd/sidecarcmd.go", false},
+		{"cmd/weighstation-sidecar/sidecarapp/sidecarapp.go", false},
 	}
 	for _, tc := range tests {
 		if got := ig.excludes(tc.path); got != tc.want {

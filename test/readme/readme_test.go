@@ -263,7 +263,7 @@ func build(t *testing.T) binaries {
 			return
 		}
 		built.dir = dir
-		pkgs := []string{"."}
+		pkgs := []string{"./cmd/weighstation"}
 		if _, err := os.Stat(filepath.Join(repoRoot, "cmd", "weighstation-sidecar", "main.go")); err == nil {
 			built.hasSidecar = true
 			pkgs = append(pkgs, "./cmd/weighstation-sidecar")

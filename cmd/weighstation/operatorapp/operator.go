@@ -52,11 +52,7 @@ func Run(args []string) error {
 		return err
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts.Zap)))
-	restConfig, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("finding the Kubernetes API (outside a cluster, set -kubeconfig or $KUBECONFIG): %w", err)
-	}
-	op, err := New(restConfig, opts, ctrl.Log.WithName("operator"))
+	op, err := New(nil, opts, ctrl.Log.WithName("operator"))
 	if err != nil {
 		return err
 	}
@@ -85,13 +81,20 @@ func (o *Operator) Start(ctx context.Context) error {
 }
 
 // New builds the operator from validated options, against the apiserver
-// restConfig reaches. It reads the webhook's certificate files, if any, and
+// restConfig reaches (nil: -kubeconfig, $KUBECONFIG, or the pod's
+// ServiceAccount). It reads the webhook's certificate files, if any, and
 // connects nowhere until Start.
 func New(restConfig *rest.Config, opts Options, log logr.Logger) (*Operator, error) {
-	// Read first: a wrong directory is said before anything is built.
+	// Read first: a wrong directory is said before any cluster is looked
+	// for.
 	webhookFiles, err := opts.servingFiles(log.WithName("webhook"))
 	if err != nil {
 		return nil, err
+	}
+	if restConfig == nil {
+		if restConfig, err = ctrl.GetConfig(); err != nil {
+			return nil, fmt.Errorf("finding the Kubernetes API (outside a cluster, set -kubeconfig or $KUBECONFIG): %w", err)
+		}
 	}
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))

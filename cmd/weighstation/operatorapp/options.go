@@ -249,8 +249,8 @@ func (o *Options) leaderNamespace() string {
 	return o.Namespace
 }
 
-// inClusterNamespaceFile holds the namespace of a pod's ServiceAccount.
-const inClusterNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+// InClusterNamespaceFile holds the namespace of a pod's ServiceAccount.
+const InClusterNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 // defaultNamespace is the operator's own namespace: $POD_NAMESPACE (the
 // downward API), else its ServiceAccount's namespace in a cluster, else
@@ -259,7 +259,7 @@ func defaultNamespace() string {
 	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
 		return ns
 	}
-	if b, err := os.ReadFile(inClusterNamespaceFile); err == nil {
+	if b, err := os.ReadFile(InClusterNamespaceFile); err == nil {
 		return strings.TrimSpace(string(b))
 	}
 	return ""

@@ -1,11 +1,13 @@
 // Command swarm is the sidecar side of `make bench-operator`: one simulated
 // sidecar per pod, all in one process. Each has what makes the operator
-// treat it as a pod's sidecar — its own xDS client (sidecar/xdsclient) on
-// its own gRPC connection and ADS stream, authenticated by its own
-// pod-bound token, over TLS to the operator's CA — but its Apply only
-// records the configuration (no sidecar.Server, no NATS connection), so
-// that 10,000 of them fit beside the operator on two cores. The xDS client
-// ACKs what Apply accepted, so the operator's Ready means acknowledged.
+// treat it as a pod's sidecar — its operator-facing half as a pod's sidecar
+// builds it (sidecarapp.NewOperatorLink): its own xDS client
+// (sidecar/xdsclient) on its own gRPC connection and ADS stream,
+// authenticated by its own pod-bound token, over TLS to the operator's CA
+// — but its Apply only records the configuration (no sidecar.Server, no
+// NATS connection, no reports), so that 10,000 of them fit beside the
+// operator on two cores. The xDS client ACKs what Apply accepted, so the
+// operator's Ready means acknowledged.
 // With Setup.StreamsPerConn above 1, that many sidecars share one gRPC
 // connection (xdsclient.Options.Conn), each still on its own stream with
 // its own token in its own call's metadata.
@@ -43,6 +45,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	deltav1 "github.com/weighstation/weighstation/api/xds/delta/v1"
+	"github.com/weighstation/weighstation/cmd/weighstation-sidecar/sidecarapp"
 	"github.com/weighstation/weighstation/hack/benchharness"
 	"github.com/weighstation/weighstation/hack/benchoperator/opproto"
 	"github.com/weighstation/weighstation/internal/tlsreload"
@@ -171,9 +174,8 @@ func run(setupPath, benchAddr string, maxBackoff time.Duration) error {
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
-	var wg sync.WaitGroup
 	var clientsMu sync.Mutex
-	var clients []*xdsclient.Client
+	var links []*sidecarapp.OperatorLink
 	conns := map[int]*grpc.ClientConn{} // shared connections, by number
 	defer func() {
 		for _, c := range conns {
@@ -212,18 +214,15 @@ func run(setupPath, benchAddr string, maxBackoff time.Duration) error {
 			clientsMu.Unlock()
 			opts.Conn = conn
 		}
-		c, err := xdsclient.New(opts)
+		// Without a shared connection, the link dials its own with opts.
+		l, err := sidecarapp.NewOperatorLink(sidecarapp.LinkOptions{XDS: opts})
 		if err != nil {
 			return fmt.Errorf("pod %s: %w", p.Name, err)
 		}
 		clientsMu.Lock()
-		clients = append(clients, c)
+		links = append(links, l)
 		clientsMu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = c.Run(ctx)
-		}()
+		l.Start(ctx)
 		return nil
 	}
 
@@ -266,7 +265,15 @@ func run(setupPath, benchAddr string, maxBackoff time.Duration) error {
 	}
 	cancel()
 	stopped := make(chan struct{})
-	go func() { wg.Wait(); close(stopped) }()
+	go func() {
+		clientsMu.Lock()
+		all := links
+		clientsMu.Unlock()
+		for _, l := range all {
+			<-l.Done()
+		}
+		close(stopped)
+	}()
 	select {
 	case <-stopped:
 	case <-time.After(10 * time.Second):
@@ -274,8 +281,8 @@ func run(setupPath, benchAddr string, maxBackoff time.Duration) error {
 	}
 	stats := opproto.Event{Kind: opproto.KindStats, Counters: codec.snapshot()}
 	clientsMu.Lock()
-	for _, c := range clients {
-		s := c.Stats()
+	for _, l := range links {
+		s := l.XDS.Stats()
 		stats.Connects += s.Connects
 		stats.Applied += s.Applied
 		stats.Refused += s.Refused

@@ -1,15 +1,17 @@
 // Command swarm is the sidecar side of `make bench-propagation`: many pods'
-// sidecars in one process, each with what a real sidecar has of its own —
-// a sidecar.Server on its own nats.Conn to one embedded nats-server, an xDS
-// client (sidecar/xdsclient) on its own gRPC connection and ADS stream,
-// authenticated by its own pod-bound token, trusting the operator's CA
-// bundle through tlsreload — so the operator sees N real streams.
+// sidecars in one process, each assembled as the sidecar command assembles
+// one (cmd/weighstation-sidecar/sidecarapp), with what a real sidecar has
+// of its own — a sidecar.Server on its own broker connection to one
+// embedded nats-server, an xDS client (sidecar/xdsclient) on its own gRPC
+// connection and ADS stream, authenticated by its own pod-bound token,
+// trusting the operator's CA bundle through tlsreload — so the operator
+// sees N real streams. They send no reports and serve no endpoints.
 //
 // Every configuration goes through sidecar.Server.SetConfig, the real apply
-// path; the swarm wraps it only to report, per sidecar, when SetConfig
-// returned and which kill switch state it installed. Reports go to the
-// bench as JSON lines (swarmproto.Event) over a TCP connection it listens
-// for.
+// path; the swarm wraps it (sidecarapp.Options.WrapApply) only to report,
+// per sidecar, when SetConfig returned and which kill switch state it
+// installed. Reports go to the bench as JSON lines (swarmproto.Event) over
+// a TCP connection it listens for.
 //
 // The sidecars are not Started by default: Start adds the listener for
 // applications and the automatic kill switch loop (a 50 ms ticker each),
@@ -41,11 +43,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/weighstation/weighstation/cmd/weighstation-sidecar/sidecarapp"
 	"github.com/weighstation/weighstation/hack/benchharness"
 	"github.com/weighstation/weighstation/hack/benchpropagation/swarmproto"
 	"github.com/weighstation/weighstation/internal/tlsreload"
 	"github.com/weighstation/weighstation/meshconfig"
-	"github.com/weighstation/weighstation/sidecar"
 	"github.com/weighstation/weighstation/sidecar/upstream"
 	"github.com/weighstation/weighstation/sidecar/xdsclient"
 )
@@ -74,10 +76,8 @@ var ownIPs bool
 
 // pod is one running sidecar.
 type pod struct {
-	nc     *upstream.Client
-	side   *sidecar.Server
-	client *xdsclient.Client
-	conn   *grpc.ClientConn // with -own-ips
+	side *sidecarapp.Sidecar
+	conn *grpc.ClientConn // with -own-ips
 }
 
 func run(manifestPath, reportAddr string, start bool, pprofAddr string, initialBackoff, maxBackoff time.Duration) error {
@@ -111,15 +111,21 @@ func run(manifestPath, reportAddr string, start bool, pprofAddr string, initialB
 
 	pods := make([]*pod, len(m.Pods))
 	defer func() {
-		for _, p := range pods {
-			if p == nil {
-				continue
+		// Bounded, so that the stats still reach the bench (events.close)
+		// should a sidecar hang.
+		closed := make(chan struct{})
+		go func() {
+			defer close(closed)
+			for _, p := range pods {
+				if p != nil {
+					p.close()
+				}
 			}
-			p.side.Close()
-			p.nc.Close()
-			if p.conn != nil {
-				_ = p.conn.Close()
-			}
+		}()
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			fmt.Fprintln(os.Stderr, "swarm: some sidecars did not close within 10 s")
 		}
 	}()
 	for i, spec := range m.Pods {
@@ -135,17 +141,17 @@ func run(manifestPath, reportAddr string, start bool, pprofAddr string, initialB
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
-	var wg sync.WaitGroup
 	for _, p := range pods {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = p.client.Run(ctx)
-		}()
+		p.side.Link.Start(ctx)
 	}
 	<-ctx.Done()
 	stopped := make(chan struct{})
-	go func() { wg.Wait(); close(stopped) }()
+	go func() {
+		for _, p := range pods {
+			<-p.side.Link.Done()
+		}
+		close(stopped)
+	}()
 	select {
 	case <-stopped:
 	case <-time.After(10 * time.Second):
@@ -153,7 +159,7 @@ func run(manifestPath, reportAddr string, start bool, pprofAddr string, initialB
 	}
 	stats := swarmproto.Event{Kind: swarmproto.KindStats}
 	for _, p := range pods {
-		s := p.client.Stats()
+		s := p.side.XDS.Stats()
 		stats.Connects += s.Connects
 		stats.Applied += s.Applied
 		stats.Refused += s.Refused
@@ -167,72 +173,70 @@ func run(manifestPath, reportAddr string, start bool, pprofAddr string, initialB
 }
 
 func newPod(i int, spec swarmproto.Pod, m *swarmproto.Manifest, brokerURL string, start bool, initialBackoff, maxBackoff time.Duration, events *reporter) (*pod, error) {
-	// What internal/sidecarcmd does for one sidecar, minus the logging.
-	upOpts := upstream.DefaultOptions
-	upOpts.URL = brokerURL
-	nc, err := upstream.Dial(upOpts)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to the broker: %w", err)
-	}
-	opts := sidecar.DefaultOptions
-	opts.Listen = "127.0.0.1:0"
-	side, err := sidecar.New(nc, opts)
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	if start {
-		if err := side.Start(); err != nil {
-			nc.Close()
-			return nil, err
-		}
-	}
 	// Each sidecar reads the bundle itself, as each pod mounts it.
 	pool, err := tlsreload.NewReloadingPool(m.CAFile, tlsreload.Options{})
 	if err != nil {
-		side.Close()
-		nc.Close()
 		return nil, err
 	}
-	apply := func(cfg meshconfig.PodConfig) error {
-		err := side.SetConfig(cfg)
-		at := time.Now().UnixNano()
-		if err != nil {
-			events.send(swarmproto.Event{Kind: swarmproto.KindRefused, Pod: i, At: at, Version: cfg.Version, Error: err.Error()})
-			return err
-		}
-		for _, s := range cfg.Subscriptions {
-			if s.Name == m.Subscription {
-				events.send(swarmproto.Event{Kind: swarmproto.KindApplied, Pod: i, Engaged: s.KillSwitch.Engaged, At: at, Version: cfg.Version})
-				return nil
-			}
-		}
-		events.send(swarmproto.Event{Kind: swarmproto.KindRefused, Pod: i, At: at, Version: cfg.Version,
-			Error: fmt.Sprintf("applied, but without the Subscription %s", m.Subscription)})
-		return nil
-	}
-	xopts := xdsclient.Options{
+	discard := logr.Discard()
+	opts := sidecarapp.NewOptions()
+	opts.Sidecar.Listen = "127.0.0.1:0"
+	opts.BrokerURL = brokerURL
+	opts.BrokerCredentials = &upstream.Credentials{} // the embedded nats-server has no authentication
+	opts.MetricsListen, opts.HealthListen = "", ""
+	opts.ReportInterval = 0
+	opts.XDS = xdsclient.Options{
 		Address: m.XDSAddress, Namespace: m.Namespace, Pod: spec.Name, PodUID: spec.UID, TokenFile: spec.TokenFile,
-		Credentials: credentials.NewTLS(pool.ClientConfig(m.ServerName)), Apply: apply,
-		InitialBackoff: initialBackoff, MaxBackoff: maxBackoff, Log: logr.Discard(),
+		Credentials:    credentials.NewTLS(pool.ClientConfig(m.ServerName)),
+		InitialBackoff: initialBackoff, MaxBackoff: maxBackoff,
 	}
-	var conn *grpc.ClientConn
+	opts.Logger = &discard
+	opts.WrapApply = func(setConfig func(meshconfig.PodConfig) error) func(meshconfig.PodConfig) error {
+		return func(cfg meshconfig.PodConfig) error {
+			err := setConfig(cfg)
+			at := time.Now().UnixNano()
+			if err != nil {
+				events.send(swarmproto.Event{Kind: swarmproto.KindRefused, Pod: i, At: at, Version: cfg.Version, Error: err.Error()})
+				return err
+			}
+			for _, s := range cfg.Subscriptions {
+				if s.Name == m.Subscription {
+					events.send(swarmproto.Event{Kind: swarmproto.KindApplied, Pod: i, Engaged: s.KillSwitch.Engaged, At: at, Version: cfg.Version})
+					return nil
+				}
+			}
+			events.send(swarmproto.Event{Kind: swarmproto.KindRefused, Pod: i, At: at, Version: cfg.Version,
+				Error: fmt.Sprintf("applied, but without the Subscription %s", m.Subscription)})
+			return nil
+		}
+	}
+	opts.Unstarted = !start
+	// Every sidecar is created before any connects (the bench measures
+	// the swarm's memory in between, swarmproto.KindStarted).
+	opts.DeferOperator = true
+	p := &pod{}
 	if ownIPs {
-		xopts.LocalAddr = benchharness.SidecarIP(i)
-		if conn, err = xopts.Dial(); err != nil {
-			side.Close()
-			nc.Close()
+		opts.XDS.LocalAddr = benchharness.SidecarIP(i)
+		if p.conn, err = opts.XDS.Dial(); err != nil {
 			return nil, err
 		}
-		xopts.Conn = conn
+		opts.XDS.Conn = p.conn
 	}
-	client, err := xdsclient.New(xopts)
-	if err != nil {
-		side.Close()
-		nc.Close()
+	if p.side, err = sidecarapp.New(context.Background(), *opts); err != nil {
+		p.close()
 		return nil, err
 	}
-	return &pod{nc: nc, side: side, client: client, conn: conn}, nil
+	return p, nil
+}
+
+// close stops the pod's sidecar and closes its own connection.
+func (p *pod) close() {
+	if p.side != nil {
+		p.side.Close()
+	}
+	if p.conn != nil {
+		_ = p.conn.Close()
+	}
 }
 
 // profileOnSignal lets the bench bracket its change phase with a CPU

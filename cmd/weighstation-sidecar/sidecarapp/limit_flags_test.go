@@ -1,4 +1,4 @@
-package sidecarcmd
+package sidecarapp
 
 import (
 	"context"
@@ -23,8 +23,8 @@ func TestInvalidLimitFlagsStopTheSidecar(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"zero reload interval", []string{"-config", "../../config/samples/sidecar/sidecar-config.yaml", "-reload-interval", "0s"}, "-reload-interval must be positive"},
-		{"negative reload interval", []string{"-config", "../../config/samples/sidecar/sidecar-config.yaml", "-reload-interval", "-1s"}, "-reload-interval must be positive"},
+		{"zero reload interval", []string{"-config", "../../../config/samples/sidecar/sidecar-config.yaml", "-reload-interval", "0s"}, "-reload-interval must be positive"},
+		{"negative reload interval", []string{"-config", "../../../config/samples/sidecar/sidecar-config.yaml", "-reload-interval", "-1s"}, "-reload-interval must be positive"},
 		{"zero connections", []string{"-max-connections", "0"}, "-max-connections must be at least 1, got 0"},
 		{"zero memory budget", []string{"-memory-budget", "0"}, "-memory-budget must be at least 1 byte, got 0"},
 		{"negative drain grace", []string{"-drain-grace", "-1s"}, "-drain-grace must not be negative"},

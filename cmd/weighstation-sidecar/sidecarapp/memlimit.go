@@ -1,4 +1,4 @@
-package sidecarcmd
+package sidecarapp
 
 import (
 	"fmt"
@@ -51,8 +51,14 @@ func applyGoMemoryLimit(flag string, budget int64) (int64, error) {
 	if set {
 		debug.SetMemoryLimit(limit)
 	}
+	return goMemoryLimitInForce(), nil
+}
+
+// goMemoryLimitInForce is the process's Go soft memory limit, for the log
+// (0: none).
+func goMemoryLimitInForce() int64 {
 	if current := debug.SetMemoryLimit(-1); current != math.MaxInt64 {
-		return current, nil
+		return current
 	}
-	return 0, nil
+	return 0
 }

@@ -1,4 +1,4 @@
-package sidecarcmd
+package sidecarapp
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 // runEnv, set in a child's environment, makes the test binary the sidecar:
 // the tests run Run in processes of its own (it reads signals and exits),
 // built with the test's flags (-race included), without building a binary.
-const runEnv = "SIDECARCMD_TEST_RUN"
+const runEnv = "SIDECARAPP_TEST_RUN"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(runEnv) != "" {

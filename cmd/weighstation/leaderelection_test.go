@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/cmd/weighstation/operatorapp"
 	"github.com/weighstation/weighstation/controllers"
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/internal/proctest"
@@ -209,7 +210,7 @@ func sidecarPod(t *testing.T, c client.Client, ns, name string) (*corev1.Pod, st
 		t.Fatal(err)
 	}
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		Audiences: []string{DefaultXDSAudience}, ExpirationSeconds: ptr.To[int64](3600),
+		Audiences: []string{operatorapp.DefaultXDSAudience}, ExpirationSeconds: ptr.To[int64](3600),
 		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
 	}}
 	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
@@ -235,7 +236,7 @@ func leaderPods(ctx context.Context, c client.Client, ns string) ([]string, erro
 func leaseHolder(t *testing.T, c client.Client, ns string) string {
 	t.Helper()
 	var lease coordinationv1.Lease
-	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: LeaderElectionID}, &lease); err != nil {
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: operatorapp.LeaderElectionID}, &lease); err != nil {
 		t.Fatalf("the leader election Lease in %s: %v", ns, err)
 	}
 	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {

@@ -1,4 +1,4 @@
-package sidecarcmd
+package sidecarapp
 
 import (
 	"errors"

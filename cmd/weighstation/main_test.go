@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/cmd/weighstation/operatorapp"
 	"github.com/weighstation/weighstation/internal/envtestsuite"
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/internal/proctest"
@@ -98,7 +99,7 @@ func TestOperatorCommand(t *testing.T) {
 		return nil
 	})
 	var lease coordinationv1.Lease
-	if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: LeaderElectionID}, &lease); err != nil || lease.Spec.HolderIdentity == nil {
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: operatorapp.LeaderElectionID}, &lease); err != nil || lease.Spec.HolderIdentity == nil {
 		t.Fatalf("no leader election lease held: %v %+v", err, lease.Spec)
 	}
 	waitFor(t, "metrics are served", func() error {
@@ -173,7 +174,7 @@ func startAPIServer(t *testing.T, operatorNamespace string) (client.Client, stri
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`")
 	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
+	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("starting envtest: %v", err)
@@ -240,7 +241,7 @@ func configuresASidecarProcess(t *testing.T, c client.Client, bin, xdsAddr, brok
 	}
 	expiry := int64(3600)
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		Audiences: []string{DefaultXDSAudience}, ExpirationSeconds: &expiry,
+		Audiences: []string{operatorapp.DefaultXDSAudience}, ExpirationSeconds: &expiry,
 		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
 	}}
 	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
@@ -539,8 +540,8 @@ func TestOperatorCommandLineErrors(t *testing.T) {
 	bin := buildBinary(t)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := os.Stat(inClusterNamespaceFile); err == nil && tc.args == nil {
-				t.Skipf("in a pod, the operator takes its namespace from %s", inClusterNamespaceFile)
+			if _, err := os.Stat(operatorapp.InClusterNamespaceFile); err == nil && tc.args == nil {
+				t.Skipf("in a pod, the operator takes its namespace from %s", operatorapp.InClusterNamespaceFile)
 			}
 			cmd := exec.Command(bin, append([]string{"operator"}, tc.args...)...)
 			// Nothing that could find a cluster or a namespace.
