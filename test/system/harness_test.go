@@ -2,7 +2,6 @@ package system_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/weighstation/weighstation/cmd/weighstation-sidecar/sidecarapp"
 	"github.com/weighstation/weighstation/cmd/weighstation/operatorapp"
 	"github.com/weighstation/weighstation/controllers/brokercreds"
 	"github.com/weighstation/weighstation/controllers/injectionproof"
@@ -181,104 +181,57 @@ func startPod(t *testing.T, ns, name string, labels map[string]string, brokerURL
 type podSettings struct {
 	// issued: the sidecar presents the broker credential the operator
 	// issues it, renews it and moves its broker connection to each new
-	// one, as the sidecar command does (internal/sidecarcmd); else it
+	// one (the sidecar command's default with -operator); else it
 	// presents none (a broker without authentication).
 	issued bool
 }
 
-// startPodWith is startPod with settings.
+// startPodWith is startPod with settings. The sidecar is assembled as the
+// sidecar command assembles it (sidecarapp.New), with insecure transport
+// to the operator (which serves these tests in plain text), no endpoints,
+// and short backoffs.
 func startPodWith(t *testing.T, settings podSettings, ns, name string, labels map[string]string, brokerURL, xdsAddr string, opts ...func(*sidecar.Options)) *pod {
 	t.Helper()
-	ctx := background()
 	p, token := createSidecarPod(t, ns, name, labels)
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
 		t.Fatal(err)
 	}
-
-	sideOpts := sidecar.DefaultOptions
-	sideOpts.Listen = "127.0.0.1:0"
+	appOpts := sidecarapp.NewOptions()
+	appOpts.Sidecar.Listen = "127.0.0.1:0"
 	for _, o := range opts {
-		o(&sideOpts)
-	}
-	var issued *brokercred.Holder
-	var configureUpstream []func(*upstream.Options)
-	if settings.issued {
-		issued = brokercred.New()
-		configureUpstream = append(configureUpstream, func(o *upstream.Options) {
-			o.Credentials = issued.Credentials()
-			o.OnRefused = func(err error) { issued.Renew("the broker refused the credential: " + err.Error()) }
-		})
-		sideOpts.InboxPrefix = func() (string, bool) {
-			if _, err := issued.UserJWT(); err != nil {
-				return "", false
-			}
-			return issued.InboxPrefix(), true
-		}
+		o(&appOpts.Sidecar)
 	}
 	// The broker may not be there yet: the sidecar serves and holds
 	// publishes until it is, as in a pod.
-	up := natstest.DialUpstream(t, brokerURL, configureUpstream...)
-	side, err := sidecar.New(up, sideOpts)
-	if err != nil {
-		t.Fatal(err)
+	appOpts.BrokerURL, appOpts.MetricsListen, appOpts.HealthListen = brokerURL, "", ""
+	if !settings.issued {
+		appOpts.BrokerCredentials = &upstream.Credentials{}
 	}
-	if err := side.Start(); err != nil {
+	appOpts.XDS.Address, appOpts.XDS.Credentials = xdsAddr, insecure.NewCredentials()
+	appOpts.XDS.Namespace, appOpts.XDS.Pod, appOpts.XDS.PodUID, appOpts.XDS.TokenFile = ns, name, string(p.UID), tokenFile
+	appOpts.XDS.InitialBackoff, appOpts.XDS.MaxBackoff = 20*time.Millisecond, 500*time.Millisecond
+	appOpts.ReportInterval = reportInterval
+	discard := logr.Discard()
+	appOpts.Logger = &discard
+	pd := &pod{name: name, uid: string(p.UID)}
+	appOpts.WrapApply = func(apply func(meshconfig.PodConfig) error) func(meshconfig.PodConfig) error {
+		return func(cfg meshconfig.PodConfig) error {
+			if refuse := pd.refuse.Load(); refuse != nil {
+				if err := (*refuse)(cfg); err != nil {
+					return err
+				}
+			}
+			return apply(cfg)
+		}
+	}
+	side, err := sidecarapp.New(background(), *appOpts)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(side.Close)
-	pd := &pod{name: name, uid: string(p.UID), side: side, issued: issued}
-	apply := func(cfg meshconfig.PodConfig) error {
-		if refuse := pd.refuse.Load(); refuse != nil {
-			if err := (*refuse)(cfg); err != nil {
-				return err
-			}
-		}
-		if issued != nil {
-			issued.WaitCovers(background(), cfg, 10*time.Second)
-		}
-		return side.SetConfig(cfg)
-	}
-	// One connection to the operator carries the xDS stream and the
-	// reports, as in the sidecar command.
-	conn, err := xdsclient.Dial(xdsAddr, insecure.NewCredentials())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	c, err := xdsclient.New(xdsclient.Options{
-		Address: xdsAddr, Conn: conn, Namespace: ns, Pod: name, PodUID: string(p.UID), TokenFile: tokenFile,
-		Credentials: insecure.NewCredentials(), Apply: apply,
-		InitialBackoff: 20 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, Log: logr.Discard(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reporter, err := report.New(report.Options{
-		Source: side, PodUID: string(p.UID), TokenFile: tokenFile, Interval: reportInterval,
-		InitialBackoff: 20 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, Log: logr.Discard(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() { defer close(stopped); _ = c.Run(ctx) }()
-	reportCtx, stopReports := context.WithCancel(ctx)
-	reported := make(chan struct{})
-	go func() { defer close(reported); _ = reporter.Run(reportCtx, conn) }()
-	maintained := make(chan struct{})
-	if issued != nil {
-		go func() {
-			defer close(maintained)
-			_ = issued.Maintain(ctx, conn, tokenFile, string(p.UID), func() { _ = up.Renew(errors.New("the broker credential was renewed")) }, logr.Discard())
-		}()
-	} else {
-		close(maintained)
-	}
-	t.Cleanup(func() { cancel(); <-stopped; <-reported; <-maintained })
-	pd.client, pd.reporter = c, reporter
-	pd.stopReports = func() { stopReports(); <-reported }
+	pd.side, pd.client, pd.reporter, pd.issued = side.Server, side.XDS, side.Reporter, side.Credential
+	pd.stopReports = side.StopReports
 	return pd
 }
 

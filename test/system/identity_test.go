@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
+	"github.com/weighstation/weighstation/cmd/weighstation-sidecar/sidecarapp"
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar/xdsclient"
@@ -78,26 +79,18 @@ func TestStreamsProveTheirPodWithApiserverTokens(t *testing.T) {
 				t.Fatal(err)
 			}
 			var applied []meshconfig.PodConfig
-			c, err := xdsclient.New(xdsclient.Options{
-				Address: xdsAddr, Namespace: tc.ns, Pod: tc.pod, TokenFile: file, Credentials: insecure.NewCredentials(),
-				Apply: func(cfg meshconfig.PodConfig) error { applied = append(applied, cfg); return nil }, Log: logr.Discard(),
+			link := startLink(t, xdsclient.Options{
+				Address: xdsAddr, Namespace: tc.ns, Pod: tc.pod, TokenFile: file,
+				Apply: func(cfg meshconfig.PodConfig) error { applied = append(applied, cfg); return nil },
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); _ = c.Run(ctx) }()
-			defer func() { cancel(); <-done }()
 			eventually(t, "the stream is refused", func() error {
-				if st := c.Stats(); !strings.Contains(st.LastError, tc.want) {
+				if st := link.XDS.Stats(); !strings.Contains(st.LastError, tc.want) {
 					return fmt.Errorf("last error %q, want %q", st.LastError, tc.want)
 				}
 				return nil
 			})
-			cancel()
-			<-done
-			if len(applied) != 0 || c.Version() != "" {
+			link.Close()
+			if len(applied) != 0 || link.XDS.Version() != "" {
 				t.Fatalf("a refused stream received a configuration: %+v", applied)
 			}
 		})
@@ -108,17 +101,24 @@ func TestStreamsProveTheirPodWithApiserverTokens(t *testing.T) {
 	if err := os.WriteFile(file, []byte(tokenA), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := xdsclient.New(xdsclient.Options{
-		Address: xdsAddr, Namespace: ns, Pod: a.Name, PodUID: string(a.UID), TokenFile: file, Credentials: insecure.NewCredentials(),
-		Apply: func(meshconfig.PodConfig) error { return nil }, Log: logr.Discard(),
-	})
+	p.client = startLink(t, xdsclient.Options{
+		Address: xdsAddr, Namespace: ns, Pod: a.Name, PodUID: string(a.UID), TokenFile: file,
+		Apply: func(meshconfig.PodConfig) error { return nil },
+	}).XDS
+	waitConfigured(t, op, ns, p, "the owner is configured", func(meshconfig.PodConfig) error { return nil })
+}
+
+// startLink runs the operator-facing half of a sidecar alone (its xDS
+// client, no reports, no credential) in plain text, as a caller that holds
+// some pod's token may; the test's end closes it.
+func startLink(t *testing.T, opts xdsclient.Options) *sidecarapp.OperatorLink {
+	t.Helper()
+	opts.Credentials, opts.Log = insecure.NewCredentials(), logr.Discard()
+	link, err := sidecarapp.NewOperatorLink(sidecarapp.LinkOptions{XDS: opts, Log: logr.Discard()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.client = c
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = c.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	waitConfigured(t, op, ns, p, "the owner is configured", func(meshconfig.PodConfig) error { return nil })
+	link.Start(context.Background())
+	t.Cleanup(link.Close)
+	return link
 }
