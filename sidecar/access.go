@@ -2,9 +2,9 @@ package sidecar
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 
+	"github.com/weighstation/weighstation/internal/lockrank"
 	"github.com/weighstation/weighstation/sidecar/policy"
 )
 
@@ -44,7 +44,7 @@ func (o Operation) String() string {
 type accessCounters [numOperations][policy.NumRules][2]atomic.Uint64
 
 type auditLog struct {
-	mu     sync.Mutex
+	mu     lockrank.Mutex[auditRank]
 	logged map[string]struct{}
 	bytes  int  // of logged's keys
 	full   bool // logged holds maxAuditLogged subjects or maxAuditLoggedBytes, and that was said once

@@ -1,9 +1,10 @@
 package sidecar
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/weighstation/weighstation/internal/lockrank"
 )
 
 // Requests delivered to the application, until it answers them. The sidecar
@@ -37,7 +38,7 @@ type answerable struct {
 	size      atomic.Int64 // len(byReply), read without the lock on every publish
 	untracked atomic.Uint64
 
-	mu      sync.Mutex
+	mu      lockrank.Mutex[answerableRank]
 	byReply subjectMap[answerEntry]
 	bytes   int64 // entryBytes of byReply's entries
 }

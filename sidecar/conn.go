@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weighstation/weighstation/internal/lockrank"
 	"github.com/weighstation/weighstation/matcher"
 	"github.com/weighstation/weighstation/sidecar/pending"
 	"github.com/weighstation/weighstation/sidecar/policy"
@@ -84,10 +85,10 @@ type conn struct {
 	// upstream reader's).
 	flushQueued bool
 	// writeMu is held by whoever writes to the socket (connwrite.go).
-	writeMu sync.Mutex
+	writeMu lockrank.Mutex[writeRank]
 	out     batch
 
-	mu      sync.Mutex
+	mu      lockrank.Mutex[connRank]
 	control []byte // queued control replies
 	// pongs are the PONGs owed to the client's PINGs, in order: each is
 	// sent once the broker confirmed what came before its PING (or the

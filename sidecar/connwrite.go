@@ -26,8 +26,7 @@ import (
 // goroutine when the application keeps up, with no hand-off between
 // goroutines, and a slow application still never stalls the reader.
 //
-// Lock order: writeMu, then conn.mu (taken briefly for the control replies
-// and the subscription list).
+// The lock order, writeMu's place in it included, is lockorder.go's table.
 
 // Payloads of referencedPayload bytes or more are written by reference,
 // at most maxReferenced in one write.

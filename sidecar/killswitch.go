@@ -4,12 +4,12 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 
+	"github.com/weighstation/weighstation/internal/lockrank"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar/breaker"
 	"github.com/weighstation/weighstation/sidecar/pending"
@@ -74,9 +74,8 @@ type killSwitches struct {
 
 	// mu serializes changes of the switches: configuration, ticks and
 	// status. It is held while the host applies a switch, so that two
-	// changes of one switch reach the SUBs in order. The lock order is in
-	// the package doc.
-	mu sync.Mutex
+	// changes of one switch reach the SUBs in order.
+	mu lockrank.Mutex[killSwitchesRank]
 	// byPolicy are the switches by Subscription policy name, replaced whole
 	// by each configuration (under mu) and loaded without a lock on the
 	// data path.
@@ -114,7 +113,7 @@ type killSwitch struct {
 
 	// mu guards the breaker and its latency window, which the evaluation
 	// loop and the publish path (reply latencies) share.
-	mu      sync.Mutex
+	mu      lockrank.Mutex[killSwitchRank]
 	breaker *breaker.Breaker // nil unless auto and non-essential
 	window  *breaker.Window  // reply latencies, when the breaker judges them
 	// pastTransitions are the transitions of breakers this switch had

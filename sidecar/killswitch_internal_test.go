@@ -65,7 +65,14 @@ func TestATickDoesNotJudgeARemovedSubscription(t *testing.T) {
 		}
 		return true
 	})
-	k.Sync(nil) // x leaves the configuration
+	// x leaves the configuration: on a goroutine of its own, since Sync
+	// takes the board's lock, which ranks before x's (lockorder.go).
+	synced := make(chan struct{})
+	go func() {
+		defer close(synced)
+		k.Sync(nil)
+	}()
+	<-synced
 	ks.mu.Unlock()
 	select {
 	case <-done:

@@ -1,10 +1,10 @@
 package sidecar
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/weighstation/weighstation/internal/lockrank"
 	"github.com/weighstation/weighstation/sidecar/pending"
 	"github.com/weighstation/weighstation/sidecar/protocol"
 )
@@ -44,7 +44,7 @@ type readBuffers struct {
 	// charged is the bytes of read buffers in use, charged to budget.
 	charged atomic.Int64
 
-	mu     sync.Mutex
+	mu     lockrank.Mutex[readBuffersRank]
 	free   map[int][][]byte // frame buffers kept for reuse, by size
 	pooled int              // their bytes
 }

@@ -1,9 +1,10 @@
 package sidecar
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/weighstation/weighstation/internal/lockrank"
 )
 
 // Request latency: for a request the application makes (a PUB with a reply
@@ -26,7 +27,7 @@ const (
 
 // outstanding is a connection's table of requests waiting for replies.
 type outstanding struct {
-	mu       sync.Mutex
+	mu       lockrank.Mutex[requestsRank]
 	byReply  subjectMap[int64] // reply subject -> arrival (nanotime)
 	untimed  *atomic.Uint64    // the sidecar's count, for its metrics
 	lastSwep int64

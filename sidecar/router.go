@@ -1,9 +1,9 @@
 package sidecar
 
 import (
-	"sync"
 	"sync/atomic"
 
+	"github.com/weighstation/weighstation/internal/lockrank"
 	"github.com/weighstation/weighstation/sidecar/pending"
 	"github.com/weighstation/weighstation/sidecar/upstream"
 )
@@ -15,7 +15,7 @@ import (
 // returns no delivery can still reach the removed subscription (its
 // accounting is then final); barrier gives the kill switches the same.
 type router struct {
-	mu     sync.RWMutex
+	mu     lockrank.RWMutex[routerRank]
 	routes map[upstream.Key]*route
 
 	// unrouted counts upstream messages that arrived for interest no local

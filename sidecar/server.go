@@ -25,24 +25,7 @@
 // killSwitchBoard, and they apply a switch to the local SUBs through the
 // Server (killSwitchHost).
 //
-// Lock order: Server.configMu, then killSwitches.mu, then a killSwitch's
-// mu or Server.interestMu, then router.mu or Server.connsMu; a
-// connection's writeMu, then its mu, a queue's lock, the request tables'
-// locks. Server.retiredMu, which orders a SUB's moves between live,
-// settling and retired, comes after interestMu (rebind) and a
-// connection's writeMu (retire, as a write settles), and before
-// connsMu, a connection's mu and a queue's lock (PolicyTotals). On the path of a message: the upstream reader takes router.mu's
-// read lock to route (a queue's own lock inside it) and, to write, a
-// connection's writeMu with, inside it and one at a time, the
-// connection's mu, its queues' locks and the request tables' locks (fill,
-// settle); it never takes interestMu (removing a SUB that reached its
-// UNSUB count is the writer goroutine's). An application connection's
-// reader takes the request tables' locks, a killSwitch's mu (a reply's
-// latency) and the upstream client's one at a time. Nothing blocks on a
-// socket while holding a lock. The
-// breakers' tick takes a killSwitch's mu inside the request table's lock
-// (timing out unanswered requests); a SUB reads its kill switch without a
-// lock, under interestMu.
+// The lock order is lockorder.go's table.
 package sidecar
 
 import (
@@ -56,6 +39,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/weighstation/weighstation/internal/lockrank"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar/pending"
 	"github.com/weighstation/weighstation/sidecar/policy"
@@ -197,7 +181,7 @@ type Server struct {
 	info     atomic.Pointer[[]byte]
 	counters *policy.Counters
 	// configMu serializes configuration changes.
-	configMu sync.Mutex
+	configMu lockrank.Mutex[configRank]
 	// configured is set by the first SetConfig: the defaults New installs
 	// do not count (HasConfig).
 	configured atomic.Bool
@@ -206,9 +190,8 @@ type Server struct {
 	brokerVersion string
 
 	// interestMu serializes changes of upstream interest: SUBs, UNSUBs and
-	// kill switches (which withdraw and restore it). The lock order is in
-	// the package doc.
-	interestMu sync.Mutex
+	// kill switches (which withdraw and restore it).
+	interestMu lockrank.Mutex[interestRank]
 	// kills are the kill switches and their breakers' loop (killswitch.go).
 	kills killSwitchBoard
 	// answerable are the requests delivered to the application and not yet
@@ -232,7 +215,7 @@ type Server struct {
 	telemetry
 
 	// connsMu guards conns and closed.
-	connsMu sync.Mutex
+	connsMu lockrank.Mutex[connsRank]
 	conns   map[*conn]struct{}
 	closed  bool
 	wg      sync.WaitGroup
@@ -250,7 +233,7 @@ type Server struct {
 	// retiredMu guards retired and settling, and each SUB's move between
 	// live (listed, not removed), settling and retired, so that
 	// PolicyTotals finds every SUB in exactly one of them.
-	retiredMu sync.Mutex
+	retiredMu lockrank.Mutex[retiredRank]
 	retired   map[string]pending.Counts // retired SUBs' final counts, and rebound SUBs' counts before, by policy
 	settling  map[*localSub]struct{}    // removed SUBs with messages still in flight
 
@@ -260,9 +243,9 @@ type Server struct {
 
 	// inbox is the pod's inbox space, once known (podInbox); inboxMu
 	// orders its latching with inboxWaiting, the inbox SUBs made before
-	// (deferInboxSub). inboxMu is taken alone.
+	// (deferInboxSub).
 	inbox        atomic.Pointer[string]
-	inboxMu      sync.Mutex
+	inboxMu      lockrank.Mutex[inboxRank]
 	inboxWaiting []*localSub
 }
 

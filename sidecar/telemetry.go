@@ -1,9 +1,9 @@
 package sidecar
 
 import (
-	"sync"
 	"sync/atomic"
 
+	"github.com/weighstation/weighstation/internal/lockrank"
 	"github.com/weighstation/weighstation/sidecar/latency"
 )
 
@@ -53,7 +53,7 @@ type telemetry struct {
 	// requestLatency times the application's requests, arrival to reply.
 	requestLatency *latency.Recorder
 
-	latencyMu sync.Mutex
+	latencyMu lockrank.Mutex[latencyRank]
 	latency   map[string]*latencies // by Subscription policy name ("" for SUBs none covers)
 }
 
