@@ -2,7 +2,6 @@ package broker
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"time"
@@ -88,33 +87,12 @@ func (o RouteTLS) tlsConfig() (*tls.Config, error) {
 // it must chain to the CA and allow client authentication. Its name is not
 // checked: the dialer's address is not a name, and the operator's CA
 // gives client authentication to the brokers' route certificate alone.
-// As tlsreload does for servers, a failure reads the CA file again at once
-// and retries, so that a peer already on a new CA is admitted as soon as
-// the file has it.
+// As for servers, a failure reads the CA file again at once and retries,
+// so that a peer already on a new CA is admitted as soon as the file has
+// it.
 func verifyClient(cas *tlsreload.ReloadingPool, cs tls.ConnectionState) error {
 	if len(cs.PeerCertificates) == 0 {
 		return errors.New("the dialing broker sent no certificate")
 	}
-	verify := func(pool *x509.CertPool) error {
-		opts := x509.VerifyOptions{
-			Roots:         pool,
-			Intermediates: x509.NewCertPool(),
-			KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		}
-		for _, c := range cs.PeerCertificates[1:] {
-			opts.Intermediates.AddCert(c)
-		}
-		if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
-			return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
-		}
-		return nil
-	}
-	err := verify(cas.Pool())
-	if err == nil {
-		return nil
-	}
-	if changed, rerr := cas.Reload(); rerr == nil && changed {
-		err = verify(cas.Pool())
-	}
-	return err
+	return cas.VerifyClient(cs)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -75,6 +76,16 @@ func (a *announcements) forget(name types.NamespacedName) {
 	for _, what := range []string{announceInvalid, announceConflict} {
 		delete(a.last, announcementKey{object: name, what: what})
 	}
+}
+
+// getFailed handles a reconciler's failed Get of name: a NotFound object
+// is gone (forget it; nothing to reconcile), any other error is returned.
+func (a *announcements) getFailed(name types.NamespacedName, err error) error {
+	if apierrors.IsNotFound(err) {
+		a.forget(name)
+		return nil
+	}
+	return err
 }
 
 // invalidState is what the Valid condition says of an invalid selector,

@@ -107,28 +107,16 @@ func (r *PodConfigReconciler) currentView(ctx context.Context, namespace string)
 	return r.viewOf(namespace, topics.Items, subscriptions.Items), nil
 }
 
-// staleOnChange wraps h so that each event marks its object's namespace
-// stale before h queues anything: a pod it requeues is then configured
-// from a View that has the change.
-func (r *PodConfigReconciler) staleOnChange(h handler.EventHandler) handler.EventHandler {
-	return handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.markStale(e.Object.GetNamespace())
-			h.Create(ctx, e, q)
-		},
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.markStale(e.ObjectNew.GetNamespace())
-			h.Update(ctx, e, q)
-		},
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.markStale(e.Object.GetNamespace())
-			h.Delete(ctx, e, q)
-		},
-		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.markStale(e.Object.GetNamespace())
-			h.Generic(ctx, e, q)
-		},
-	}
+// staleOnChange marks the namespace of each event's object stale before
+// the watch's handler queues anything: a pod it requeues is then configured
+// from a View that has the change. A watch runs its predicates in order,
+// then its handler, so this goes last: only events that pass the others
+// mark.
+func (r *PodConfigReconciler) staleOnChange() predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(obj client.Object) bool {
+		r.markStale(obj.GetNamespace())
+		return true
+	})
 }
 
 type preparedView struct {
@@ -338,8 +326,8 @@ func (r *PodConfigReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A pod's configuration reads only the spec of Topics and
 		// Subscriptions: their status writes (several per change) must not
 		// recompute every pod of the namespace.
-		Watches(&v1alpha1.Topic{}, r.staleOnChange(topicChanges()), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&v1alpha1.Subscription{}, r.staleOnChange(podsOfSubscription(r)), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.Topic{}, topicChanges(), builder.WithPredicates(predicate.GenerationChangedPredicate{}, r.staleOnChange())).
+		Watches(&v1alpha1.Subscription{}, podsOfSubscription(r), builder.WithPredicates(predicate.GenerationChangedPredicate{}, r.staleOnChange())).
 		// The namespace's label sets its pods' access mode.
 		WatchesMetadata(&corev1.Namespace{}, podsOfNamespace(r), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Named("podconfig").

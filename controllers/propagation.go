@@ -493,10 +493,7 @@ func (r *PropagationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	acks := make(chan event.GenericEvent)
 	changes := &changeSet{wake: make(chan struct{}, 1), names: map[types.NamespacedName]bool{}, resources: map[string]bool{}, settled: r}
 	r.Tracker.OnChange(changes.add)
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		changes.feed(ctx, acks)
-		return nil
-	})); err != nil {
+	if err := mgr.Add(changes.feeder(acks)); err != nil {
 		return fmt.Errorf("adding the acknowledgement feed: %w", err)
 	}
 	batch := r.Batch
@@ -613,6 +610,14 @@ func (c *changeSet) take() map[types.NamespacedName]bool {
 		batch[types.NamespacedName{Namespace: parsed.Namespace, Name: parsed.Name}] = true
 	}
 	return batch
+}
+
+// feeder is a manager's runnable that feeds the gathered objects to out.
+func (c *changeSet) feeder(out chan<- event.GenericEvent) manager.Runnable {
+	return manager.RunnableFunc(func(ctx context.Context) error {
+		c.feed(ctx, out)
+		return nil
+	})
 }
 
 // feed sends the gathered objects to the controller until ctx ends. The

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -287,10 +286,7 @@ func (r *ReportStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.Reports.OnChange(func(_, namespace, name string) {
 		changes.addName(types.NamespacedName{Namespace: namespace, Name: name})
 	})
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		changes.feed(ctx, changed)
-		return nil
-	})); err != nil {
+	if err := mgr.Add(changes.feeder(changed)); err != nil {
 		return fmt.Errorf("adding the report feed: %w", err)
 	}
 	self := func(_ context.Context, obj client.Object) []reconcile.Request {

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -49,10 +48,7 @@ const (
 func (r *SubscriptionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var sub v1alpha1.Subscription
 	if err := r.Get(ctx, req.NamespacedName, &sub); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.announced.forget(req.NamespacedName)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return ctrl.Result{}, r.announced.getFailed(req.NamespacedName, err)
 	}
 	importIssue, err := importProblem(ctx, r.Client, &sub)
 	if err != nil {

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -28,97 +29,126 @@ const (
 const ReasonImportNotExported = "ImportNotExported"
 
 func indexImports(ctx context.Context, indexer client.FieldIndexer) error {
-	if err := indexer.IndexField(ctx, &v1alpha1.Subscription{}, subscriptionImportIndex, func(obj client.Object) []string {
-		if s, ok := obj.(*v1alpha1.Subscription); ok && s.Spec.Import != nil {
-			return []string{s.Spec.Import.Namespace}
-		}
-		return nil
-	}); err != nil {
+	if err := indexer.IndexField(ctx, &v1alpha1.Subscription{}, subscriptionImportIndex, importNamespace); err != nil {
 		return err
 	}
-	return indexer.IndexField(ctx, &v1alpha1.Topic{}, topicImportIndex, func(obj client.Object) []string {
-		if t, ok := obj.(*v1alpha1.Topic); ok && t.Spec.Import != nil {
-			return []string{t.Spec.Import.Namespace}
-		}
+	return indexer.IndexField(ctx, &v1alpha1.Topic{}, topicImportIndex, importNamespace)
+}
+
+// importNamespace indexes a Subscription or a Topic by the namespace it
+// imports from.
+func importNamespace(obj client.Object) []string {
+	var imp *v1alpha1.NamespaceRef
+	switch o := obj.(type) {
+	case *v1alpha1.Subscription:
+		imp = o.Spec.Import
+	case *v1alpha1.Topic:
+		imp = o.Spec.Import
+	}
+	if imp == nil {
 		return nil
-	})
+	}
+	return []string{imp.Namespace}
 }
 
 // topicImportProblem returns why topic's service import imports nothing,
 // or "": the exporting namespace has no Subscription that exports to the
 // Topic's namespace and overlaps its subject.
 func topicImportProblem(ctx context.Context, c client.Reader, topic *v1alpha1.Topic) (string, error) {
-	if topic.Spec.Import == nil {
-		return "", nil
-	}
-	from := topic.Spec.Import.Namespace
-	if from == topic.Namespace {
-		return fmt.Sprintf("spec.import.namespace %s is this Topic's own namespace: its requests need no import; remove spec.import", from), nil
-	}
-	var subs v1alpha1.SubscriptionList
-	if err := c.List(ctx, &subs, client.InNamespace(from), client.UnsafeDisableDeepCopy); err != nil {
-		return "", fmt.Errorf("listing the Subscriptions of %s: %w", from, err)
-	}
-	if subjects := brokercreds.ServicesTo(topic.Namespace, string(topic.Spec.Subject), subs.Items); len(subjects) > 0 {
-		return "", nil
-	}
-	return fmt.Sprintf("spec.import.namespace %s exports no Subscription to namespace %s whose subject overlaps %q: a Subscription there needs %s in its spec.export.namespaces; no request is routed there until then",
-		from, topic.Namespace, topic.Spec.Subject, topic.Namespace), nil
-}
-
-// importersOfSubscription requeues the Topics, of any namespace, that
-// import services from a Subscription's namespace.
-func importersOfSubscription(c client.Reader) handler.EventHandler {
-	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
-		var topics v1alpha1.TopicList
-		if err := c.List(ctx, &topics, client.MatchingFields{topicImportIndex: obj.GetNamespace()}, client.UnsafeDisableDeepCopy); err != nil {
-			logf.FromContext(ctx).Error(err, "listing the Topics that import from a namespace", "namespace", obj.GetNamespace())
-			return nil
-		}
-		reqs := make([]reconcile.Request, 0, len(topics.Items))
-		for _, t := range topics.Items {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: t.Namespace, Name: t.Name}})
-		}
-		return reqs
-	})
+	return serviceImports.problem(ctx, c, topic, topic.Spec.Import, topic.Spec.Subject)
 }
 
 // importProblem returns why sub's import imports nothing, or "": the
 // exporting namespace has no Topic that exports to sub's namespace and
 // overlaps its subject.
 func importProblem(ctx context.Context, c client.Reader, sub *v1alpha1.Subscription) (string, error) {
-	if sub.Spec.Import == nil {
-		return "", nil
-	}
-	from := sub.Spec.Import.Namespace
-	if from == sub.Namespace {
-		return fmt.Sprintf("spec.import.namespace %s is this Subscription's own namespace: its subjects need no import; remove spec.import", from), nil
-	}
-	var topics v1alpha1.TopicList
-	if err := c.List(ctx, &topics, client.InNamespace(from), client.UnsafeDisableDeepCopy); err != nil {
-		return "", fmt.Errorf("listing the Topics of %s: %w", from, err)
-	}
-	if subjects := brokercreds.ExportsTo(sub.Namespace, string(sub.Spec.Subject), topics.Items); len(subjects) > 0 {
-		return "", nil
-	}
-	return fmt.Sprintf("spec.import.namespace %s exports no Topic to namespace %s whose subject overlaps %q: a Topic there needs %s in its spec.export.namespaces; nothing is imported until then",
-		from, sub.Namespace, sub.Spec.Subject, sub.Namespace), nil
+	return streamImports.problem(ctx, c, sub, sub.Spec.Import, sub.Spec.Subject)
+}
+
+// importersOfSubscription requeues the Topics, of any namespace, that
+// import services from a Subscription's namespace.
+func importersOfSubscription(c client.Reader) handler.EventHandler {
+	return serviceImports.importersOf(c)
 }
 
 // importersOfTopic requeues the Subscriptions, of any namespace, that
 // import from a Topic's namespace: its export may have started or stopped
 // matching them.
 func importersOfTopic(c client.Reader) handler.EventHandler {
+	return streamImports.importersOf(c)
+}
+
+// importKind is one of the two imports, which differ only in kinds and
+// words: a Topic's of services, which an exporting namespace's
+// Subscriptions answer, and a Subscription's of streams, which its Topics
+// send.
+type importKind struct {
+	importer, exporter string // the kinds, singular
+	needsNone, until   string // what a problem says
+	index              string // the importers' index of spec.import.namespace
+	newImporters       func() client.ObjectList
+	newExporters       func() client.ObjectList
+	// exportsTo returns the subjects of exporters that export to
+	// namespace and overlap subject.
+	exportsTo func(exporters client.ObjectList, namespace, subject string) []string
+}
+
+var serviceImports = importKind{
+	importer: "Topic", exporter: "Subscription",
+	needsNone: "its requests need no import", until: "no request is routed there until then",
+	index:        topicImportIndex,
+	newImporters: func() client.ObjectList { return &v1alpha1.TopicList{} },
+	newExporters: func() client.ObjectList { return &v1alpha1.SubscriptionList{} },
+	exportsTo: func(exporters client.ObjectList, namespace, subject string) []string {
+		return brokercreds.ServicesTo(namespace, subject, exporters.(*v1alpha1.SubscriptionList).Items)
+	},
+}
+
+var streamImports = importKind{
+	importer: "Subscription", exporter: "Topic",
+	needsNone: "its subjects need no import", until: "nothing is imported until then",
+	index:        subscriptionImportIndex,
+	newImporters: func() client.ObjectList { return &v1alpha1.SubscriptionList{} },
+	newExporters: func() client.ObjectList { return &v1alpha1.TopicList{} },
+	exportsTo: func(exporters client.ObjectList, namespace, subject string) []string {
+		return brokercreds.ExportsTo(namespace, subject, exporters.(*v1alpha1.TopicList).Items)
+	},
+}
+
+// problem returns why obj's import (imp, of subject) imports nothing, or "".
+func (k importKind) problem(ctx context.Context, c client.Reader, obj client.Object, imp *v1alpha1.NamespaceRef, subject v1alpha1.SubjectPattern) (string, error) {
+	if imp == nil {
+		return "", nil
+	}
+	from, ns := imp.Namespace, obj.GetNamespace()
+	if from == ns {
+		return fmt.Sprintf("spec.import.namespace %s is this %s's own namespace: %s; remove spec.import", from, k.importer, k.needsNone), nil
+	}
+	exporters := k.newExporters()
+	if err := c.List(ctx, exporters, client.InNamespace(from), client.UnsafeDisableDeepCopy); err != nil {
+		return "", fmt.Errorf("listing the %ss of %s: %w", k.exporter, from, err)
+	}
+	if len(k.exportsTo(exporters, ns, string(subject))) > 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("spec.import.namespace %s exports no %s to namespace %s whose subject overlaps %q: a %s there needs %s in its spec.export.namespaces; %s",
+		from, k.exporter, ns, subject, k.exporter, ns, k.until), nil
+}
+
+// importersOf requeues the importers, of any namespace, that import from
+// the namespace of the exporter that changed.
+func (k importKind) importersOf(c client.Reader) handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
-		var subs v1alpha1.SubscriptionList
-		if err := c.List(ctx, &subs, client.MatchingFields{subscriptionImportIndex: obj.GetNamespace()}, client.UnsafeDisableDeepCopy); err != nil {
-			logf.FromContext(ctx).Error(err, "listing the Subscriptions that import from a namespace", "namespace", obj.GetNamespace())
+		list := k.newImporters()
+		if err := c.List(ctx, list, client.MatchingFields{k.index: obj.GetNamespace()}, client.UnsafeDisableDeepCopy); err != nil {
+			logf.FromContext(ctx).Error(err, "listing the "+k.importer+"s that import from a namespace", "namespace", obj.GetNamespace())
 			return nil
 		}
-		reqs := make([]reconcile.Request, 0, len(subs.Items))
-		for _, s := range subs.Items {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}})
-		}
+		reqs := make([]reconcile.Request, 0, meta.LenList(list))
+		_ = meta.EachListItem(list, func(o runtime.Object) error {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o.(client.Object))})
+			return nil
+		})
 		return reqs
 	})
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -50,10 +49,7 @@ func (r *TopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	log := logf.FromContext(ctx)
 	var topic v1alpha1.Topic
 	if err := r.Get(ctx, req.NamespacedName, &topic); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.announced.forget(req.NamespacedName)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return ctrl.Result{}, r.announced.getFailed(req.NamespacedName, err)
 	}
 	// Read only: the lists are not copied.
 	var topics v1alpha1.TopicList

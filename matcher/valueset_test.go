@@ -2,6 +2,7 @@ package matcher
 
 import (
 	"fmt"
+	"maps"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
@@ -74,7 +75,7 @@ func (vs *keptVersions) keep(t *testing.T, op int, set valueSet[int], model map[
 	t.Helper()
 	got := set.appendTo(nil)
 	slices.Sort(got)
-	want := sortedKeys(model)
+	want := slices.Sorted(maps.Keys(model))
 	if !slices.Equal(got, want) {
 		t.Fatalf("op %d: set holds %d values, model %d", op, len(got), len(want))
 	}
@@ -232,15 +233,6 @@ func checkSet(s valueSet[int]) string {
 	}
 	_, msg := walk(s.big.root, 0)
 	return msg
-}
-
-func sortedKeys(m map[int]bool) []int {
-	keys := make([]int, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // TestValueSetTailSharing adds to one version of a large set twice: the

@@ -23,3 +23,8 @@ var DefaultPolicy = Defaults{
 	},
 	StampHeader: true,
 }
+
+// DefaultSidecarMemoryBudget is the sidecar's default -memory-budget, 64
+// MiB: the operator sizes the injected sidecar's memory limit from it, so
+// it lives here, where both read it, rather than in the sidecar package.
+const DefaultSidecarMemoryBudget = 64 << 20

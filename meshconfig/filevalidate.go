@@ -108,6 +108,17 @@ func validateTopic(p *problems, path string, tp TopicPolicy, max int64) {
 	}
 }
 
+// checkLimit checks that a limit (field) is positive and at most max;
+// unit follows max in the message.
+func checkLimit(p *problems, field string, v, max int64, unit string) {
+	switch {
+	case v < 1:
+		p.addf("%s must be positive, got %d", field, v)
+	case v > max:
+		p.addf("%s must be at most %d%s, got %d", field, max, unit, v)
+	}
+}
+
 // validateRate checks a quota as the Topic CRD does: each rate with its
 // burst, and a byte burst that admits the largest allowed message.
 func validateRate(p *problems, path string, r Rate, maxMessageBytes int64) {
@@ -136,18 +147,8 @@ func validateSubscription(p *problems, path string, sp SubscriptionPolicy) {
 		p.addf("%s.queueGroup %q must be at most %d bytes without whitespace, '*' or '>'", path, q, MaxQueueGroupLength)
 	}
 	lp := path + ".limits"
-	switch l := sp.Limits; {
-	case l.MaxPendingMessages < 1:
-		p.addf("%s.maxPendingMessages must be positive, got %d", lp, l.MaxPendingMessages)
-	case l.MaxPendingMessages > MaxMaxPendingMessages:
-		p.addf("%s.maxPendingMessages must be at most %d, got %d", lp, MaxMaxPendingMessages, l.MaxPendingMessages)
-	}
-	switch l := sp.Limits; {
-	case l.MaxPendingBytes < 1:
-		p.addf("%s.maxPendingBytes must be positive, got %d", lp, l.MaxPendingBytes)
-	case l.MaxPendingBytes > MaxMaxPendingBytes:
-		p.addf("%s.maxPendingBytes must be at most %d (1 GiB), got %d", lp, MaxMaxPendingBytes, l.MaxPendingBytes)
-	}
+	checkLimit(p, lp+".maxPendingMessages", int64(sp.Limits.MaxPendingMessages), MaxMaxPendingMessages, "")
+	checkLimit(p, lp+".maxPendingBytes", sp.Limits.MaxPendingBytes, MaxMaxPendingBytes, " (1 GiB)")
 	if o := sp.Limits.Overflow; o != OverflowDropNewest && o != OverflowDropOldest {
 		p.addf("%s.overflow must be %s or %s, got %q", lp, OverflowDropNewest, OverflowDropOldest, o)
 	}

@@ -20,7 +20,7 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "weighstation.io", Version: "v1alpha1"}
 
 	// SchemeBuilder registers the API's types with a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = (&scheme.Builder{GroupVersion: GroupVersion}).Register(&Topic{}, &TopicList{}, &Subscription{}, &SubscriptionList{})
 
 	// AddToScheme adds the API's types to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme

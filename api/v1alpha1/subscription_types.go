@@ -404,7 +404,3 @@ type SubscriptionList struct {
 	// Items are the Subscriptions.
 	Items []Subscription `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&Subscription{}, &SubscriptionList{})
-}

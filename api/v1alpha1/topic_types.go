@@ -222,7 +222,3 @@ type TopicList struct {
 	// Items are the Topics.
 	Items []Topic `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&Topic{}, &TopicList{})
-}

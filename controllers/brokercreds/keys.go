@@ -122,14 +122,7 @@ func (k Keys) UserKey(uid string) (nkeys.KeyPair, error) {
 	if uid == "" {
 		return nil, errors.New("a pod UID is required to derive its user key")
 	}
-	mac := hmac.New(sha256.New, k.userKeySecret)
-	mac.Write([]byte("weighstation pod user key\x00"))
-	mac.Write([]byte(uid))
-	kp, err := nkeys.FromRawSeed(nkeys.PrefixByteUser, mac.Sum(nil))
-	if err != nil {
-		return nil, fmt.Errorf("deriving the user key of pod %s: %w", uid, err)
-	}
-	return kp, nil
+	return k.derive(nkeys.PrefixByteUser, "weighstation pod user key", uid, "the user key of pod "+uid)
 }
 
 // AccountKey is the account of namespace: every sidecar of the namespace
@@ -141,12 +134,18 @@ func (k Keys) AccountKey(namespace string) (nkeys.KeyPair, error) {
 	if namespace == "" {
 		return nil, errors.New("a namespace is required to derive its account key")
 	}
+	return k.derive(nkeys.PrefixByteAccount, "weighstation namespace account key", namespace, "the account key of namespace "+namespace)
+}
+
+// derive is the key pair of prefix whose seed is the HMAC, under the user
+// key secret, of label, a NUL and id; what names it in an error.
+func (k Keys) derive(prefix nkeys.PrefixByte, label, id, what string) (nkeys.KeyPair, error) {
 	mac := hmac.New(sha256.New, k.userKeySecret)
-	mac.Write([]byte("weighstation namespace account key\x00"))
-	mac.Write([]byte(namespace))
-	kp, err := nkeys.FromRawSeed(nkeys.PrefixByteAccount, mac.Sum(nil))
+	mac.Write([]byte(label + "\x00"))
+	mac.Write([]byte(id))
+	kp, err := nkeys.FromRawSeed(prefix, mac.Sum(nil))
 	if err != nil {
-		return nil, fmt.Errorf("deriving the account key of namespace %s: %w", namespace, err)
+		return nil, fmt.Errorf("deriving %s: %w", what, err)
 	}
 	return kp, nil
 }

@@ -44,17 +44,9 @@ type Import struct {
 // namespace with that subject imports from exporter. None: the import is
 // not exported (the Subscription is Valid=False).
 func ExportsTo(namespace, subject string, topics []v1alpha1.Topic) []string {
-	var out []string
-	for _, t := range topics {
-		if t.Spec.Export == nil || !slices.Contains(t.Spec.Export.Namespaces, namespace) {
-			continue
-		}
-		if matcher.Overlaps(string(t.Spec.Subject), subject) && !slices.Contains(out, string(t.Spec.Subject)) {
-			out = append(out, string(t.Spec.Subject))
-		}
-	}
-	slices.Sort(out)
-	return out
+	return exportedTo(namespace, subject, topics, func(t *v1alpha1.Topic) (v1alpha1.SubjectPattern, *v1alpha1.Export) {
+		return t.Spec.Subject, t.Spec.Export
+	})
 }
 
 // ServicesTo returns the subjects of exporter's Subscriptions (subs) that
@@ -62,13 +54,22 @@ func ExportsTo(namespace, subject string, topics []v1alpha1.Topic) []string {
 // that subject imports from exporter as services. None: the import is not
 // exported (the Topic is Valid=False).
 func ServicesTo(namespace, subject string, subs []v1alpha1.Subscription) []string {
+	return exportedTo(namespace, subject, subs, func(s *v1alpha1.Subscription) (v1alpha1.SubjectPattern, *v1alpha1.Export) {
+		return s.Spec.Subject, s.Spec.Export
+	})
+}
+
+// exportedTo is ExportsTo and ServicesTo: spec gives an exporter's subject
+// and export.
+func exportedTo[T any](namespace, subject string, exporters []T, spec func(*T) (v1alpha1.SubjectPattern, *v1alpha1.Export)) []string {
 	var out []string
-	for _, s := range subs {
-		if s.Spec.Export == nil || !slices.Contains(s.Spec.Export.Namespaces, namespace) {
+	for i := range exporters {
+		pattern, export := spec(&exporters[i])
+		if export == nil || !slices.Contains(export.Namespaces, namespace) {
 			continue
 		}
-		if matcher.Overlaps(string(s.Spec.Subject), subject) && !slices.Contains(out, string(s.Spec.Subject)) {
-			out = append(out, string(s.Spec.Subject))
+		if matcher.Overlaps(string(pattern), subject) && !slices.Contains(out, string(pattern)) {
+			out = append(out, string(pattern))
 		}
 	}
 	slices.Sort(out)
@@ -217,21 +218,21 @@ func (k *Keeper) watchPolicies(ctx context.Context) (func(), error) {
 		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
 		}
+		var ns string
+		var export *v1alpha1.Export
 		switch o := obj.(type) {
 		case *v1alpha1.Topic:
-			out := []string{o.Namespace}
-			if o.Spec.Export != nil {
-				out = append(out, o.Spec.Export.Namespaces...)
-			}
-			return out
+			ns, export = o.Namespace, o.Spec.Export
 		case *v1alpha1.Subscription:
-			out := []string{o.Namespace}
-			if o.Spec.Export != nil {
-				out = append(out, o.Spec.Export.Namespaces...)
-			}
-			return out
+			ns, export = o.Namespace, o.Spec.Export
+		default:
+			return nil
 		}
-		return nil
+		out := []string{ns}
+		if export != nil {
+			out = append(out, export.Namespaces...)
+		}
+		return out
 	}
 	handler := toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { k.policyChanged(touched(obj)...) },

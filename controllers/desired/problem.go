@@ -41,18 +41,14 @@ func (p Problem) Error() string {
 
 // TopicProblem returns what is wrong with a Topic, or nil.
 func TopicProblem(t *v1alpha1.Topic) *Problem {
-	if _, p := publishersOf(t); p != nil {
-		return p
-	}
-	return nil
+	_, p := publishersOf(t)
+	return p
 }
 
 // SubscriptionProblem returns what is wrong with a Subscription, or nil.
 func SubscriptionProblem(s *v1alpha1.Subscription) *Problem {
-	if _, p := subscribersOf(s); p != nil {
-		return p
-	}
-	return nil
+	_, p := subscribersOf(s)
+	return p
 }
 
 // publishersOf converts a Topic's publishers selector: nil when it has

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/weighstation/weighstation/internal/broadcast"
 	"github.com/weighstation/weighstation/meshconfig"
 )
 
@@ -32,14 +33,14 @@ type Store struct {
 	mu     sync.RWMutex
 	topics map[string][]meshconfig.TopicPolicy
 	parts  map[types.NamespacedName]PodPart
-	// changed is closed and replaced on every change, so a reader can wait
+	// changed is notified on every change, so a reader can wait
 	// for the next one without polling.
-	changed chan struct{}
+	changed broadcast.Signal
 }
 
 // NewStore returns an empty store.
 func NewStore() *Store {
-	return &Store{topics: map[string][]meshconfig.TopicPolicy{}, parts: map[types.NamespacedName]PodPart{}, changed: make(chan struct{})}
+	return &Store{topics: map[string][]meshconfig.TopicPolicy{}, parts: map[types.NamespacedName]PodPart{}, changed: broadcast.New()}
 }
 
 // SetTopics stores a namespace's Topics and reports whether they differ
@@ -56,11 +57,11 @@ func (s *Store) SetTopics(namespace string, topics []meshconfig.TopicPolicy) boo
 			return false
 		}
 		delete(s.topics, namespace)
-		s.notifyLocked()
+		s.changed.Notify()
 		return true
 	}
 	s.topics[namespace] = topics
-	s.notifyLocked()
+	s.changed.Notify()
 	return true
 }
 
@@ -74,7 +75,7 @@ func (s *Store) SetPod(part PodPart, _ types.UID) bool {
 		return false
 	}
 	s.parts[key] = part
-	s.notifyLocked()
+	s.changed.Notify()
 	return true
 }
 
@@ -86,7 +87,7 @@ func (s *Store) Delete(pod types.NamespacedName) bool {
 		return false
 	}
 	delete(s.parts, pod)
-	s.notifyLocked()
+	s.changed.Notify()
 	return true
 }
 
@@ -128,10 +129,5 @@ func (s *Store) Get(pod types.NamespacedName) (meshconfig.PodConfig, bool) {
 func (s *Store) Changed() <-chan struct{} {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.changed
-}
-
-func (s *Store) notifyLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
+	return s.changed.C()
 }

@@ -262,15 +262,7 @@ func (a *Authority) syncSecret(ctx context.Context) (caSet, error) {
 		}
 		switch {
 		case !found:
-			secret = corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{
-					Namespace: a.key.Namespace,
-					Name:      a.key.Name,
-					Labels:    map[string]string{"app.kubernetes.io/managed-by": FieldManager},
-				},
-				Type: corev1.SecretTypeTLS,
-				Data: data,
-			}
+			secret = newTLSSecret(a.key, data)
 			if err := a.writer.Create(ctx, &secret); err != nil {
 				if apierrors.IsAlreadyExists(err) {
 					lastErr = err // another replica created it first
@@ -395,4 +387,18 @@ func (a *Authority) ReadyCheck(*http.Request) error {
 		return ErrNotReady
 	}
 	return nil
+}
+
+// newTLSSecret is a new Secret of the operator's certificates (a CA's, the
+// brokers' routes'), labelled as the operator's.
+func newTLSSecret(key types.NamespacedName, data map[string][]byte) corev1.Secret {
+	return corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: key.Namespace,
+			Name:      key.Name,
+			Labels:    map[string]string{"app.kubernetes.io/managed-by": FieldManager},
+		},
+		Type: corev1.SecretTypeTLS,
+		Data: data,
+	}
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/weighstation/weighstation/internal/keep"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -96,15 +95,7 @@ func (r *RouteCertificate) Ensure(ctx context.Context) error {
 		case why == "":
 			return nil
 		case !found:
-			secret = corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{
-					Namespace: r.key.Namespace,
-					Name:      r.key.Name,
-					Labels:    map[string]string{"app.kubernetes.io/managed-by": FieldManager},
-				},
-				Type: corev1.SecretTypeTLS,
-				Data: data,
-			}
+			secret = newTLSSecret(r.key, data)
 			if err := r.authority.writer.Create(ctx, &secret); err != nil {
 				if apierrors.IsAlreadyExists(err) {
 					lastErr = err // another replica created it first

@@ -52,29 +52,8 @@ func (s *Store) sweep() {
 			ns.mu.Unlock()
 			continue
 		}
-		var freed int64
-		for policy, w := range ns.subscriptions {
-			f, changed := w.sweep(now, cutoff, s.opts.Interval)
-			freed += f
-			if changed {
-				changes = append(changes, change{KindSubscription, name, policy})
-			}
-			if len(w.pods) == 0 {
-				delete(ns.subscriptions, policy)
-				freed += w.bytes()
-			}
-		}
-		for policy, w := range ns.topics {
-			f, changed := w.sweep(now, cutoff, s.opts.Interval)
-			freed += f
-			if changed {
-				changes = append(changes, change{KindTopic, name, policy})
-			}
-			if len(w.pods) == 0 {
-				delete(ns.topics, policy)
-				freed += w.bytes()
-			}
-		}
+		freed := sweepWindows(ns.subscriptions, KindSubscription, name, now, cutoff, s.opts.Interval, &changes)
+		freed += sweepWindows(ns.topics, KindTopic, name, now, cutoff, s.opts.Interval, &changes)
 		for key, ser := range ns.series {
 			if !ser.lastReport.After(silent) {
 				delete(ns.series, key)
@@ -114,6 +93,24 @@ func (s *Store) sweep() {
 		changes = append(changes, c)
 	}
 	s.notify(changes)
+}
+
+// sweepWindows sweeps the windows of one kind of policy of namespace,
+// adds those that changed to changes, forgets those left with no pod, and
+// returns the bytes freed.
+func sweepWindows[S windowSlice[S]](windows map[string]*policyWindow[S], kind, namespace string, now, cutoff time.Time, interval time.Duration, changes *[]change) (freed int64) {
+	for policy, w := range windows {
+		f, changed := w.sweep(now, cutoff, interval)
+		freed += f
+		if changed {
+			*changes = append(*changes, change{kind, namespace, policy})
+		}
+		if len(w.pods) == 0 {
+			delete(windows, policy)
+			freed += w.bytes()
+		}
+	}
+	return freed
 }
 
 // OnChange registers fn to be called with the kind (KindSubscription or

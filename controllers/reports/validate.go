@@ -70,24 +70,23 @@ func checkHeader(id xds.Identity, r *xdsv1.Report) *refusal {
 // configuration, once.
 func checkPolicies(r *xdsv1.Report, topics, subscriptions map[string]bool) *refusal {
 	seen := make(map[string]bool, len(r.GetSubscriptions()))
-	for _, s := range r.GetSubscriptions() {
-		name := s.GetName()
-		if !subscriptions[name] {
-			return refuse(codes.InvalidArgument, refusedPolicy, "Subscription %q is not in this pod's configuration", name)
-		}
-		if seen[name] {
-			return refuse(codes.InvalidArgument, refusedMalformed, "Subscription %q is reported twice", name)
-		}
-		seen[name] = true
+	if ref := checkNames("Subscription", r.GetSubscriptions(), subscriptions, seen); ref != nil {
+		return ref
 	}
 	clear(seen)
-	for _, t := range r.GetTopics() {
-		name := t.GetName()
-		if !topics[name] {
-			return refuse(codes.InvalidArgument, refusedPolicy, "Topic %q is not in this pod's configuration", name)
+	return checkNames("Topic", r.GetTopics(), topics, seen)
+}
+
+// checkNames checks that each policy of one kind is known, once; seen is
+// scratch space, empty.
+func checkNames[P interface{ GetName() string }](kind string, policies []P, known, seen map[string]bool) *refusal {
+	for _, p := range policies {
+		name := p.GetName()
+		if !known[name] {
+			return refuse(codes.InvalidArgument, refusedPolicy, "%s %q is not in this pod's configuration", kind, name)
 		}
 		if seen[name] {
-			return refuse(codes.InvalidArgument, refusedMalformed, "Topic %q is reported twice", name)
+			return refuse(codes.InvalidArgument, refusedMalformed, "%s %q is reported twice", kind, name)
 		}
 		seen[name] = true
 	}

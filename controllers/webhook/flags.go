@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/weighstation/weighstation/sidecar"
+	"github.com/weighstation/weighstation/meshconfig"
 )
 
 // DefaultResources are the sidecar's resources and bounds unless the
@@ -18,7 +18,7 @@ func DefaultResources() Resources {
 		MemoryRequest: q("96Mi"), MemoryLimit: q("128Mi"),
 		CPUMin: q("10m"), CPUMax: q("2"),
 		MemoryMin: q("32Mi"), MemoryMax: q("1Gi"),
-		MemoryBudget: sidecar.DefaultOptions.MemoryBudget,
+		MemoryBudget: meshconfig.DefaultSidecarMemoryBudget,
 		MemoryMargin: DefaultMemoryMargin,
 	}
 }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
-	"google.golang.org/grpc/credentials"
 
+	"github.com/weighstation/weighstation/cmd/weighstation-sidecar/sidecarapp"
 	"github.com/weighstation/weighstation/controllers/pki"
 	"github.com/weighstation/weighstation/controllers/xds"
 	"github.com/weighstation/weighstation/internal/envtestsuite"
@@ -120,39 +120,37 @@ func (x *xdsThroughRotation) refreshBundle(t *testing.T) {
 	}
 }
 
-// startSidecar starts an xDS client as the sidecar command does: TLS
-// trusting the bundle file, re-read at each handshake.
+// startSidecar starts the operator-facing half of a sidecar as the
+// sidecar command assembles it (sidecarapp.NewOperatorLink): TLS trusting
+// the bundle file, re-read at each handshake.
 func (x *xdsThroughRotation) startSidecar(ctx context.Context, t *testing.T) *xdsclient.Client {
 	t.Helper()
-	pool, err := tlsreload.NewReloadingPool(x.bundleFile, tlsreload.Options{Log: testr.New(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte("pod-token"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	creds := credentials.NewTLS(pool.ClientConfig(xdsServerName))
-	c, err := xdsclient.New(xdsclient.Options{
-		Address: x.addr, Namespace: rotationNS, Pod: rotationPod, PodUID: rotationUID, TokenFile: tokenFile,
-		Credentials: creds, Apply: func(meshconfig.PodConfig) error { return nil },
-		InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Log: logr.Discard(),
+	link, err := sidecarapp.NewOperatorLink(sidecarapp.LinkOptions{
+		XDS: xdsclient.Options{
+			Address: x.addr, Namespace: rotationNS, Pod: rotationPod, PodUID: rotationUID, TokenFile: tokenFile,
+			Apply: func(meshconfig.PodConfig) error { return nil }, Log: logr.Discard(),
+			InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+		},
+		CAFile: x.bundleFile, ServerName: xdsServerName, Log: logr.Discard(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = c.Run(ctx) }()
+	link.Start(ctx)
 	t.Cleanup(func() {
-		cancel()
+		closed := make(chan struct{})
+		go func() { defer close(closed); link.Close() }()
 		select {
-		case <-done:
+		case <-closed:
 		case <-time.After(10 * time.Second):
 			t.Error("an xDS client did not stop within 10s")
 		}
 	})
-	return c
+	return link.XDS
 }
 
 func (x *xdsThroughRotation) waitApplied(t *testing.T, c *xdsclient.Client, version, what string) {

@@ -117,17 +117,20 @@ func (c reviewClient) Create(_ context.Context, obj client.Object, _ ...client.C
 
 // claims are the claims of the tokens the tests make.
 type claims struct {
-	Aud any    `json:"aud,omitempty"`
-	Exp int64  `json:"exp,omitempty"`
-	Nbf int64  `json:"nbf,omitempty"`
-	Jti string `json:"jti,omitempty"`
-	K8s *struct {
-		Namespace string `json:"namespace,omitempty"`
-		Pod       *struct {
-			Name string `json:"name,omitempty"`
-			UID  string `json:"uid,omitempty"`
-		} `json:"pod,omitempty"`
-	} `json:"kubernetes.io,omitempty"`
+	Aud any         `json:"aud,omitempty"`
+	Exp int64       `json:"exp,omitempty"`
+	Nbf int64       `json:"nbf,omitempty"`
+	Jti string      `json:"jti,omitempty"`
+	K8s *podBinding `json:"kubernetes.io,omitempty"`
+}
+
+// podBinding is the kubernetes.io claim of a pod-bound token.
+type podBinding struct {
+	Namespace string `json:"namespace,omitempty"`
+	Pod       *struct {
+		Name string `json:"name,omitempty"`
+		UID  string `json:"uid,omitempty"`
+	} `json:"pod,omitempty"`
 }
 
 func claimsOf(token string) (c struct {
@@ -149,16 +152,11 @@ func claimsOf(token string) (c struct {
 // expiring at exp; jti makes each token distinct.
 func podClaims(ns, name, uid string, exp time.Time, jti string) claims {
 	c := claims{Aud: []string{testAudience}, Exp: exp.Unix(), Nbf: exp.Add(-time.Hour).Unix(), Jti: jti}
-	c.K8s = &struct {
-		Namespace string `json:"namespace,omitempty"`
-		Pod       *struct {
-			Name string `json:"name,omitempty"`
-			UID  string `json:"uid,omitempty"`
-		} `json:"pod,omitempty"`
-	}{Namespace: ns, Pod: &struct {
+	c.K8s = &podBinding{Namespace: ns}
+	c.K8s.Pod = &struct {
 		Name string `json:"name,omitempty"`
 		UID  string `json:"uid,omitempty"`
-	}{Name: name, UID: uid}}
+	}{Name: name, UID: uid}
 	return c
 }
 

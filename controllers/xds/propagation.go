@@ -11,6 +11,7 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 
 	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
+	"github.com/weighstation/weighstation/internal/broadcast"
 	"github.com/weighstation/weighstation/meshconfig/xdsresource"
 )
 
@@ -55,8 +56,8 @@ type Tracker struct {
 	// lastApplied is, per resource, when a pod last applied a version of
 	// it: once every pod holds one version, when the last of them did.
 	lastApplied map[string]time.Time
-	// changed is closed and replaced on every change.
-	changed chan struct{}
+	// changed is notified on every change.
+	changed broadcast.Signal
 	// onChange, if set, is told what changed (outside the lock).
 	onChange func([]Change)
 	// collections answers what a pod holds of a collection's member from
@@ -114,7 +115,7 @@ func (t *Tracker) notify(changes []Change) {
 
 // NewTracker returns an empty tracker.
 func NewTracker() *Tracker {
-	return &Tracker{acked: map[string]map[string]string{}, nacked: map[string]map[string]NACK{}, lastApplied: map[string]time.Time{}, changed: make(chan struct{})}
+	return &Tracker{acked: map[string]map[string]string{}, nacked: map[string]map[string]NACK{}, lastApplied: map[string]time.Time{}, changed: broadcast.New()}
 }
 
 // hold records the whole set of resource versions pod's sidecar holds (has
@@ -171,7 +172,7 @@ func (t *Tracker) apply(pod string, applied map[string]string, told map[string]b
 	if len(held) == 0 {
 		delete(t.acked, pod)
 	}
-	t.notifyLocked()
+	t.changed.Notify()
 	t.mu.Unlock()
 	t.notify(changed)
 }
@@ -324,7 +325,7 @@ func (t *Tracker) nack(pod string, versions map[string]string, reason string, at
 		}
 		n[pod] = NACK{Version: v, Reason: reason, At: at}
 	}
-	t.notifyLocked()
+	t.changed.Notify()
 }
 
 // Forget drops every incarnation of a pod ("<namespace>/<pod>"), which no
@@ -355,7 +356,7 @@ func (t *Tracker) Forget(pod string) {
 			}
 		}
 	}
-	t.notifyLocked()
+	t.changed.Notify()
 	t.mu.Unlock()
 	t.notify(changes)
 }
@@ -424,10 +425,5 @@ func (t *Tracker) NACKs(resource string) map[string]NACK {
 func (t *Tracker) Changed() <-chan struct{} {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.changed
-}
-
-func (t *Tracker) notifyLocked() {
-	close(t.changed)
-	t.changed = make(chan struct{})
+	return t.changed.C()
 }

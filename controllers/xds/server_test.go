@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	"github.com/weighstation/weighstation/cmd/weighstation-sidecar/sidecarapp"
 	"github.com/weighstation/weighstation/controllers/xds"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/meshconfig/xdsresource"
@@ -102,14 +103,14 @@ func (r *rig) stop() {
 	}
 }
 
-// sidecar is a client with a recording apply function.
+// sidecar is a client with a recording apply function: the operator-facing
+// half of a sidecar, assembled as the sidecar command assembles it
+// (sidecarapp.NewOperatorLink), in plain text.
 type sidecar struct {
 	client *xdsclient.Client
 	mu     sync.Mutex
 	got    []meshconfig.PodConfig
 	refuse error
-	cancel context.CancelFunc
-	done   chan struct{}
 }
 
 func startSidecar(t *testing.T, addr, ns, pod, uid, token string) *sidecar {
@@ -118,23 +119,25 @@ func startSidecar(t *testing.T, addr, ns, pod, uid, token string) *sidecar {
 	if err := os.WriteFile(file, []byte(token), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := &sidecar{done: make(chan struct{})}
-	c, err := xdsclient.New(xdsclient.Options{
-		Address: addr, Namespace: ns, Pod: pod, PodUID: uid, TokenFile: file,
-		Credentials: insecure.NewCredentials(), Apply: s.apply,
-		InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Log: logr.Discard(),
+	s := &sidecar{}
+	link, err := sidecarapp.NewOperatorLink(sidecarapp.LinkOptions{
+		XDS: xdsclient.Options{
+			Address: addr, Namespace: ns, Pod: pod, PodUID: uid, TokenFile: file,
+			Credentials: insecure.NewCredentials(), Apply: s.apply,
+			InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Log: logr.Discard(),
+		},
+		Log: logr.Discard(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.client = c
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	go func() { defer close(s.done); _ = c.Run(ctx) }()
+	s.client = link.XDS
+	link.Start(context.Background())
 	t.Cleanup(func() {
-		cancel()
+		closed := make(chan struct{})
+		go func() { defer close(closed); link.Close() }()
 		select {
-		case <-s.done:
+		case <-closed:
 		case <-time.After(10 * time.Second):
 			t.Error("the client did not stop within 10s")
 		}

@@ -29,3 +29,19 @@ func ChartGoMemLimit() (string, error) {
 	}
 	return values.Operator.GoMemLimit, nil
 }
+
+// GoMemLimitEnv is the operator's environment for a bench's -go-memlimit
+// flag: "" none, "chart" the chart's (ChartGoMemLimit), else the value.
+func GoMemLimitEnv(flag string) ([]string, error) {
+	if flag == "chart" {
+		limit, err := ChartGoMemLimit()
+		if err != nil {
+			return nil, fmt.Errorf("-go-memlimit chart: %w", err)
+		}
+		flag = limit
+	}
+	if flag == "" {
+		return nil, nil
+	}
+	return []string{"GOMEMLIMIT=" + flag}, nil
+}

@@ -16,12 +16,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weighstation/weighstation/internal/proctest"
 	"github.com/weighstation/weighstation/loadgen"
 )
 
@@ -32,30 +32,13 @@ const clockTicks = 100
 type Proc struct {
 	Name string
 	cmd  *exec.Cmd
-	log  *syncBuffer
+	log  *proctest.LockedBuffer
 	done chan error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Start runs bin with args as a named process.
 func Start(name, bin string, args ...string) (*Proc, error) {
-	p := &Proc{Name: name, cmd: exec.Command(bin, args...), log: &syncBuffer{}, done: make(chan error, 1)}
+	p := &Proc{Name: name, cmd: exec.Command(bin, args...), log: &proctest.LockedBuffer{}, done: make(chan error, 1)}
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
@@ -88,13 +71,7 @@ func (p *Proc) RSS() (int64, error) { return ProcessStatusBytes(p.Pid(), "VmRSS:
 
 // Stop sends SIGTERM and waits up to 10 s, then kills.
 func (p *Proc) Stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	SignalAndWait(p.cmd.Process, syscall.SIGTERM, p.done, 10*time.Second)
 }
 
 // FreeAddr returns a free 127.0.0.1 address.

@@ -86,13 +86,7 @@ func (p *LoggedProc) Stop() {
 		return
 	default:
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
+	SignalAndWait(p.cmd.Process, syscall.SIGTERM, p.exited, 15*time.Second)
 }
 
 // CPU is the process's CPU time so far, utime + stime (10 ms ticks).

@@ -434,15 +434,7 @@ func startPerf(base string, pid int) func() {
 		return func() {}
 	}
 	stop := benchharness.AtExit(func() {
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
+		benchharness.StopCommand(cmd, syscall.SIGINT, 30*time.Second)
 		for suffix, args := range map[string][]string{
 			".self.txt":     {"report", "-i", data, "--no-children", "--sort", "sym", "--stdio", "--percent-limit", "0.5"},
 			".children.txt": {"report", "-i", data, "--children", "--sort", "sym", "--stdio", "-g", "none", "--percent-limit", "2"},

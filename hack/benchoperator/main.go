@@ -41,7 +41,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -109,22 +108,17 @@ func main() {
 	if *opArgs != "" {
 		o.operatorArgs = strings.Fields(*opArgs)
 	}
-	if *goMemLimit == "chart" {
-		limit, err := benchharness.ChartGoMemLimit()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "bench-operator: -go-memlimit chart: %v\n", err)
-			os.Exit(2)
-		}
-		*goMemLimit = limit
+	memLimit, err := benchharness.GoMemLimitEnv(*goMemLimit)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench-operator: %v\n", err)
+		os.Exit(2)
 	}
-	if *goMemLimit != "" {
-		o.operatorEnv = append(o.operatorEnv, "GOMEMLIMIT="+*goMemLimit)
-	}
+	o.operatorEnv = append(o.operatorEnv, memLimit...)
 	// envtest logs through controller-runtime's logger, which complains
 	// with a stack trace when nothing was set.
 	ctrllog.SetLogger(logr.Discard())
 	benchharness.CleanUpOnSignal("bench-operator")
-	err := benchmark(o)
+	err = benchmark(o)
 	benchharness.RunCleanups()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-operator:", err)
@@ -136,13 +130,8 @@ func benchmark(o options) error {
 	if err := os.MkdirAll(o.outDir, 0o755); err != nil {
 		return err
 	}
-	if o.swarm == "" {
-		o.swarm = filepath.Join(o.outDir, "swarm")
-		build := exec.Command("go", "build", "-o", o.swarm, "./hack/benchoperator/swarm")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("building the swarm: %w", err)
-		}
+	if err := benchharness.BuildUnlessGiven(&o.swarm, o.outDir, "./hack/benchoperator/swarm"); err != nil {
+		return err
 	}
 	env := "no GOMEMLIMIT"
 	if len(o.operatorEnv) > 0 {
@@ -181,13 +170,13 @@ func benchmark(o options) error {
 			failures = append(failures, fmt.Sprintf("%s: %v", name, err))
 			progress("world %s FAILED: %v", name, err)
 		}
-		if err := writeSummary(o.outDir, sum); err != nil {
+		if err := benchharness.WriteSummary(o.outDir, sum); err != nil {
 			return err
 		}
 	}
 	sum.Targets = targets(sum.Worlds, o.operatorEnv)
 	printTargets(sum.Targets)
-	if err := writeSummary(o.outDir, sum); err != nil {
+	if err := benchharness.WriteSummary(o.outDir, sum); err != nil {
 		return err
 	}
 	fmt.Printf("JSON summary: %s\n", filepath.Join(o.outDir, "summary.json"))
@@ -200,14 +189,6 @@ func benchmark(o options) error {
 		return errors.New(strings.Join(failures, "\n"))
 	}
 	return nil
-}
-
-func writeSummary(dir string, s *summary) error {
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644)
 }
 
 // env is one world's running processes.
@@ -337,7 +318,7 @@ func measureWorld(o options, size worldSize) (*worldResult, error) {
 	if cerr == nil {
 		r.Ready.OperatorCPUSeconds = (cpu1 - cpu0).Seconds()
 	}
-	r.Ready.PeakRSSMiB = mibOf(e.op.PeakRSS())
+	r.Ready.PeakRSSMiB = benchharness.MiB(e.op.PeakRSS())
 	r.Ready.SidecarApplies = e.swarm.applies()
 	if m, err := scrape(e.metricsURL); err == nil {
 		r.Ready.Reconciles, r.Ready.QueueDepth = m.reconciles(), m.queueDepth()
@@ -394,11 +375,11 @@ func measureWorld(o options, size worldSize) (*worldResult, error) {
 			return r, err
 		}
 	}
-	r.PeakRSSMiB = mibOf(e.op.PeakRSS())
+	r.PeakRSSMiB = benchharness.MiB(e.op.PeakRSS())
 	if m, err := scrape(e.metricsURL); err == nil {
 		r.Runtime = m.runtime()
 	}
-	r.SwarmPeakRSSMiB = mibOf(e.swarm.proc.PeakRSS())
+	r.SwarmPeakRSSMiB = benchharness.MiB(e.swarm.proc.PeakRSS())
 	r.WatchErrors = e.watch.errors()
 	if stats := e.stopSwarm(); stats != nil {
 		r.Swarm = &swarmResult{Connects: stats.Connects, Applied: stats.Applied, Refused: stats.Refused, HeapInuseMiB: float64(stats.HeapInuse) / (1 << 20)}
@@ -496,10 +477,3 @@ var (
 	progress = benchharness.Progress
 	poll     = benchharness.Poll
 )
-
-func mibOf(b int64, err error) float64 {
-	if err != nil {
-		return 0
-	}
-	return float64(b) / (1 << 20)
-}

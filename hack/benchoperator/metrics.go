@@ -22,33 +22,20 @@ var (
 )
 
 // reconciles sums controller_runtime_reconcile_total by controller.
-func (m metrics) reconciles() map[string]float64 {
-	out := map[string]float64{}
-	for k, v := range m {
-		if g := reconcileTotal.FindStringSubmatch(k); g != nil {
-			out[g[1]] += v
-		}
-	}
-	return out
-}
+func (m metrics) reconciles() map[string]float64 { return m.sumBy(reconcileTotal, 1) }
 
 // queueDepth is each controller's work queue depth.
-func (m metrics) queueDepth() map[string]float64 {
-	out := map[string]float64{}
-	for k, v := range m {
-		if g := queueDepth.FindStringSubmatch(k); g != nil {
-			out[g[1]] += v
-		}
-	}
-	return out
-}
+func (m metrics) queueDepth() map[string]float64 { return m.sumBy(queueDepth, 1) }
 
 // requests sums the operator's requests to the apiserver by method.
-func (m metrics) requests() map[string]float64 {
+func (m metrics) requests() map[string]float64 { return m.sumBy(restRequests, 2) }
+
+// sumBy sums the series that re matches by its submatch group.
+func (m metrics) sumBy(re *regexp.Regexp, group int) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range m {
-		if g := restRequests.FindStringSubmatch(k); g != nil {
-			out[g[2]] += v
+		if g := re.FindStringSubmatch(k); g != nil {
+			out[g[group]] += v
 		}
 	}
 	return out

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/weighstation/weighstation/hack/gobench"
 )
 
 type summary struct {
@@ -94,24 +96,12 @@ type changeResult struct {
 	Median *measurement   `json:"median"`
 }
 
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
 func medianBy(runs []*measurement, f func(*measurement) float64) float64 {
 	xs := make([]float64, len(runs))
 	for i, r := range runs {
 		xs[i] = f(r)
 	}
-	return median(xs)
+	return gobench.Median(xs)
 }
 
 func maxBy(runs []*measurement, f func(*measurement) float64) float64 {
@@ -143,34 +133,16 @@ func medianOf(runs []*measurement) *measurement {
 	if len(runs) == 0 {
 		return nil
 	}
-	m := &measurement{Desc: "median", Reconciles: map[string]float64{}, Requests: map[string]float64{}, WritesByKind: map[string]int{}, WritesBy: map[string]int{},
-		ResourceBytesByKind: map[string]int64{}, ResourcesByKind: map[string]int64{}}
-	var recs, reqs []map[string]float64
-	var byKind, by []map[string]int
-	var rbk, rk []map[string]int64
+	m := &measurement{Desc: "median",
+		Reconciles:          medianByKey(runs, func(r *measurement) map[string]float64 { return r.Reconciles }),
+		Requests:            medianByKey(runs, func(r *measurement) map[string]float64 { return r.Requests }),
+		WritesByKind:        medianByKey(runs, func(r *measurement) map[string]int { return r.WritesByKind }),
+		WritesBy:            medianByKey(runs, func(r *measurement) map[string]int { return r.WritesBy }),
+		ResourceBytesByKind: medianByKey(runs, func(r *measurement) map[string]int64 { return r.ResourceBytesByKind }),
+		ResourcesByKind:     medianByKey(runs, func(r *measurement) map[string]int64 { return r.ResourcesByKind }),
+	}
 	for _, r := range runs {
-		recs, reqs = append(recs, r.Reconciles), append(reqs, r.Requests)
-		byKind, by = append(byKind, r.WritesByKind), append(by, r.WritesBy)
-		rbk, rk = append(rbk, r.ResourceBytesByKind), append(rk, r.ResourcesByKind)
 		m.WritesOutside = append(m.WritesOutside, r.WritesOutside...)
-	}
-	for _, k := range keysOf(recs...) {
-		m.Reconciles[k] = medianBy(runs, func(r *measurement) float64 { return r.Reconciles[k] })
-	}
-	for _, k := range keysOf(reqs...) {
-		m.Requests[k] = medianBy(runs, func(r *measurement) float64 { return r.Requests[k] })
-	}
-	for _, k := range keysOf(byKind...) {
-		m.WritesByKind[k] = int(medianBy(runs, func(r *measurement) float64 { return float64(r.WritesByKind[k]) }))
-	}
-	for _, k := range keysOf(by...) {
-		m.WritesBy[k] = int(medianBy(runs, func(r *measurement) float64 { return float64(r.WritesBy[k]) }))
-	}
-	for _, k := range keysOf(rbk...) {
-		m.ResourceBytesByKind[k] = int64(medianBy(runs, func(r *measurement) float64 { return float64(r.ResourceBytesByKind[k]) }))
-	}
-	for _, k := range keysOf(rk...) {
-		m.ResourcesByKind[k] = int64(medianBy(runs, func(r *measurement) float64 { return float64(r.ResourcesByKind[k]) }))
 	}
 	f := func(g func(*measurement) float64) float64 { return medianBy(runs, g) }
 	m.ReconcilesTotal = f(func(r *measurement) float64 { return r.ReconcilesTotal })
@@ -193,6 +165,20 @@ func medianOf(runs []*measurement) *measurement {
 	m.PolicyBytes = int(f(func(r *measurement) float64 { return float64(r.PolicyBytes) }))
 	m.AppliesTo = int(f(func(r *measurement) float64 { return float64(r.AppliesTo) }))
 	return m
+}
+
+// medianByKey is the median of a figure kept by key, each key on its own
+// (0 in a run that lacks it).
+func medianByKey[V int | int64 | float64](runs []*measurement, figure func(*measurement) map[string]V) map[string]V {
+	ms := make([]map[string]V, len(runs))
+	for i, r := range runs {
+		ms[i] = figure(r)
+	}
+	out := map[string]V{}
+	for _, k := range keysOf(ms...) {
+		out[k] = V(medianBy(runs, func(r *measurement) float64 { return float64(figure(r)[k]) }))
+	}
+	return out
 }
 
 // controllers are the operator's controllers, in the order printed.
@@ -263,8 +249,8 @@ func printWorld(r *worldResult) {
 				continue
 			}
 			fmt.Printf("| %s (%d runs) | %s | %d (%d, %d; %s) | %d | %.0f (%.0f) | %d | %.1f | %.0f | %d (%s) |\n",
-				c.Title, len(c.Runs), reconcileCell(m.Reconciles), m.StatusWrites, m.WritesByKind["topic"], m.WritesByKind["subscription"], ownersCell(m.WritesBy),
-				m.WrittenObjects, m.CPUMillis, m.NetCPUMillis, m.Affected, m.LastAckMillis, m.Pushes, m.ResourceBytes, bytesCell(m.ResourceBytesByKind))
+				c.Title, len(c.Runs), reconcileCell(m.Reconciles), m.StatusWrites, m.WritesByKind["topic"], m.WritesByKind["subscription"], intsCell(m.WritesBy),
+				m.WrittenObjects, m.CPUMillis, m.NetCPUMillis, m.Affected, m.LastAckMillis, m.Pushes, m.ResourceBytes, intsCell(m.ResourceBytesByKind))
 		}
 	}
 	if r.PeakRSSMiB > 0 {
@@ -276,15 +262,8 @@ func printWorld(r *worldResult) {
 	fmt.Println()
 }
 
-func ownersCell(m map[string]int) string {
-	var parts []string
-	for _, k := range keysOf(m) {
-		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
-	}
-	return strings.Join(parts, ", ")
-}
-
-func bytesCell(m map[string]int64) string {
+// intsCell lists a figure kept by key, keys sorted.
+func intsCell[V int | int64](m map[string]V) string {
 	var parts []string
 	for _, k := range keysOf(m) {
 		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
@@ -347,7 +326,7 @@ func targets(worlds []*worldResult, env []string) []target {
 				}
 				got := percentile(acks, 0.99)
 				out = append(out, target{World: r.World, Target: fmt.Sprintf("engaging a kill switch: its selected pods' last ACK ≤ %g ms after the write, p99 over ≥ %d changes", p99, need),
-					Measured: fmt.Sprintf("p99 %.1f ms over %d changes (median %.1f ms, max %.1f ms)", got, len(acks), median(acks), percentile(acks, 1)),
+					Measured: fmt.Sprintf("p99 %.1f ms over %d changes (median %.1f ms, max %.1f ms)", got, len(acks), gobench.Median(acks), percentile(acks, 1)),
 					Met:      got <= p99 && len(acks) >= need})
 			}
 		}
@@ -374,7 +353,7 @@ func targets(worlds []*worldResult, env []string) []target {
 			m := c.Median
 			limit := 2 * int64(m.AppliesTo) * int64(m.PolicyBytes)
 			out = append(out, target{World: r.World, Target: "a Topic's size-limit change pushes ≤ 2 × (pods it applies to × its policy's size) bytes",
-				Measured: fmt.Sprintf("median %d bytes of resources (%s) vs 2 × %d × %d B = %d; %d gRPC response bytes in %.0f responses", m.ResourceBytes, bytesCell(m.ResourceBytesByKind), m.AppliesTo, m.PolicyBytes, limit, m.ResponseBytes, float64(m.Responses)),
+				Measured: fmt.Sprintf("median %d bytes of resources (%s) vs 2 × %d × %d B = %d; %d gRPC response bytes in %.0f responses", m.ResourceBytes, intsCell(m.ResourceBytesByKind), m.AppliesTo, m.PolicyBytes, limit, m.ResponseBytes, float64(m.Responses)),
 				// No response counted is a broken count, not a pass.
 				Met: m.ResourceBytes <= limit && m.PolicyBytes > 0 && m.Responses > 0})
 		}

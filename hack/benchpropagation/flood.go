@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -307,7 +309,7 @@ func reportFlood(r *result) {
 		lease, f.LeaseHolder, f.LeaseTransitions[0], f.LeaseTransitions[1], f.OperatorAlive, f.MaxRenewGap)
 	if len(f.CoresUsed) > 0 {
 		fmt.Printf("CPU during the changes, in cores (of %d), without → under the flood:", numCPU())
-		for _, name := range sortedKeys(f.CoresUsed) {
+		for _, name := range slices.Sorted(maps.Keys(f.CoresUsed)) {
 			fmt.Printf(" %s %.2f → %.2f;", name, r.CoresUsed[name], f.CoresUsed[name])
 		}
 		fmt.Print("\n\n")
@@ -332,20 +334,11 @@ func counts(m map[string]int64) string {
 
 func counts64(m map[string]float64) string {
 	var parts []string
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, fmt.Sprintf("%s %.0f", k, m[k]))
 	}
 	if len(parts) == 0 {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
-}
-
-func sortedKeys(m map[string]float64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -114,20 +114,12 @@ func benchmark(o options) error {
 	if err := os.MkdirAll(o.outDir, 0o755); err != nil {
 		return err
 	}
-	if o.swarm == "" {
-		o.swarm = filepath.Join(o.outDir, "swarm")
-		build := exec.Command("go", "build", "-o", o.swarm, "./hack/benchpropagation/swarm")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("building the swarm: %w", err)
-		}
+	if err := benchharness.BuildUnlessGiven(&o.swarm, o.outDir, "./hack/benchpropagation/swarm"); err != nil {
+		return err
 	}
-	if o.flood > 0 && o.floodBin == "" {
-		o.floodBin = filepath.Join(o.outDir, "flood")
-		build := exec.Command("go", "build", "-o", o.floodBin, "./hack/benchpropagation/flood")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("building the flood: %w", err)
+	if o.flood > 0 {
+		if err := benchharness.BuildUnlessGiven(&o.floodBin, o.outDir, "./hack/benchpropagation/flood"); err != nil {
+			return err
 		}
 	}
 	fmt.Printf("# bench-propagation: %d kill switch changes per sidecar count, %d cores; %s\n\n", o.changes, numCPU(), time.Now().UTC().Format("2006-01-02"))
@@ -474,15 +466,7 @@ func startProfiles(dir string, operatorPid, swarmPid int) func() {
 	return sync.OnceFunc(func() {
 		_ = syscall.Kill(swarmPid, syscall.SIGUSR2)
 		if perf != nil {
-			_ = perf.Process.Signal(syscall.SIGINT)
-			done := make(chan error, 1)
-			go func() { done <- perf.Wait() }()
-			select {
-			case <-done:
-			case <-time.After(30 * time.Second):
-				_ = perf.Process.Kill()
-				<-done
-			}
+			benchharness.StopCommand(perf, syscall.SIGINT, 30*time.Second)
 		}
 		time.Sleep(time.Second) // the swarm writes its heap profile
 	})

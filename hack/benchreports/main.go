@@ -79,17 +79,12 @@ func main() {
 		o.warmup = o.window + 2*o.interval
 	}
 	o.operatorArgs, o.operatorEnv = strings.Fields(*opArgs), strings.Fields(*opEnv)
-	if *goMemLimit == "chart" {
-		limit, err := benchharness.ChartGoMemLimit()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "bench-reports: -go-memlimit chart: %v\n", err)
-			os.Exit(2)
-		}
-		*goMemLimit = limit
+	memLimit, err := benchharness.GoMemLimitEnv(*goMemLimit)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench-reports: %v\n", err)
+		os.Exit(2)
 	}
-	if *goMemLimit != "" {
-		o.operatorEnv = append(o.operatorEnv, "GOMEMLIMIT="+*goMemLimit)
-	}
+	o.operatorEnv = append(o.operatorEnv, memLimit...)
 	if o.configuredTimeout == 0 {
 		// Every sidecar's first stream waits for its TokenReview: at 5,000
 		// on a 2-core machine that takes minutes.
@@ -105,7 +100,7 @@ func main() {
 	benchharness.RunCleanups()
 	if s != nil && len(s.Targets) > 0 { // measured
 		printSummary(s)
-		if werr := writeSummary(o.outDir, s); werr != nil {
+		if werr := benchharness.WriteSummary(o.outDir, s); werr != nil {
 			err = errors.Join(err, werr)
 		} else {
 			fmt.Printf("JSON summary: %s\n", filepath.Join(o.outDir, "summary.json"))
@@ -238,7 +233,7 @@ func benchmark(o options) (*summary, error) {
 	}
 	s.fill(before, after)
 	s.MaxRSSMeasuredMiB = float64(maxRSS) / (1 << 20)
-	s.PeakRSSMiB = mib(op.PeakRSS())
+	s.PeakRSSMiB = benchharness.MiB(op.PeakRSS())
 	writes, other := watch.between(before.at, after.at)
 	s.Writes = countWrites(writes, w, s.MeasuredSeconds/60)
 	s.OtherStatusWrites = other

@@ -99,13 +99,6 @@ func (s *summary) fill(before, after sample) {
 	s.MachineBusyCores = (after.machine - before.machine).Seconds() / wall
 }
 
-func mib(b int64, err error) float64 {
-	if err != nil {
-		return 0
-	}
-	return float64(b) / (1 << 20)
-}
-
 func rateLine(prev, cur sample) string {
 	d := cur.at.Sub(prev.at).Seconds()
 	return fmt.Sprintf("%.1f reports/s accepted, operator %.2f cores",

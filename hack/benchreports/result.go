@@ -1,10 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -263,12 +260,4 @@ func printSummary(s *summary) {
 		fmt.Printf("| %s | %s | %s |\n", t.Target, t.Measured, met)
 	}
 	fmt.Println()
-}
-
-func writeSummary(dir string, s *summary) error {
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644)
 }

@@ -6,12 +6,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/weighstation/weighstation/internal/proctest"
 )
 
 // TestDemoShort runs `make demo`'s seven steps with short load (what
@@ -40,7 +41,7 @@ func TestDemoShort(t *testing.T) {
 		}
 	}
 
-	out := &lockedBuffer{}
+	out := &proctest.LockedBuffer{}
 	start := time.Now()
 	res, err := run(o, newProgress(out, start))
 	t.Logf("the demo's output (%s):\n%s", time.Since(start).Round(time.Second), out)
@@ -96,21 +97,4 @@ func build(t *testing.T, root, dir, name, pkg string) string {
 		t.Fatalf("building %s: %v\n%s", pkg, err, out)
 	}
 	return bin
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

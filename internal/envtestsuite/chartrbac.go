@@ -136,33 +136,22 @@ func chartRBAC(rendered []byte, namespace, name string) ([]client.Object, []*rba
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("the rendered chart: %w", err)
 		}
+		if err := allowedRBAC(obj, namespace, name); err != nil {
+			return nil, nil, nil, fmt.Errorf("the chart's %s %s: %w", meta.Kind, obj.(client.Object).GetName(), err)
+		}
 		switch o := obj.(type) {
 		case *corev1.ServiceAccount:
 			if o.Name == name {
 				accounts = append(accounts, o)
 			}
 		case *rbacv1.ClusterRole:
-			if err := noWildcards(o.Rules); err != nil {
-				return nil, nil, nil, fmt.Errorf("the chart's ClusterRole %s: %w", o.Name, err)
-			}
 			clusterRoles = append(clusterRoles, o)
 			roleObjs = append(roleObjs, o)
 		case *rbacv1.Role:
-			if err := noWildcards(o.Rules); err != nil {
-				return nil, nil, nil, fmt.Errorf("the chart's Role %s: %w", o.Name, err)
-			}
 			roles = append(roles, o)
 			roleObjs = append(roleObjs, o)
-		case *rbacv1.ClusterRoleBinding:
-			if err := onlyAccount(o.Subjects, namespace, name); err != nil {
-				return nil, nil, nil, fmt.Errorf("the chart's ClusterRoleBinding %s: %w", o.Name, err)
-			}
-			bindings = append(bindings, o)
-		case *rbacv1.RoleBinding:
-			if err := onlyAccount(o.Subjects, namespace, name); err != nil {
-				return nil, nil, nil, fmt.Errorf("the chart's RoleBinding %s: %w", o.Name, err)
-			}
-			bindings = append(bindings, o)
+		case *rbacv1.ClusterRoleBinding, *rbacv1.RoleBinding:
+			bindings = append(bindings, o.(client.Object))
 		}
 	}
 	if len(accounts) != 1 || len(clusterRoles) == 0 || len(bindings) != len(clusterRoles)+len(roles) {
@@ -170,6 +159,22 @@ func chartRBAC(rendered []byte, namespace, name string) ([]client.Object, []*rba
 			len(accounts), name, len(clusterRoles), len(roles), len(bindings))
 	}
 	return append(append(accounts, roleObjs...), bindings...), clusterRoles, roles, nil
+}
+
+// allowedRBAC refuses a role with a wildcard rule or a binding to anyone
+// but the operator's account.
+func allowedRBAC(obj any, namespace, name string) error {
+	switch o := obj.(type) {
+	case *rbacv1.ClusterRole:
+		return noWildcards(o.Rules)
+	case *rbacv1.Role:
+		return noWildcards(o.Rules)
+	case *rbacv1.ClusterRoleBinding:
+		return onlyAccount(o.Subjects, namespace, name)
+	case *rbacv1.RoleBinding:
+		return onlyAccount(o.Subjects, namespace, name)
+	}
+	return nil
 }
 
 // onlyAccount refuses a binding to anything but the operator's account.

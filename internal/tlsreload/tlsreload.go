@@ -213,7 +213,24 @@ func (p *ReloadingPool) VerifyConnection(cs tls.ConnectionState, serverName stri
 	if len(cs.PeerCertificates) == 0 {
 		return errors.New("the server sent no certificate")
 	}
-	err := p.verify(p.Pool(), cs, serverName)
+	return p.verifyReloading(cs, serverName, x509.ExtKeyUsageServerAuth)
+}
+
+// VerifyClient verifies the client's certificate chain of cs (on the
+// server's side of a handshake) against the trusted CAs, for client
+// authentication and no name. It retries as VerifyConnection does.
+func (p *ReloadingPool) VerifyClient(cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("the client sent no certificate")
+	}
+	return p.verifyReloading(cs, "", x509.ExtKeyUsageClientAuth)
+}
+
+// verifyReloading verifies cs's chain for usage and name ("": any), and
+// when it does not verify reads the file again at once and retries, so
+// that a peer already on a new CA is trusted as soon as the file has it.
+func (p *ReloadingPool) verifyReloading(cs tls.ConnectionState, name string, usage x509.ExtKeyUsage) error {
+	err := p.verify(p.Pool(), cs, name, usage)
 	if err == nil {
 		return nil
 	}
@@ -225,18 +242,18 @@ func (p *ReloadingPool) VerifyConnection(cs tls.ConnectionState, serverName stri
 		p.opts.Log.Error(rerr, "keeping the CAs read before")
 	}
 	if changed {
-		err = p.verify(pool, cs, serverName)
+		err = p.verify(pool, cs, name, usage)
 	}
 	return err
 }
 
-func (p *ReloadingPool) verify(pool *x509.CertPool, cs tls.ConnectionState, serverName string) error {
+func (p *ReloadingPool) verify(pool *x509.CertPool, cs tls.ConnectionState, name string, usage x509.ExtKeyUsage) error {
 	opts := x509.VerifyOptions{
 		Roots:         pool,
-		DNSName:       serverName,
+		DNSName:       name,
 		Intermediates: x509.NewCertPool(),
 		CurrentTime:   p.opts.Now(),
-		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsages:     []x509.ExtKeyUsage{usage},
 	}
 	for _, c := range cs.PeerCertificates[1:] {
 		opts.Intermediates.AddCert(c)

@@ -11,10 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+
+	"github.com/weighstation/weighstation/cmd/weighstation-sidecar/sidecarapp"
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/meshconfig"
-	"github.com/weighstation/weighstation/sidecar"
 	"github.com/weighstation/weighstation/sidecar/pending"
+	"github.com/weighstation/weighstation/sidecar/upstream"
 	"github.com/weighstation/weighstation/test/e2e/probe/probestats"
 )
 
@@ -208,15 +211,24 @@ func TestAPausedSubscriberLeavesMessagesInItsSidecar(t *testing.T) {
 	}
 	const subject, name, defaultQueue = "e2e.stream", "e2e-stream", 1000
 	broker := natstest.StartBroker(t, nil)
-	opts := sidecar.DefaultOptions
-	opts.Listen = "127.0.0.1:0"
-	if opts.Queue.MaxMessages != defaultQueue || opts.Queue.Overflow != pending.DropNewest {
-		t.Fatalf("the sidecar's default queue is %+v; this test expects %d messages, DropNewest", opts.Queue, defaultQueue)
+	// The sidecar as its command assembles it, without endpoints, against
+	// a broker without authentication; it serves the defaults until the
+	// configuration below.
+	opts := sidecarapp.NewOptions()
+	opts.Sidecar.Listen, opts.BrokerURL = "127.0.0.1:0", broker.ClientURL()
+	opts.BrokerCredentials = &upstream.Credentials{}
+	opts.MetricsListen, opts.HealthListen = "", ""
+	discard := logr.Discard()
+	opts.Logger = &discard
+	if q := opts.Sidecar.Queue; q.MaxMessages != defaultQueue || q.Overflow != pending.DropNewest {
+		t.Fatalf("the sidecar's default queue is %+v; this test expects %d messages, DropNewest", q, defaultQueue)
 	}
-	side, err := sidecar.New(natstest.DialUpstream(t, broker.ClientURL()), opts)
+	app, err := sidecarapp.New(t.Context(), *opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(app.Close)
+	side := app.Server
 	config := func(subs ...meshconfig.SubscriptionPolicy) meshconfig.PodConfig {
 		cfg := meshconfig.DefaultConfig(meshconfig.DefaultPolicy)
 		cfg.Subscriptions = subs
@@ -228,10 +240,6 @@ func TestAPausedSubscriberLeavesMessagesInItsSidecar(t *testing.T) {
 	if err := side.SetConfig(config(stream)); err != nil {
 		t.Fatal(err)
 	}
-	if err := side.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(side.Close)
 
 	sub, _ := startRole(t, probestats.RoleSubscriber, options{natsURL: "nats://" + side.Addr().String(), id: "sub", subject: subject})
 	control := httptest.NewServer(sub.handler())
