@@ -62,11 +62,11 @@ envtest: ## Build (once, cached outside the clone) etcd, kube-apiserver, kubectl
 
 .PHONY: bench-matcher
 bench-matcher: ## Matcher benchmarks, cache on and off, vs nats-server's gsl and an RWMutex trie: medians and ratios.
-	$(GO) run ./hack/benchmatcher -count $${COUNT:-5} -benchtime $${BENCHTIME:-1s}
+	$(GO) run ./test/bench/matcher -count $${COUNT:-5} -benchtime $${BENCHTIME:-1s}
 
 .PHONY: bench-matcher-nats
 bench-matcher-nats: ## Matcher vs nats-server's cached Sublist and gsl, inside a scratch copy of its server package.
-	$(GO) run ./hack/benchmatchernats -count $${COUNT:-5} -benchtime $${BENCHTIME:-1s}
+	$(GO) run ./test/bench/matchernats -count $${COUNT:-5} -benchtime $${BENCHTIME:-1s}
 
 .PHONY: bench-bundle
 bench-bundle: ## Pack static binaries of bench-sidecar's processes and both matcher suites into bin/bench-bundle.tgz, to run on a machine without Go (hack/benchbundle.sh: build, run OUT, report DIR).
@@ -75,7 +75,7 @@ bench-bundle: ## Pack static binaries of bench-sidecar's processes and both matc
 .PHONY: bench-sidecar-core
 bench-sidecar-core: build ## Publish-to-delivery through the sidecar vs directly, 1 KiB, interleaved rounds (ROUNDS); then the sidecar's allocations per message over MESSAGES (10⁶) of a stated mix, in a process of its own.
 	$(GO) test -run '^$$' -bench '^BenchmarkPublishToDelivery$$' -benchtime $${ROUNDS:-5}x ./sidecar/
-	$(GO) run ./hack/benchsidecaralloc -bin bin/weighstation -messages $${MESSAGES:-1000000}
+	$(GO) run ./test/bench/sidecaralloc -bin bin/weighstation -messages $${MESSAGES:-1000000}
 
 BENCH_DURATION ?= 30s
 BENCH_ROUNDS ?= 5
@@ -113,7 +113,7 @@ image-push: ## Push IMAGE (after `make image`) with CONTAINER_TOOL.
 	$(CONTAINER_TOOL) push $(IMAGE)
 
 # `make image-oci`: the image without a container engine or a registry.
-# hack/ociimage packs what `make binaries` built, /etc/passwd (nonroot,
+# build/ociimage packs what `make binaries` built, /etc/passwd (nonroot,
 # 65532) and the CA bundle (for a tls:// broker verified against the
 # system's roots) into one layer on an empty base, with the Dockerfile's
 # user, entrypoint and labels, and writes a `docker save` tarball:
@@ -127,7 +127,7 @@ IMAGE_OCI_CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
 # The end-to-end tests' images (image-oci-e2e), ready for `ctr images import`.
 IMAGE_OCI_E2E_DIR ?= $(BIN_DIR)/e2e-images
 # The packer, built for this machine whatever GOOS and GOARCH say.
-OCIIMAGE = GOOS= GOARCH= $(GO) run ./hack/ociimage -arch $$($(GO) env GOARCH)
+OCIIMAGE = GOOS= GOARCH= $(GO) run ./build/ociimage -arch $$($(GO) env GOARCH)
 # A static build of one command for the images (no libc there).
 static_build = CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(2) $(1)
 
@@ -151,12 +151,12 @@ image-oci: binaries ## Pack the image (as `make image`: both binaries, non-root,
 	  -label org.opencontainers.image.revision=$$(git rev-parse HEAD 2>/dev/null)
 
 .PHONY: image-oci-e2e
-image-oci-e2e: ## Pack the end-to-end tests' images into IMAGE_OCI_E2E_DIR, as image-oci does: pause.tar (registry.k8s.io/pause:3.10, test/e2e/pause), demo-apps.tar (weighstation.local/demo-apps:e2e, hack/demo/apps) and, once test/e2e/probe exists, probe.tar (weighstation.local/e2e-probe:e2e).
+image-oci-e2e: ## Pack the end-to-end tests' images into IMAGE_OCI_E2E_DIR, as image-oci does: pause.tar (registry.k8s.io/pause:3.10, test/e2e/pause), demo-apps.tar (weighstation.local/demo-apps:e2e, demo/apps) and, once test/e2e/probe exists, probe.tar (weighstation.local/e2e-probe:e2e).
 	mkdir -p $(IMAGE_OCI_E2E_DIR)/bin
 	$(call static_build,./test/e2e/pause,$(IMAGE_OCI_E2E_DIR)/bin/pause)
 	$(OCIIMAGE) -out $(IMAGE_OCI_E2E_DIR)/pause.tar -tag registry.k8s.io/pause:3.10 \
 	  -file $(IMAGE_OCI_E2E_DIR)/bin/pause:/pause:0755 -user 65535:65535 -entrypoint /pause
-	$(call static_build,./hack/demo/apps,$(IMAGE_OCI_E2E_DIR)/bin/apps)
+	$(call static_build,./demo/apps,$(IMAGE_OCI_E2E_DIR)/bin/apps)
 	$(OCIIMAGE) -out $(IMAGE_OCI_E2E_DIR)/demo-apps.tar -tag weighstation.local/demo-apps:e2e \
 	  -file $(IMAGE_OCI_E2E_DIR)/bin/apps:/apps:0755 -passwd -user 65532:65532 -entrypoint /apps
 ifneq ($(wildcard test/e2e/probe/*.go),)
@@ -167,36 +167,36 @@ endif
 
 .PHONY: bench-sidecar
 bench-sidecar: build ## Open-loop end to end: two sidecars vs direct, 5 configurations, separate processes (BENCH_DURATION per run, BENCH_ROUNDS; BENCH_DURATION=5s for a quick run).
-	go build -o bin/tcprelay ./hack/tcprelay
-	go run ./hack/benchsidecar -bin bin/weighstation -sidecar-bin bin/weighstation-sidecar -relay bin/tcprelay -duration $(BENCH_DURATION) -rounds $(BENCH_ROUNDS) -out bin/bench-sidecar
+	go build -o bin/tcprelay ./test/bench/tcprelay
+	go run ./test/bench/sidecar -bin bin/weighstation -sidecar-bin bin/weighstation-sidecar -relay bin/tcprelay -duration $(BENCH_DURATION) -rounds $(BENCH_ROUNDS) -out bin/bench-sidecar
 
 .PHONY: profile-sidecar
 profile-sidecar: build ## Where a message's time goes: CPU profiles of both sidecars under open-loop load (PROFILE_BIN, PROFILE_RATE 10000/s, 1 KiB, 34 s), split by what the time was spent on; raw profiles in bin/profile-sidecar/.
-	$(GO) run ./hack/profilesidecar -bin $${PROFILE_BIN:-bin/weighstation} -rate $${PROFILE_RATE:-10000} -size 1024 -duration 34s -out bin/profile-sidecar
+	$(GO) run ./test/bench/profilesidecar -bin $${PROFILE_BIN:-bin/weighstation} -rate $${PROFILE_RATE:-10000} -size 1024 -duration 34s -out bin/profile-sidecar
 
 .PHONY: bench-sidecar-rss
 bench-sidecar-rss: binaries ## Idle memory (VmRSS, RssAnon, RssFile) of the sidecar as `weighstation sidecar` and as weighstation-sidecar, the image's binaries, standalone on loopback (ROUNDS).
-	$(GO) run ./hack/sidecarrss -bin-dir $(BIN_DIR) -rounds $${ROUNDS:-5}
+	$(GO) run ./test/bench/sidecarrss -bin-dir $(BIN_DIR) -rounds $${ROUNDS:-5}
 
 .PHONY: bench-overload
 bench-overload: build ## A publisher at 10x its quota and a socket-stalled consumer beside an essential one (BENCH_DURATION).
-	go run ./hack/benchoverload -bin bin/weighstation -duration $(BENCH_DURATION)
+	go run ./test/bench/overload -bin bin/weighstation -duration $(BENCH_DURATION)
 
 .PHONY: bench-propagation
 bench-propagation: build envtest ## Kill switch PATCH to every sidecar's SetConfig: envtest apiserver, operator and N sidecars (own streams, tokens, TLS, source IPs) as separate processes; p99 vs the issue's targets, operator CPU per change (N=100,1000, CHANGES=20; FLOOD=1000: the changes again under 1,000 junk xDS calls a second, side by side, with TokenReviews, the Lease and the flood's own CPU; BENCH_PROPAGATION_FLAGS=-operator-args=... etc.).
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go run ./hack/benchpropagation -bin bin/weighstation -n $${N:-100,1000} -changes $${CHANGES:-20} -flood $${FLOOD:-0} -out bin/bench-propagation $(BENCH_PROPAGATION_FLAGS)
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go run ./test/bench/propagation -bin bin/weighstation -n $${N:-100,1000} -changes $${CHANGES:-20} -flood $${FLOOD:-0} -out bin/bench-propagation $(BENCH_PROPAGATION_FLAGS)
 
 .PHONY: bench-operator
 bench-operator: build envtest ## What each change costs the operator: envtest apiserver, operator, and one simulated sidecar (own ADS stream, token, TLS) per pod; one namespace of 200 pods/300 Topics/300 Subscriptions, then 2,000/3,000/3,000, then 100 namespaces of 100/30/30 (10,000 sidecars, 10 streams per connection); reconciles, status writes, CPU, acks, bytes vs issue 11's targets (WORLD=small,large,cluster, REPEATS=5, SCALE=1 scales the large world; the operator under the chart's GOMEMLIMIT unless -go-memlimit; BENCH_OPERATOR_FLAGS=-profile etc.).
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go run ./hack/benchoperator -bin bin/weighstation -world $${WORLD:-small,large,cluster} -repeats $${REPEATS:-5} -scale $${SCALE:-1} -out bin/bench-operator $(BENCH_OPERATOR_FLAGS)
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go run ./test/bench/operator -bin bin/weighstation -world $${WORLD:-small,large,cluster} -repeats $${REPEATS:-5} -scale $${SCALE:-1} -out bin/bench-operator $(BENCH_OPERATOR_FLAGS)
 
 .PHONY: bench-reports
 bench-reports: build envtest ## What the sidecars' reports cost the operator: envtest apiserver, operator, and SIDECARS simulated sidecars (own xDS and Reports streams, token, TLS; sidecar/report's Reporter) in one namespace, 3 of its 300 Subscriptions each, a report every 10 s with 1,000-value histograms, one Subscription in ten moving; CPU per report, RSS, report writes per object per minute vs issue 12's targets (SIDECARS=1000, DURATION=3m after a warm-up, SAMPLES=fresh|repeat, BENCH_REPORTS_FLAGS=-profile etc.; GOMEMLIMIT from the chart).
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go run ./hack/benchreports -bin bin/weighstation -sidecars $(SIDECARS) -duration $(DURATION) -samples $(SAMPLES) -out bin/bench-reports $(BENCH_REPORTS_FLAGS)
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go run ./test/bench/reports -bin bin/weighstation -sidecars $(SIDECARS) -duration $(DURATION) -samples $(SAMPLES) -out bin/bench-reports $(BENCH_REPORTS_FLAGS)
 
 .PHONY: demo
 demo: build envtest ## The mesh end to end on this machine in under five minutes: control plane + chart (helm), operator, broker, three pods' sidecars and apps, load, live status, kill switches, refusals; writes demo/report.html and leaves nothing running (DEMO_FLAGS=-short: shorter load).
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) run ./hack/demo -bin bin/weighstation $(DEMO_FLAGS)
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) run ./demo -bin bin/weighstation $(DEMO_FLAGS)
 
 .PHONY: fuzz-matcher
 fuzz-matcher: ## Fuzz subject validation, differential operation sequences and cache invalidation (FUZZTIME each).

@@ -20,8 +20,8 @@
 #   RATE_DURATION [2s], RATE_ROUNDS [1] (0 skips the rate search).
 # bench-sidecar prints its own tables and verdicts (bench-sidecar.txt,
 # rates.txt); the matcher suites' output is raw `go test` output, which
-# `report` turns into tables with hack/benchmatcher's and
-# hack/benchmatchernats' -results.
+# `report` turns into tables with test/bench/matcher's and
+# test/bench/matchernats' -results.
 set -euo pipefail
 
 build() {
@@ -29,10 +29,10 @@ build() {
 	rm -rf "$dir" && mkdir -p "$dir"
 	export CGO_ENABLED=0
 	make binaries BIN_DIR="$dir" >/dev/null
-	go build -trimpath -ldflags="-s -w" -o "$dir/tcprelay" ./hack/tcprelay
-	go build -trimpath -ldflags="-s -w" -o "$dir/benchsidecar" ./hack/benchsidecar
+	go build -trimpath -ldflags="-s -w" -o "$dir/tcprelay" ./test/bench/tcprelay
+	go build -trimpath -ldflags="-s -w" -o "$dir/benchsidecar" ./test/bench/sidecar
 	go test -c -trimpath -ldflags="-s -w" -o "$dir/matcher.test" ./matcher
-	go run ./hack/benchmatchernats -c "$dir/natsserver.test"
+	go run ./test/bench/matchernats -c "$dir/natsserver.test"
 	cp hack/benchbundle.sh "$dir/"
 	tar czf bin/bench-bundle.tgz -C "$dir" .
 	ls -l bin/bench-bundle.tgz
@@ -66,8 +66,8 @@ run() {
 
 report() {
 	local dir=$1
-	go run ./hack/benchmatcher -results "$dir/matcher.txt"
-	go run ./hack/benchmatchernats -results "$dir/nats.txt"
+	go run ./test/bench/matcher -results "$dir/matcher.txt"
+	go run ./test/bench/matchernats -results "$dir/nats.txt"
 }
 
 case "${1:-}" in

@@ -16,7 +16,7 @@ import (
 // The benchmark suite: every workload runs against the lock-free trie
 // ("ctrie"), nats-server's gsl.GenericSublist ("gsl") and a sync.RWMutex
 // trie of our own ("rwtrie") in the same process. `make bench-matcher`
-// (hack/benchmatcher) runs it several times and prints medians and ratios.
+// (test/bench/matcher) runs it several times and prints medians and ratios.
 // The workloads are described in docs/matcher.md; their parameters are pinned
 // here.
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/weighstation/weighstation/hack/benchharness"
+	"github.com/weighstation/weighstation/test/bench/harness"
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/internal/poll"
 	"github.com/weighstation/weighstation/internal/proctest"

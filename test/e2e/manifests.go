@@ -39,7 +39,7 @@ const (
 	RequestTimeout  = "200ms"
 )
 
-// DemoApps are the demo's applications (hack/demo/apps roles).
+// DemoApps are the demo's applications (demo/apps roles).
 var DemoApps = []string{"orders-api", "billing", "spam-filter"}
 
 //go:embed manifests/*.yaml.tmpl

@@ -34,7 +34,7 @@ func TestAssumedNamesMatchTheirSources(t *testing.T) {
 		{"controllers/brokercreds/metrics.go", []string{MetricCredentialsRevoke}},
 		{"controllers/brokercreds/keeper.go", []string{`TrustConfigMapName = "` + TrustConfigMapName + `"`}},
 		{"controllers/brokercreds/trust.go", []string{`TrustRevocationsKey = "` + TrustRevocationsKey + `"`}},
-		{"hack/demo/apps/main.go", []string{`fs.String("nats"`, `fs.String("control"`, `"orders-api":`, `"billing":`, `"spam-filter":`}},
+		{"demo/apps/main.go", []string{`fs.String("nats"`, `fs.String("control"`, `"orders-api":`, `"billing":`, `"spam-filter":`}},
 	} {
 		b, err := os.ReadFile(filepath.Join(repoRoot, c.file))
 		if err != nil {

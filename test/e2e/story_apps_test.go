@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weighstation/weighstation/hack/demo/demoapi"
+	"github.com/weighstation/weighstation/demo/demoapi"
 	"github.com/weighstation/weighstation/test/e2e/probe/probestats"
 )
 

@@ -24,7 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/weighstation/weighstation/hack/demo/demoapi"
+	"github.com/weighstation/weighstation/demo/demoapi"
 )
 
 // Bounds of the observability story.
