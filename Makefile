@@ -166,9 +166,10 @@ ifneq ($(wildcard test/e2e/probe/*.go),)
 endif
 
 .PHONY: bench-sidecar
-bench-sidecar: build ## Open-loop end to end: two sidecars vs direct, 5 configurations, separate processes (BENCH_DURATION per run, BENCH_ROUNDS; BENCH_DURATION=5s for a quick run).
+bench-sidecar: build ## Open-loop end to end: two sidecars vs direct, 5 configurations, separate processes (BENCH_DURATION per run, BENCH_ROUNDS; BENCH_DURATION=5s for a quick run); BASE=<commit> adds two sidecars of that commit (built in a worktree), interleaved, and compares the builds' CPU per message and p50.
 	go build -o bin/tcprelay ./test/bench/tcprelay
-	go run ./test/bench/sidecar -bin bin/weighstation -sidecar-bin bin/weighstation-sidecar -relay bin/tcprelay -duration $(BENCH_DURATION) -rounds $(BENCH_ROUNDS) -out bin/bench-sidecar
+	@base=; if [ -n "$(BASE)" ]; then hack/build-base-sidecar.sh "$(BASE)" bin/base/weighstation-sidecar && base="-base-sidecar-bin bin/base/weighstation-sidecar"; fi; \
+	set -x; go run ./test/bench/sidecar -bin bin/weighstation -sidecar-bin bin/weighstation-sidecar -relay bin/tcprelay -duration $(BENCH_DURATION) -rounds $(BENCH_ROUNDS) -out bin/bench-sidecar $(BENCH_SIDECAR_FLAGS) $$base
 
 .PHONY: profile-sidecar
 profile-sidecar: build ## Where a message's time goes: CPU profiles of both sidecars under open-loop load (PROFILE_BIN, PROFILE_RATE 10000/s, 1 KiB, 34 s), split by what the time was spent on; raw profiles in bin/profile-sidecar/.

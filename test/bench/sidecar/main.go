@@ -26,9 +26,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/weighstation/weighstation/test/bench/harness"
-	"github.com/weighstation/weighstation/test/bench/gobench"
 	"github.com/weighstation/weighstation/loadgen"
+	"github.com/weighstation/weighstation/test/bench/gobench"
+	"github.com/weighstation/weighstation/test/bench/harness"
 )
 
 type config struct {
@@ -74,6 +74,7 @@ func main() {
 	loadBin := flag.String("load-bin", "", "with -at: the load generator's binary (empty: -bin), to compare an older build's generator")
 	stamp := flag.Bool("stamp", true, "with -at: false turns the sidecars' stamping off, to show what the stamp costs the subscribing client, which in the one-sidecar setup decodes it")
 	overlap := flag.Bool("overlap", false, "also start a sidecar with -overlap-upstream-writes and add it, as the publisher's, to the sustainable-rate search and to -at as \""+overlapSetup+"\" (the lever to try on a machine with cores to spare)")
+	baseSidecarBin := flag.String("base-sidecar-bin", "", "a sidecar binary of another build (make bench-sidecar BASE=<commit> builds one from a worktree): two more sidecars run it, as the row \""+baseSetup+"\" interleaved with the others, and the report compares the two builds' CPU per message and p50")
 	outDir := flag.String("out", "", "directory for the merged distributions in HdrHistogram's plotter format and one plot per configuration (none when empty)")
 	flag.Parse()
 	bins := benchharness.Binaries{Weighstation: *bin, Sidecar: *sidecarBin}
@@ -108,8 +109,12 @@ func main() {
 	if *loadBin == "" {
 		*loadBin = *bin
 	}
+	if *at != "" && *baseSidecarBin != "" {
+		fmt.Fprintln(os.Stderr, "bench-sidecar: -base-sidecar-bin does not apply with -at")
+		os.Exit(2)
+	}
 	probing := probeFlags{rates: rates, loadBin: *loadBin, noStamp: !*stamp}
-	if err := benchmark(bins, *relay, *duration, *rateDuration, *rounds, *only, *maxRate, *outDir, *overlap, probing); err != nil {
+	if err := benchmark(bins, *baseSidecarBin, *relay, *duration, *rateDuration, *rounds, *only, *maxRate, *outDir, *overlap, probing); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-sidecar:", err)
 		os.Exit(1)
 	}
@@ -125,7 +130,7 @@ type probeFlags struct {
 	noStamp bool
 }
 
-func benchmark(bins benchharness.Binaries, relay string, duration, rateDuration time.Duration, rounds int, only string, maxRate bool, outDir string, overlap bool, probing probeFlags) error {
+func benchmark(bins benchharness.Binaries, baseSidecarBin, relay string, duration, rateDuration time.Duration, rounds int, only string, maxRate bool, outDir string, overlap bool, probing probeFlags) error {
 	bin := bins.Weighstation
 	sidecarName := bins.SidecarName()
 	podConfig := benchharness.PassThroughPodConfig
@@ -147,11 +152,23 @@ func benchmark(bins benchharness.Binaries, relay string, duration, rateDuration 
 			return err
 		}
 	}
-	procs := append([]*benchharness.Proc{mesh.Broker}, mesh.Sidecars...)
 	setups := []setup{
 		{"direct", mesh.BrokerURL, mesh.BrokerURL, true},
 		{sidecarsSetup, mesh.SidecarURLs[0], mesh.SidecarURLs[1], false},
 	}
+	var baseNames []string // the base build's two sidecars, publisher's first
+	if baseSidecarBin != "" {
+		base := benchharness.Binaries{Weighstation: bin, Sidecar: baseSidecarBin}
+		first := len(mesh.Sidecars)
+		for range 2 {
+			if err := mesh.AddSidecar(base); err != nil {
+				return fmt.Errorf("-base-sidecar-bin: %w", err)
+			}
+		}
+		baseNames = []string{mesh.Sidecars[first].Name, mesh.Sidecars[first+1].Name}
+		setups = append(setups, setup{baseSetup, mesh.SidecarURLs[first], mesh.SidecarURLs[first+1], false})
+	}
+	procs := append([]*benchharness.Proc{mesh.Broker}, mesh.Sidecars...)
 	relays := map[string][2]string{} // by copy mode: the publisher's and the subscriber's relay
 	if relay != "" {
 		for _, mode := range []string{"splice", "rw"} {
@@ -200,6 +217,9 @@ func benchmark(bins benchharness.Binaries, relay string, duration, rateDuration 
 			}
 		}
 		report(c, setups, results, sidecarName)
+		if baseNames != nil {
+			compareBuilds(setups, results, baseNames)
+		}
 		if outDir != "" {
 			if err := writeMerged(outDir, c, setups, results); err != nil {
 				return err
@@ -229,7 +249,35 @@ const (
 	// with -overlap-upstream-writes.
 	overlapSetup = "one sidecar, overlapped writes"
 	rwSetup      = "two read/write relays (one user-space copy per hop)"
+	// baseSetup is -base-sidecar-bin's row: two sidecars of the other build.
+	baseSetup = "two sidecars, base build"
 )
+
+// compareBuilds prints, per round, the two sidecars' CPU per message and
+// p50 (corrected) of this build over the base build's, run in the same
+// round, and the verdicts of issue 32's delivery target: CPU per message
+// at least 20% lower, p50 no higher.
+func compareBuilds(setups []setup, results [][]run, baseNames []string) {
+	side, base := indexOf(setups, sidecarsSetup), indexOf(setups, baseSetup)
+	cpuPerMsg := func(r run, names ...string) float64 {
+		var cpu time.Duration
+		for _, n := range names {
+			cpu += r.cpu[n]
+		}
+		return float64(cpu.Nanoseconds()) / float64(max(r.summary.Sent, 1))
+	}
+	var cpuRatios, p50Ratios, cpuNew, cpuBase []float64
+	for k := range results[side] {
+		n, b := cpuPerMsg(results[side][k], "sidecar-a", "sidecar-b"), cpuPerMsg(results[base][k], baseNames...)
+		cpuNew, cpuBase = append(cpuNew, n), append(cpuBase, b)
+		cpuRatios = append(cpuRatios, n/max(b, 1e-9))
+		p50Ratios = append(p50Ratios, float64(results[side][k].summary.Corrected.Percentiles["50"])/max(float64(results[base][k].summary.Corrected.Percentiles["50"]), 1))
+	}
+	fmt.Printf("this build over the base build, two sidecars each, per round (median [range]; CPU from process accounting, 10 ms ticks):\n\n| | this build | base build | ratio | target |\n|---|---|---|---|---|\n")
+	fmt.Printf("| both sidecars' CPU per message | %.0f ns | %.0f ns | %s | ≤ 0.80×: %s |\n", gobench.Median(cpuNew), gobench.Median(cpuBase), spread(cpuRatios), gobench.Verdict(gobench.Median(cpuRatios) <= 0.80))
+	fmt.Printf("| p50, corrected | %.0f µs | %.0f µs | %s | ≤ 1.00×: %s |\n\n",
+		gobench.Median(pick(results[side], true, "50")), gobench.Median(pick(results[base], true, "50")), spread(p50Ratios), gobench.Verdict(gobench.Median(p50Ratios) <= 1.0))
+}
 
 func benchOnce(bin string, mesh *benchharness.Mesh, procs []*benchharness.Proc, s setup, c config, duration time.Duration) (run, error) {
 	args := []string{"-mode", "pubsub", "-url", s.pubURL, "-sub-url", s.subURL, "-rate", fmt.Sprint(c.rate), "-size", fmt.Sprint(c.size),
