@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
-	"github.com/weighstation/weighstation/controllers"
+	"github.com/weighstation/weighstation/controllers/injectionstatus"
 	"github.com/weighstation/weighstation/controllers/webhook"
 	"github.com/weighstation/weighstation/internal/envtestsuite"
 )
@@ -94,7 +94,7 @@ func TestBothFailureModesOfADownWebhook(t *testing.T) {
 	if err := k8sClient.Update(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	missed := injectionPod{name: "missed", reason: controllers.ReasonSidecarNotInjected}
+	missed := injectionPod{name: "missed", reason: injectionstatus.ReasonSidecarNotInjected}
 	var created time.Time
 	envtestsuite.Eventually(t, 30*time.Second, poll, "Ignore admits the pod", func() error {
 		created = time.Now()
@@ -108,7 +108,7 @@ func TestBothFailureModesOfADownWebhook(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return podsWithoutSidecarIs(ctx, ns, metav1.ConditionTrue, controllers.ReasonSidecarNotInjected, []injectionPod{missed}, nil)
+		return podsWithoutSidecarIs(ctx, ns, metav1.ConditionTrue, injectionstatus.ReasonSidecarNotInjected, []injectionPod{missed}, nil)
 	})
 	if took := time.Since(created); took > reportedWithin {
 		t.Errorf("reported %s after the pod's creation, want within %s", took, reportedWithin)

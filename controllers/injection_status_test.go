@@ -8,15 +8,14 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
-	"github.com/weighstation/weighstation/controllers"
+	"github.com/weighstation/weighstation/controllers/injectionstatus"
 	"github.com/weighstation/weighstation/controllers/webhook"
 	"github.com/weighstation/weighstation/internal/envtestsuite"
 )
@@ -58,18 +57,18 @@ func TestPodsWithoutSidecarAreReported(t *testing.T) {
 			{name: "unknown", labelled: true, injected: "unknown"},
 			// The webhook's namespace entry never sends it.
 			{name: "opted-out", optedOut: true},
-			{name: "missed", reason: controllers.ReasonSidecarNotInjected},
-			{name: "old", labelled: true, injected: "v0.0.1", reason: controllers.ReasonSidecarOutdated},
-		}, controllers.ReasonSidecarNotInjected},
+			{name: "missed", reason: injectionstatus.ReasonSidecarNotInjected},
+			{name: "old", labelled: true, injected: "v0.0.1", reason: injectionstatus.ReasonSidecarOutdated},
+		}, injectionstatus.ReasonSidecarNotInjected},
 		{"outdated only", true, []injectionPod{
 			{name: "good", labelled: true, injected: currentSidecar},
-			{name: "old", labelled: true, injected: "0.0.9", reason: controllers.ReasonSidecarOutdated},
-		}, controllers.ReasonSidecarOutdated},
+			{name: "old", labelled: true, injected: "0.0.9", reason: injectionstatus.ReasonSidecarOutdated},
+		}, injectionstatus.ReasonSidecarOutdated},
 		{"namespace not opted in", false, []injectionPod{
 			{name: "plain"},
 			{name: "labelled-good", labelled: true, injected: currentSidecar},
-			{name: "labelled-missed", labelled: true, reason: controllers.ReasonSidecarNotInjected},
-		}, controllers.ReasonSidecarNotInjected},
+			{name: "labelled-missed", labelled: true, reason: injectionstatus.ReasonSidecarNotInjected},
+		}, injectionstatus.ReasonSidecarNotInjected},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -113,7 +112,7 @@ func TestPodsWithoutSidecarAreReported(t *testing.T) {
 			}
 			envtestsuite.Eventually(t, reportedWithin, poll, "the pods without a supported sidecar are reported", wantTrue)
 			for _, p := range quiet {
-				for _, reason := range []string{controllers.ReasonSidecarNotInjected, controllers.ReasonSidecarOutdated} {
+				for _, reason := range []string{injectionstatus.ReasonSidecarNotInjected, injectionstatus.ReasonSidecarOutdated} {
 					if events, err := eventsAbout(ns, "Pod", p.name, reason); err != nil || len(events) > 0 {
 						t.Errorf("pod %s: %s Events %q (%v), want none", p.name, reason, notes(events), err)
 					}
@@ -126,7 +125,7 @@ func TestPodsWithoutSidecarAreReported(t *testing.T) {
 				}
 			}
 			eventually(t, "the condition clears", func() error {
-				return podsWithoutSidecarIs(ctx, ns, metav1.ConditionFalse, controllers.ReasonAllInjected, nil, nil)
+				return podsWithoutSidecarIs(ctx, ns, metav1.ConditionFalse, injectionstatus.ReasonAllInjected, nil, nil)
 			})
 		})
 	}
@@ -158,7 +157,7 @@ func TestANamespaceNeverInjectedIsNeverReported(t *testing.T) {
 
 	sentinelNs := newNamespace(t)
 	optIn(t, sentinelNs)
-	sentinel := injectionPod{name: "sentinel", reason: controllers.ReasonSidecarNotInjected}
+	sentinel := injectionPod{name: "sentinel", reason: injectionstatus.ReasonSidecarNotInjected}
 	if err := k8sClient.Create(ctx, injectionTestPod(sentinelNs, sentinel)); err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +168,7 @@ func TestANamespaceNeverInjectedIsNeverReported(t *testing.T) {
 		}
 		return err
 	})
-	for _, reason := range []string{controllers.ReasonSidecarNotInjected, controllers.ReasonSidecarOutdated} {
+	for _, reason := range []string{injectionstatus.ReasonSidecarNotInjected, injectionstatus.ReasonSidecarOutdated} {
 		if events, err := eventsAbout(neverInjectedNamespace, "Pod", excluded.name, reason); err != nil || len(events) > 0 {
 			t.Errorf("the excluded namespace's pod: %s Events %q (%v), want none", reason, notes(events), err)
 		}
@@ -271,13 +270,13 @@ func TestPodsWithoutSidecarFollowsOptInAndSelectors(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the pod is reported once the namespace opted in", func() error {
-		return podsWithoutSidecarIs(ctx, ns, metav1.ConditionTrue, controllers.ReasonSidecarNotInjected, []injectionPod{late}, nil)
+		return podsWithoutSidecarIs(ctx, ns, metav1.ConditionTrue, injectionstatus.ReasonSidecarNotInjected, []injectionPod{late}, nil)
 	})
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, v1alpha1.InjectLabel)
 	if err := k8sClient.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the condition clears once the namespace opted out", func() error {
-		return podsWithoutSidecarIs(ctx, ns, metav1.ConditionFalse, controllers.ReasonAllInjected, nil, nil)
+		return podsWithoutSidecarIs(ctx, ns, metav1.ConditionFalse, injectionstatus.ReasonAllInjected, nil, nil)
 	})
 }

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
-	"github.com/weighstation/weighstation/controllers"
+	"github.com/weighstation/weighstation/controllers/announce"
 	"github.com/weighstation/weighstation/meshconfig"
 )
 
@@ -129,11 +129,11 @@ func TestABadResourceStopsOnlyItself(t *testing.T) {
 		}
 		return conditionIs(got.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionFalse, 1, "spec.publishers is invalid")
 	})
-	eventsAre(t, ns, "Topic", "payments", controllers.EventReasonInvalidSelector, "spec.publishers: values: Invalid value: null: for 'in', 'notin' operators, values set can't be empty")
-	eventsAre(t, ns, "Subscription", "broken", controllers.EventReasonInvalidSelector, "spec.selector: \"Near\" is not a valid label selector operator")
+	eventsAre(t, ns, "Topic", "payments", announce.EventReasonInvalidSelector, "spec.publishers: values: Invalid value: null: for 'in', 'notin' operators, values set can't be empty")
+	eventsAre(t, ns, "Subscription", "broken", announce.EventReasonInvalidSelector, "spec.selector: \"Near\" is not a valid label selector operator")
 	for _, name := range []string{"orders", "billing"} {
 		for _, kind := range []string{"Topic", "Subscription"} {
-			if events, err := eventsAbout(ns, kind, name, controllers.EventReasonInvalidSelector); err != nil || len(events) > 0 {
+			if events, err := eventsAbout(ns, kind, name, announce.EventReasonInvalidSelector); err != nil || len(events) > 0 {
 				t.Fatalf("the good %s %s has Events %q (%v)", kind, name, notes(events), err)
 			}
 		}
@@ -158,7 +158,7 @@ func TestABadResourceStopsOnlyItself(t *testing.T) {
 	if err := k8sClient.Patch(ctx, &sub, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
-	eventsAre(t, ns, "Subscription", "broken", controllers.EventReasonInvalidSelector, "(generation 1)", "(generation 2)")
+	eventsAre(t, ns, "Subscription", "broken", announce.EventReasonInvalidSelector, "(generation 1)", "(generation 2)")
 
 	// Fixed, it selects its pods again.
 	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(badSub), &sub); err != nil {
@@ -198,16 +198,16 @@ func TestConflictsAreAnnouncedOncePerChange(t *testing.T) {
 	if err := k8sClient.Create(ctx, newTopic(ns, "orders-eu", "orders.eu")); err != nil {
 		t.Fatal(err)
 	}
-	eventsAre(t, ns, "Topic", "orders-a", controllers.EventReasonConflicting, "Topic(s) orders-b have the same subject pattern")
-	eventsAre(t, ns, "Topic", "orders-b", controllers.EventReasonConflicting, "Topic(s) orders-a have the same subject pattern")
+	eventsAre(t, ns, "Topic", "orders-a", announce.EventReasonConflicting, "Topic(s) orders-b have the same subject pattern")
+	eventsAre(t, ns, "Topic", "orders-b", announce.EventReasonConflicting, "Topic(s) orders-a have the same subject pattern")
 	// The sentinel: a third Topic changes the conflict. Every Topic of the
 	// namespace was reconciled many times before it (each status write
 	// requeues them all), and only the change is announced.
 	if err := k8sClient.Create(ctx, newTopic(ns, "orders-c", "orders.*")); err != nil {
 		t.Fatal(err)
 	}
-	eventsAre(t, ns, "Topic", "orders-a", controllers.EventReasonConflicting, "Topic(s) orders-b have", "Topic(s) orders-b, orders-c have")
-	eventsAre(t, ns, "Topic", "orders-b", controllers.EventReasonConflicting, "Topic(s) orders-a have", "Topic(s) orders-a, orders-c have")
-	eventsAre(t, ns, "Topic", "orders-c", controllers.EventReasonConflicting, "Topic(s) orders-a, orders-b have")
-	eventsAre(t, ns, "Topic", "orders-eu", controllers.EventReasonConflicting)
+	eventsAre(t, ns, "Topic", "orders-a", announce.EventReasonConflicting, "Topic(s) orders-b have", "Topic(s) orders-b, orders-c have")
+	eventsAre(t, ns, "Topic", "orders-b", announce.EventReasonConflicting, "Topic(s) orders-a have", "Topic(s) orders-a, orders-c have")
+	eventsAre(t, ns, "Topic", "orders-c", announce.EventReasonConflicting, "Topic(s) orders-a, orders-b have")
+	eventsAre(t, ns, "Topic", "orders-eu", announce.EventReasonConflicting)
 }

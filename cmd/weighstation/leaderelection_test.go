@@ -28,7 +28,7 @@ import (
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/cmd/weighstation/operatorapp"
-	"github.com/weighstation/weighstation/controllers"
+	"github.com/weighstation/weighstation/controllers/leaderlabel"
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/internal/proctest"
 	"github.com/weighstation/weighstation/meshconfig/xdsresource"
@@ -176,7 +176,7 @@ func testTakeover(t *testing.T, sig syscall.Signal) {
 		if err := c.Get(ctx, client.ObjectKey{Namespace: opNs, Name: follower.pod}, &pod); err != nil {
 			return err
 		}
-		if pod.Labels[controllers.LeaderLabel] != "true" {
+		if pod.Labels[leaderlabel.Label] != "true" {
 			return fmt.Errorf("labels %v", pod.Labels)
 		}
 		return nil
@@ -222,7 +222,7 @@ func sidecarPod(t *testing.T, c client.Client, ns, name string) (*corev1.Pod, st
 // leaderPods lists the pods of ns that carry the leader label.
 func leaderPods(ctx context.Context, c client.Client, ns string) ([]string, error) {
 	var pods corev1.PodList
-	if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{controllers.LeaderLabel: "true"}); err != nil {
+	if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{leaderlabel.Label: "true"}); err != nil {
 		return nil, err
 	}
 	var names []string

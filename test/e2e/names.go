@@ -4,7 +4,8 @@ package e2e
 // with where each comes from. names_test.go checks every one against its
 // source, so that a rename there fails here instead of on a cluster.
 const (
-	// LeaderLabel marks the leading operator pod (controllers/leaderlabel.go).
+	// LeaderLabel marks the leading operator pod
+	// (controllers/leaderlabel/leaderlabel.go).
 	LeaderLabel = "weighstation.io/xds-leader"
 	// LeaseName is the operator's leader election Lease, in the release's
 	// namespace (operatorapp.LeaderElectionID).

@@ -21,7 +21,7 @@ func TestAssumedNamesMatchTheirSources(t *testing.T) {
 		file  string
 		wants []string
 	}{
-		{"controllers/leaderlabel.go", []string{`LeaderLabel = "` + LeaderLabel + `"`}},
+		{"controllers/leaderlabel/leaderlabel.go", []string{`Label = "` + LeaderLabel + `"`}},
 		{"cmd/weighstation/operatorapp/options.go", []string{`LeaderElectionID = "` + LeaseName + `"`, "LeaseDuration: 15 * time.Second", "o.Zap.BindFlags(fs)"}},
 		{"charts/weighstation/templates/operator/deployment.yaml", []string{"- name: " + OperatorContainer, "-leader-elect-lease-duration="}},
 		{"charts/weighstation/templates/_helpers.tpl", []string{ComponentLabel + ": " + ComponentOperator, ComponentLabel + ": " + ComponentBroker, InstanceLabel + ": {{ .Release.Name }}", WebhookConfiguration, `printf "%s-sidecar-injector"`}},

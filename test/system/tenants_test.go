@@ -19,8 +19,8 @@ import (
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
-	"github.com/weighstation/weighstation/controllers"
 	"github.com/weighstation/weighstation/controllers/brokercreds"
+	ctrlimports "github.com/weighstation/weighstation/controllers/imports"
 	"github.com/weighstation/weighstation/controllers/injectionproof"
 	"github.com/weighstation/weighstation/controllers/webhook"
 	"github.com/weighstation/weighstation/internal/natstest"
@@ -250,7 +250,7 @@ func TestNamespacesAreIsolatedUnlessTheyExportAndImport(t *testing.T) {
 			return err
 		}
 		c := conditionIs(got.Status.Conditions, v1alpha1.ConditionValid, metav1.ConditionFalse, "spec.import.namespace "+nsB+" exports no Topic")
-		if c == nil && got.Status.Conditions[0].Reason != controllers.ReasonImportNotExported {
+		if c == nil && got.Status.Conditions[0].Reason != ctrlimports.ReasonNotExported {
 			// Valid is the first condition the reconciler sets.
 			return fmt.Errorf("reason %s", got.Status.Conditions[0].Reason)
 		}

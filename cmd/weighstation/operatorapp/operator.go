@@ -32,7 +32,9 @@ import (
 	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
 	"github.com/weighstation/weighstation/controllers"
 	"github.com/weighstation/weighstation/controllers/brokercreds"
+	"github.com/weighstation/weighstation/controllers/cabundle"
 	"github.com/weighstation/weighstation/controllers/injectionproof"
+	"github.com/weighstation/weighstation/controllers/leaderlabel"
 	"github.com/weighstation/weighstation/controllers/pki"
 	"github.com/weighstation/weighstation/controllers/reports"
 	"github.com/weighstation/weighstation/controllers/webhook"
@@ -181,7 +183,7 @@ func New(restConfig *rest.Config, opts Options, log logr.Logger) (*Operator, err
 	if err != nil {
 		return nil, err
 	}
-	runnables := []manager.Runnable{authority, reportService.Store(), keeper, &controllers.BundlePublisher{
+	runnables := []manager.Runnable{authority, reportService.Store(), keeper, &cabundle.Publisher{
 		Client: mgr.GetClient(), Bundle: authority.Bundle, Changed: bundleChanged, Interval: opts.BundleResync, Log: log.WithName("ca-bundle"),
 	}}
 	// The key of the injection proof, which the webhook signs injected
@@ -236,7 +238,7 @@ func New(restConfig *rest.Config, opts Options, log logr.Logger) (*Operator, err
 		runnables = append(runnables, routes)
 	}
 	if opts.PodName != "" {
-		labeler := &controllers.LeaderLabeler{Client: mgr.GetClient(), Pod: types.NamespacedName{Namespace: opts.Namespace, Name: opts.PodName}, Log: log.WithName("leader-label")}
+		labeler := &leaderlabel.Labeler{Client: mgr.GetClient(), Pod: types.NamespacedName{Namespace: opts.Namespace, Name: opts.PodName}, Log: log.WithName("leader-label")}
 		runnables = append(runnables, labeler.Unlabelled(), labeler.Labelled())
 	}
 	for _, r := range runnables {

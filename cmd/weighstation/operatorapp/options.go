@@ -9,19 +9,20 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	kubeconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/weighstation/weighstation/api/v1alpha1"
-	"github.com/weighstation/weighstation/controllers"
 	"github.com/weighstation/weighstation/controllers/brokercreds"
 	"github.com/weighstation/weighstation/controllers/desired"
 	"github.com/weighstation/weighstation/controllers/injectionproof"
+	"github.com/weighstation/weighstation/controllers/leaderlabel"
 	"github.com/weighstation/weighstation/controllers/pki"
 	"github.com/weighstation/weighstation/controllers/reports"
+	"github.com/weighstation/weighstation/controllers/reportstatus"
+	"github.com/weighstation/weighstation/controllers/topic"
 	"github.com/weighstation/weighstation/controllers/webhook"
 	"github.com/weighstation/weighstation/controllers/xds"
 	"github.com/weighstation/weighstation/meshconfig"
@@ -122,9 +123,9 @@ func NewOptions() Options {
 		XDSLimits: xds.DefaultLimits, ReviewLimits: xds.DefaultReviewLimits,
 		CredentialLimits: brokercreds.DefaultLimits, Accounts: brokercreds.DefaultAccountSettings,
 		BundleResync: 10 * time.Second,
-		ReportWindow: reports.DefaultWindow, ReportInterval: reports.DefaultInterval, ReportPods: controllers.DefaultReportPods,
+		ReportWindow: reports.DefaultWindow, ReportInterval: reports.DefaultInterval, ReportPods: reportstatus.DefaultPods,
 		ReportPodRate: reports.DefaultPodReportsPerInterval, ReportPodBurst: reports.DefaultPodReportBurst,
-		ReportWriteInterval: controllers.DefaultReportWriteInterval,
+		ReportWriteInterval: reportstatus.DefaultWriteInterval,
 		Webhook: WebhookOptions{
 			Listen: ":9444", Service: "weighstation-sidecar-injector", TokenExpiration: time.Hour,
 			Resources: webhook.DefaultResources(), PrometheusAnnotations: true, RunAsUser: webhook.DefaultRunAsUser,
@@ -164,7 +165,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	o.XDSLimits.RegisterFlags(fs)
 	o.ReviewLimits.RegisterFlags(fs)
 	fs.StringVar(&o.CASecret, "ca-secret", o.CASecret, "name of the Secret, in -namespace, that holds the operator's CA")
-	fs.StringVar(&o.PodName, "pod-name", o.PodName, "the operator's own Pod (default $POD_NAME): the leader labels it "+controllers.LeaderLabel+" for the xDS Service; empty: no label")
+	fs.StringVar(&o.PodName, "pod-name", o.PodName, "the operator's own Pod (default $POD_NAME): the leader labels it "+leaderlabel.Label+" for the xDS Service; empty: no label")
 	fs.DurationVar(&o.BundleResync, "ca-bundle-resync", o.BundleResync, "how often the CA bundle ConfigMap is checked in every namespace with sidecar pods (a new namespace's first pod waits at most this long for it)")
 	fs.DurationVar(&o.ReportWindow, "report-window", o.ReportWindow, "the sliding window over which the sidecars' reports are merged into status (latency, drops, pods)")
 	fs.DurationVar(&o.ReportInterval, "report-interval", o.ReportInterval, "the sidecars' -report-interval: a pod that misses two is marked stale")
@@ -185,7 +186,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&w.PrometheusAnnotations, "sidecar-prometheus-annotations", w.PrometheusAnnotations, "add "+webhook.PrometheusScrapeAnnotation+": \"true\", "+webhook.PrometheusPortAnnotation+" (the sidecar's metrics port) and "+webhook.PrometheusPathAnnotation+": /metrics to the pods the webhook injects, for a Prometheus that discovers pods by them; a pod that has a prometheus.io/scrape, /port, /path or /scheme annotation of its own keeps its own and gets none (one port per pod: its application's metrics win)")
 	w.Resources.RegisterFlags(fs)
 	fs.Int64Var(&w.RunAsUser, "sidecar-run-as-user", w.RunAsUser, "the UID and GID the injected sidecar runs as, whatever the pod's securityContext says: a user of its own (not 0, not 65532, the distroless nonroot user); the webhook refuses pods whose other containers run as it (their runAsUser, or the pod's)")
-	fs.IntVar(&o.MaxTopicsPerNamespace, "max-topics-per-namespace", o.MaxTopicsPerNamespace, "the most Topics in force in one namespace: each sidecar of a namespace holds all of them; past it the Topics created last are in force nowhere and report Valid=False (reason "+controllers.ReasonOverTopicLimit+") until others are deleted; -1: no limit")
+	fs.IntVar(&o.MaxTopicsPerNamespace, "max-topics-per-namespace", o.MaxTopicsPerNamespace, "the most Topics in force in one namespace: each sidecar of a namespace holds all of them; past it the Topics created last are in force nowhere and report Valid=False (reason "+topic.ReasonOverTopicLimit+") until others are deleted; -1: no limit")
 	fs.StringVar(&o.AccessMode, "access-mode", o.AccessMode, "the access mode of the pods of namespaces without the "+v1alpha1.AccessModeLabel+" label: "+meshconfig.AccessEnforce+" (refuse what their Topics and Subscriptions do not allow) or "+meshconfig.AccessAudit+" (allow, count and log it)")
 	d := &o.Defaults
 	fs.Int64Var(&d.MaxMessageBytes, "default-max-message-bytes", d.MaxMessageBytes, "largest message on subjects no Topic governs")

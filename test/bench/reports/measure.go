@@ -17,7 +17,7 @@ const (
 	metricBytes      = "weighstation_operator_reports_memory_bytes"
 	metricCap        = "weighstation_operator_reports_memory_cap_bytes"
 	metricShed       = "weighstation_operator_reports_latency_shed_total"
-	// The report status writer's reconciles (controllers/reportstatus.go,
+	// The report status writer's reconciles (controllers/reportstatus,
 	// named "reports"), by result.
 	metricReconciles = `controller_runtime_reconcile_total{controller="reports",`
 )
