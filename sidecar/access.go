@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/weighstation/weighstation/internal/lockrank"
 	"github.com/weighstation/weighstation/sidecar/policy"
 )
 
@@ -44,7 +43,7 @@ func (o Operation) String() string {
 type accessCounters [numOperations][policy.NumRules][2]atomic.Uint64
 
 type auditLog struct {
-	mu     lockrank.Mutex[auditRank]
+	mu     mutex[auditRank]
 	logged map[string]struct{}
 	bytes  int  // of logged's keys
 	full   bool // logged holds maxAuditLogged subjects or maxAuditLoggedBytes, and that was said once

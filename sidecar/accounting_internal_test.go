@@ -242,7 +242,7 @@ func TestASUBRegisteredAfterAChangeTakesItsLimitsToo(t *testing.T) {
 			ls.binding.Store(&subBinding{policy: name, latency: c.srv.latenciesFor(name)})
 			c.mu.Lock()
 			c.subs[ls.sid] = ls
-			c.order = append(append([]*localSub(nil), c.order...), ls)
+			c.addToOrderLocked(ls) // order is read without mu (fill)
 			c.mu.Unlock()
 			if err := s.subscribe(ls); err != nil {
 				t.Fatal(err)

@@ -3,8 +3,6 @@ package sidecar
 import (
 	"sync/atomic"
 	"time"
-
-	"github.com/weighstation/weighstation/internal/lockrank"
 )
 
 // Requests delivered to the application, until it answers them. The sidecar
@@ -38,7 +36,7 @@ type answerable struct {
 	size      atomic.Int64 // len(byReply), read without the lock on every publish
 	untracked atomic.Uint64
 
-	mu      lockrank.Mutex[answerableRank]
+	mu      mutex[answerableRank]
 	byReply subjectMap[answerEntry]
 	bytes   int64 // entryBytes of byReply's entries
 }

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/weighstation/weighstation/internal/lockrank"
 	"github.com/weighstation/weighstation/matcher"
 	"github.com/weighstation/weighstation/sidecar/pending"
 	"github.com/weighstation/weighstation/sidecar/policy"
@@ -85,10 +84,10 @@ type conn struct {
 	// upstream reader's).
 	flushQueued bool
 	// writeMu is held by whoever writes to the socket (connwrite.go).
-	writeMu lockrank.Mutex[writeRank]
+	writeMu mutex[writeRank]
 	out     batch
 
-	mu      lockrank.Mutex[connRank]
+	mu      mutex[connRank]
 	control []byte // queued control replies
 	// pongs are the PONGs owed to the client's PINGs, in order: each is
 	// sent once the broker confirmed what came before its PING (or the
@@ -104,7 +103,12 @@ type conn struct {
 	// messages the broker sent before its PONG (fill writes them).
 	heldPongs []heldPong
 	subs      map[string]*localSub // by sid
-	order     []*localSub          // copy-on-write list that whoever writes walks (fill)
+	// order is the SUBs in the order they were made: a copy-on-write list
+	// that whoever writes walks (fill) without mu; it changes under mu
+	// (addToOrderLocked, removeSub). controlOwed is set (under mu) while
+	// control or heldPongs hold anything, so that fill takes mu only then.
+	order       atomic.Pointer[[]*localSub]
+	controlOwed atomic.Bool
 
 	wake      chan struct{}
 	done      chan struct{}
@@ -586,7 +590,7 @@ func (c *conn) pongReady(owed ...*owedPong) {
 	c.pongs = c.pongs[n:]
 	var barrier []queueMark
 	if n > 0 {
-		for _, ls := range c.order {
+		for _, ls := range c.subsInOrder() {
 			if left, until := ls.queue.Position(); until > left {
 				barrier = append(barrier, queueMark{ls, until})
 			}
@@ -607,6 +611,7 @@ func (c *conn) pongReady(owed ...*owedPong) {
 	for range n {
 		c.heldPongs = append(c.heldPongs, heldPong{barrier})
 	}
+	c.controlOwed.Store(true)
 	c.mu.Unlock()
 	c.wakeWriter()
 }
@@ -693,7 +698,7 @@ func (c *conn) subscribe(cmd *protocol.Command) bool {
 	default:
 	}
 	c.subs[sid] = ls
-	c.order = append(append([]*localSub(nil), c.order...), ls)
+	c.addToOrderLocked(ls)
 	c.mu.Unlock()
 	if waitsForInbox {
 		if c.srv.deferInboxSub(ls) {
@@ -754,13 +759,14 @@ func (c *conn) removeSub(ls *localSub, reason pending.Reason) {
 	}
 	c.mu.Lock()
 	delete(c.subs, ls.sid)
-	order := make([]*localSub, 0, len(c.order))
-	for _, x := range c.order {
+	current := c.subsInOrder()
+	order := make([]*localSub, 0, len(current))
+	for _, x := range current {
 		if x != ls {
 			order = append(order, x)
 		}
 	}
-	c.order = order
+	c.order.Store(&order)
 	c.mu.Unlock()
 	_ = c.srv.unsubscribe(ls) // an error means the upstream connection is gone; its interest went with it
 	c.srv.budget.Release(ls.charged)
@@ -768,6 +774,20 @@ func (c *conn) removeSub(ls *localSub, reason pending.Reason) {
 	ls.queueClosed.Store(true)
 	ls.retireWhenSettled()
 	c.wakeWriter() // a PONG held for what it had queued may go now
+}
+
+// subsInOrder is the connection's SUBs, oldest first: not to be changed.
+func (c *conn) subsInOrder() []*localSub {
+	if o := c.order.Load(); o != nil {
+		return *o
+	}
+	return nil
+}
+
+// addToOrderLocked appends ls to order (c.mu is held).
+func (c *conn) addToOrderLocked(ls *localSub) {
+	order := append(append([]*localSub(nil), c.subsInOrder()...), ls)
+	c.order.Store(&order)
 }
 
 func (c *conn) queueControl(b []byte) {
@@ -778,6 +798,7 @@ func (c *conn) queueControl(b []byte) {
 		return
 	}
 	c.control = append(c.control, b...)
+	c.controlOwed.Store(true)
 	c.mu.Unlock()
 	c.wakeWriter()
 }

@@ -221,33 +221,38 @@ func (c *conn) fill() (ok, full bool) {
 	b.buf, b.tookFrom, b.timings = b.buf[:0], b.tookFrom[:0], b.timings[:0]
 	iov := b.iovArray[:0]
 	segment, referenced, referencedBytes := 0, 0, 0
-	c.mu.Lock()
-	b.buf = append(b.buf, c.control...)
-	c.control = c.control[:0]
-	order := c.order
-	holding := len(c.heldPongs) > 0 // one held later wakes the writer again
-	c.mu.Unlock()
-	for _, ls := range order {
+	holding := false // a PONG held for messages (the writer is woken again for one held later)
+	if c.controlOwed.Load() {
+		c.mu.Lock()
+		b.buf = append(b.buf, c.control...)
+		c.control = c.control[:0]
+		holding = len(c.heldPongs) > 0
+		c.controlOwed.Store(holding)
+		c.mu.Unlock()
+	}
+	noResponders := c.noResponders.Load()
+	for _, ls := range c.subsInOrder() {
+		left := int64(-1) // what its UNSUB count leaves; -1: no count
+		if max := ls.maxMsgs.Load(); max > 0 {
+			if left = max - ls.delivered.Load(); left <= 0 {
+				continue
+			}
+		}
 		n := 0
-		for !ls.removed.Load() {
-			if max := ls.maxMsgs.Load(); max > 0 && ls.delivered.Load()+int64(n) >= max {
-				break
+		// A whole batch under one acquisition of the queue's lock: each
+		// message's line and payload are copied into buf as it is taken.
+		ls.queue.TakeEach(pending.ReasonUnsupported, func(m *pending.Message) pending.Verdict {
+			if int64(n) == left || ls.removed.Load() {
+				return pending.Stop
 			}
 			if len(b.buf)+referencedBytes >= b.limit || referenced >= maxReferenced {
 				full = true
-				break
+				return pending.Stop
 			}
-			m, ok := ls.queue.Take()
-			if !ok {
-				break
+			if m.NoResponders && !noResponders {
+				return pending.Discard // a status this client did not ask for and cannot read
 			}
-			if m.NoResponders && !c.noResponders.Load() {
-				// A status this client did not ask for and cannot read.
-				ls.queue.Discard(pending.ReasonUnsupported)
-				m.Body.Release()
-				continue
-			}
-			b.buf = c.appendMsgHead(b.buf, ls, &m)
+			b.buf = c.appendMsgHead(b.buf, ls, m)
 			if len(m.Data) >= referencedPayload && m.Body != nil {
 				iov = append(iov, b.buf[segment:], m.Data)
 				segment = len(b.buf)
@@ -262,7 +267,8 @@ func (c *conn) fill() (ok, full bool) {
 			}
 			b.timings = append(b.timings, timing{ls, m.Subject, m.Reply, m.ArrivedNanos, m.SentUnixNanos})
 			n++
-		}
+			return pending.Take
+		})
 		if n > 0 {
 			b.tookFrom = append(b.tookFrom, taken{ls, n})
 		}
@@ -279,6 +285,7 @@ func (c *conn) fill() (ok, full bool) {
 			c.heldPongs[0] = heldPong{}
 			c.heldPongs = c.heldPongs[1:]
 		}
+		c.controlOwed.Store(len(c.control) > 0 || len(c.heldPongs) > 0)
 		c.mu.Unlock()
 	}
 	if len(b.buf) == 0 {
@@ -345,9 +352,7 @@ func (c *conn) settle(err error, inline bool) {
 		}
 	}
 	for _, t := range b.tookFrom {
-		for range t.n {
-			t.ls.queue.Done(err == nil)
-		}
+		t.ls.queue.Settle(t.n, err == nil) // the whole batch's, under one lock
 		if err == nil {
 			delivered := t.ls.delivered.Add(int64(t.n))
 			if max := t.ls.maxMsgs.Load(); max > 0 && delivered >= max {

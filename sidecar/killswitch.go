@@ -9,7 +9,6 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/weighstation/weighstation/internal/lockrank"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar/breaker"
 	"github.com/weighstation/weighstation/sidecar/pending"
@@ -75,7 +74,7 @@ type killSwitches struct {
 	// mu serializes changes of the switches: configuration, ticks and
 	// status. It is held while the host applies a switch, so that two
 	// changes of one switch reach the SUBs in order.
-	mu lockrank.Mutex[killSwitchesRank]
+	mu mutex[killSwitchesRank]
 	// byPolicy are the switches by Subscription policy name, replaced whole
 	// by each configuration (under mu) and loaded without a lock on the
 	// data path.
@@ -113,7 +112,7 @@ type killSwitch struct {
 
 	// mu guards the breaker and its latency window, which the evaluation
 	// loop and the publish path (reply latencies) share.
-	mu      lockrank.Mutex[killSwitchRank]
+	mu      mutex[killSwitchRank]
 	breaker *breaker.Breaker // nil unless auto and non-essential
 	window  *breaker.Window  // reply latencies, when the breaker judges them
 	// pastTransitions are the transitions of breakers this switch had

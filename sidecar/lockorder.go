@@ -28,9 +28,10 @@ import "github.com/weighstation/weighstation/internal/lockrank"
 //	 8    killSwitch.mu        a switch's breaker and latency window   the breakers' tick, a reply's publish; connsMu and
 //	                                                                   conn.mu (pendingByPolicy)
 //	 9    Server.connsMu       the connections                         accept, connections, forget
-//	10    conn.mu              control replies, PONGs, the SUB list    the connection's reader, fill, removeSub, close,
-//	                                                                   liveSubs
-//	11    conn.requests.mu     the application's requests being timed  publish, settle, close
+//	10    conn.mu              control replies, PONGs, the SUB list    the connection's reader, fill (only while control
+//	                                                                   replies or held PONGs are owed), removeSub, close
+//	11    conn.requests.mu     the application's requests being timed  publish, settle (only while requests are timed),
+//	                                                                   close
 //	12    telemetry.latencyMu  the latency recorders by policy         latenciesFor (under retiredMu in rebind), Latency
 //	13    Server.inboxMu       latching the pod's inbox space          podInbox (under interestMu in setInboxKey),
 //	                                                                   deferInboxSub
@@ -40,15 +41,19 @@ import "github.com/weighstation/weighstation/internal/lockrank"
 // Other packages' locks are not ranked, so not checked. upstream.Client's
 // dispatch is held by the upstream reader around deliver and flush: it
 // comes before all of these. The subpackages' own (pending.Queue and
-// Budget, latency.Recorder, upstream.Interest, upstream.Client's subsMu
-// and mu) come after whichever of these their callers hold, and take none
-// of them.
+// Budget, upstream.Interest, upstream.Client's subsMu and mu) come after
+// whichever of these their callers hold, and take none of them; a queue's
+// lock is held while fill copies a batch out of it (TakeEach), with
+// nothing taken inside. latency.Recorder has no lock.
 //
-// On a message's path the upstream reader takes router.mu's read lock to
-// route it (a queue's lock inside), then, once it has routed what it read,
-// each connection's writeMu by TryLock, with conn.mu, the queues' locks,
-// answerable.mu, conn.requests.mu, the latency recorders and retiredMu (a
-// removed SUB's retirement) inside it one at a time (fill, settle). It
+// On a message's path (delivery.go walks it) the upstream reader takes
+// router.mu's read lock to route it (a queue's lock inside), then, once it
+// has routed what it read, each connection's writeMu by TryLock, with
+// conn.mu (only while control replies are owed), each queue's lock once
+// for its whole batch (fill) and once to settle it, answerable.mu and
+// conn.requests.mu (only for requests), and retiredMu (a removed SUB's
+// retirement) inside it one at a time (fill, settle). The latency
+// recorders take no lock. It
 // never waits for writeMu and never takes interestMu: removing a SUB that
 // reached its UNSUB count is the writer goroutine's. writeMu is the one
 // lock held across a socket write, and only its connection's writer waits

@@ -4,7 +4,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/weighstation/weighstation/internal/lockrank"
 	"github.com/weighstation/weighstation/sidecar/pending"
 	"github.com/weighstation/weighstation/sidecar/protocol"
 )
@@ -44,7 +43,7 @@ type readBuffers struct {
 	// charged is the bytes of read buffers in use, charged to budget.
 	charged atomic.Int64
 
-	mu     lockrank.Mutex[readBuffersRank]
+	mu     mutex[readBuffersRank]
 	free   map[int][][]byte // frame buffers kept for reuse, by size
 	pooled int              // their bytes
 }

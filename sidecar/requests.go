@@ -3,8 +3,6 @@ package sidecar
 import (
 	"sync/atomic"
 	"time"
-
-	"github.com/weighstation/weighstation/internal/lockrank"
 )
 
 // Request latency: for a request the application makes (a PUB with a reply
@@ -27,9 +25,12 @@ const (
 
 // outstanding is a connection's table of requests waiting for replies.
 type outstanding struct {
-	mu       lockrank.Mutex[requestsRank]
-	byReply  subjectMap[int64] // reply subject -> arrival (nanotime)
-	untimed  *atomic.Uint64    // the sidecar's count, for its metrics
+	mu      mutex[requestsRank]
+	byReply subjectMap[int64] // reply subject -> arrival (nanotime)
+	// size is byReply's length, for pending to read without mu on every
+	// write to the application.
+	size     atomic.Int64
+	untimed  *atomic.Uint64 // the sidecar's count, for its metrics
 	lastSwep int64
 	// bytes is the entryBytes of byReply's entries; allBytes the sidecar's
 	// sum of every connection's, which maxOutstandingBytes bounds.
@@ -40,6 +41,7 @@ type outstanding struct {
 func (o *outstanding) start(reply string, arrived int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	defer o.sized()
 	if _, ok := o.byReply.get(reply); ok {
 		o.byReply.set(reply, arrived) // the same reply subject again: timed from now
 		return
@@ -66,6 +68,7 @@ func (o *outstanding) charge(n int64) {
 func (o *outstanding) finish(subject string) (int64, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	defer o.sized()
 	arrived, ok := o.byReply.take(subject)
 	if ok {
 		o.charge(-entryBytes(len(subject)))
@@ -79,13 +82,15 @@ func (o *outstanding) drop() {
 	defer o.mu.Unlock()
 	o.byReply = subjectMap[int64]{}
 	o.charge(-o.bytes)
+	o.sized()
 }
 
-func (o *outstanding) pending() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.byReply.len() > 0
-}
+// sized publishes byReply's length (o.mu is held).
+func (o *outstanding) sized() { o.size.Store(int64(o.byReply.len())) }
+
+// pending reports whether any request waits for its reply, without the
+// lock: a write to the application looks for replies only then.
+func (o *outstanding) pending() bool { return o.size.Load() > 0 }
 
 // sweep forgets requests older than requestTimeout, at most once a second.
 func (o *outstanding) sweep(now int64) {

@@ -3,8 +3,6 @@ package sidecar
 import (
 	"sync/atomic"
 
-	"github.com/weighstation/weighstation/internal/lockrank"
-	"github.com/weighstation/weighstation/sidecar/pending"
 	"github.com/weighstation/weighstation/sidecar/upstream"
 )
 
@@ -15,7 +13,7 @@ import (
 // returns no delivery can still reach the removed subscription (its
 // accounting is then final); barrier gives the kill switches the same.
 type router struct {
-	mu     lockrank.RWMutex[routerRank]
+	mu     rwMutex[routerRank]
 	routes map[upstream.Key]*route
 
 	// unrouted counts upstream messages that arrived for interest no local
@@ -79,57 +77,6 @@ func (rt *router) barrier() {
 	rt.mu.Lock()
 	//nolint:staticcheck // an empty critical section is the point: a barrier.
 	rt.mu.Unlock()
-}
-
-// route pushes msg to key's local subscribers under the read lock, on the
-// upstream reader. It reports whether msg is a request to a killed queue
-// group member, which the caller answers with no responders.
-func (rt *router) route(key upstream.Key, msg pending.Message, origin uint64) (answer bool) {
-	rt.mu.RLock()
-	defer rt.mu.RUnlock()
-	r := rt.routes[key]
-	var targets []*localSub
-	if r != nil {
-		targets = r.subs
-		if key.Queue != "" && len(targets) > 0 {
-			targets = pickQueueMember(targets, r.next.Add(1), origin)
-		}
-	}
-	if len(targets) == 0 {
-		rt.unrouted.Add(1)
-		return false
-	}
-	for _, ls := range targets {
-		if origin != 0 && ls.conn.id == origin {
-			rt.echoSuppressed.Add(1)
-			continue
-		}
-		if ls.killed.Load() {
-			// Sent before the broker learnt the interest was withdrawn.
-			ls.queue.Reject(pending.ReasonKilled)
-			answer = answer || (key.Queue != "" && msg.Reply != "")
-			continue
-		}
-		msg.Body.Retain() // the queue's reference (Push releases it if it refuses)
-		ls.queue.Push(msg)
-		if !ls.conn.flushQueued {
-			ls.conn.flushQueued = true
-			rt.toFlush = append(rt.toFlush, ls.conn)
-		}
-	}
-	return answer
-}
-
-// flush writes what route queued since the upstream reader's last read,
-// inline where a connection's writer is idle (connwrite.go). It runs on
-// the upstream reader before each read (upstream.Client.SetBeforeRead).
-func (rt *router) flush() {
-	for i, c := range rt.toFlush {
-		c.flushQueued = false
-		c.flushInline()
-		rt.toFlush[i] = nil
-	}
-	rt.toFlush = rt.toFlush[:0]
 }
 
 // pickQueueMember picks one local member of a queue group, round robin from

@@ -39,7 +39,6 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/weighstation/weighstation/internal/lockrank"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar/pending"
 	"github.com/weighstation/weighstation/sidecar/policy"
@@ -181,7 +180,7 @@ type Server struct {
 	info     atomic.Pointer[[]byte]
 	counters *policy.Counters
 	// configMu serializes configuration changes.
-	configMu lockrank.Mutex[configRank]
+	configMu mutex[configRank]
 	// configured is set by the first SetConfig: the defaults New installs
 	// do not count (HasConfig).
 	configured atomic.Bool
@@ -191,7 +190,7 @@ type Server struct {
 
 	// interestMu serializes changes of upstream interest: SUBs, UNSUBs and
 	// kill switches (which withdraw and restore it).
-	interestMu lockrank.Mutex[interestRank]
+	interestMu mutex[interestRank]
 	// kills are the kill switches and their breakers' loop (killswitch.go).
 	kills killSwitchBoard
 	// answerable are the requests delivered to the application and not yet
@@ -215,7 +214,7 @@ type Server struct {
 	telemetry
 
 	// connsMu guards conns and closed.
-	connsMu lockrank.Mutex[connsRank]
+	connsMu mutex[connsRank]
 	conns   map[*conn]struct{}
 	closed  bool
 	wg      sync.WaitGroup
@@ -233,7 +232,7 @@ type Server struct {
 	// retiredMu guards retired and settling, and each SUB's move between
 	// live (listed, not removed), settling and retired, so that
 	// PolicyTotals finds every SUB in exactly one of them.
-	retiredMu lockrank.Mutex[retiredRank]
+	retiredMu mutex[retiredRank]
 	retired   map[string]pending.Counts // retired SUBs' final counts, and rebound SUBs' counts before, by policy
 	settling  map[*localSub]struct{}    // removed SUBs with messages still in flight
 
@@ -245,7 +244,7 @@ type Server struct {
 	// orders its latching with inboxWaiting, the inbox SUBs made before
 	// (deferInboxSub).
 	inbox        atomic.Pointer[string]
-	inboxMu      lockrank.Mutex[inboxRank]
+	inboxMu      mutex[inboxRank]
 	inboxWaiting []*localSub
 }
 

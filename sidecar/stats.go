@@ -78,10 +78,7 @@ func (s *Server) Stats() []SubscriptionStats {
 func (s *Server) liveSubs() []*localSub {
 	var out []*localSub
 	for _, c := range s.connections() {
-		c.mu.Lock()
-		order := c.order
-		c.mu.Unlock()
-		for _, ls := range order {
+		for _, ls := range c.subsInOrder() {
 			if !ls.removed.Load() {
 				out = append(out, ls)
 			}

@@ -78,7 +78,7 @@ func listSub(c *conn, sid, subject string) *localSub {
 	ls.binding.Store(&subBinding{policy: name, latency: c.srv.latenciesFor(name)})
 	c.mu.Lock()
 	c.subs[sid] = ls
-	c.order = append(append([]*localSub(nil), c.order...), ls)
+	c.addToOrderLocked(ls) // order is read without mu (fill)
 	c.mu.Unlock()
 	return ls
 }

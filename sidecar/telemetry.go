@@ -3,7 +3,6 @@ package sidecar
 import (
 	"sync/atomic"
 
-	"github.com/weighstation/weighstation/internal/lockrank"
 	"github.com/weighstation/weighstation/sidecar/latency"
 )
 
@@ -53,7 +52,7 @@ type telemetry struct {
 	// requestLatency times the application's requests, arrival to reply.
 	requestLatency *latency.Recorder
 
-	latencyMu lockrank.Mutex[latencyRank]
+	latencyMu mutex[latencyRank]
 	latency   map[string]*latencies // by Subscription policy name ("" for SUBs none covers)
 }
 

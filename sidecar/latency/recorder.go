@@ -3,7 +3,8 @@
 package latency
 
 import (
-	"sync"
+	"math/bits"
+	"sync/atomic"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -19,41 +20,56 @@ const (
 	SignificantDigits = 3
 )
 
-// Recorder is one distribution. Recording takes a mutex that only the
-// recording goroutine (a connection's writer) and an occasional reader
-// (metrics, status) contend for: hdrhistogram-go is not safe for concurrent
-// use.
+// Recorder is one distribution. Recording takes no lock: a value is one
+// atomic add to its bucket's count (HdrHistogram's buckets, counted apart),
+// so the connections' writers that record into one policy's recorder never
+// wait for each other or for a reader; Snapshot merges the counts into a
+// histogram when it is read.
 type Recorder struct {
-	mu       sync.Mutex
-	h        *hdrhistogram.Histogram
-	negative uint64
-	tooLarge uint64
+	counts   []atomic.Int64 // by HdrHistogram's index of the value (countsIndex)
+	negative atomic.Uint64
+	tooLarge atomic.Uint64
+}
+
+// The histogram's geometry, as hdrhistogram.New computes it for MinMicros
+// (unit magnitude 0) and SignificantDigits: sub-buckets of 2^11 values,
+// half of which each bucket past the first adds.
+const (
+	subBucketHalfCountMagnitude = 10 // log2(2 * 10^SignificantDigits) rounded up, minus 1
+	subBucketMask               = 1<<(subBucketHalfCountMagnitude+1) - 1
+)
+
+// countsLen is the number of buckets of the range.
+var countsLen = len(hdrhistogram.New(MinMicros, MaxMicros, SignificantDigits).Export().Counts)
+
+// countsIndex is the index of v (MinMicros to MaxMicros) in the counts of
+// hdrhistogram.New(MinMicros, MaxMicros, SignificantDigits): its
+// countsIndexFor, which TestCountsIndexIsHdrHistogramsChecks.
+func countsIndex(v int64) int {
+	bucket := 64 - bits.LeadingZeros64(uint64(v|subBucketMask)) - (subBucketHalfCountMagnitude + 1)
+	subBucket := int(v >> uint(bucket))
+	return (bucket+1)<<subBucketHalfCountMagnitude + subBucket - 1<<subBucketHalfCountMagnitude
 }
 
 // NewRecorder returns an empty recorder.
 func NewRecorder() *Recorder {
-	return &Recorder{h: hdrhistogram.New(MinMicros, MaxMicros, SignificantDigits)}
+	return &Recorder{counts: make([]atomic.Int64, countsLen)}
 }
 
 // Record adds one observation, clamping it into the range.
 func (r *Recorder) Record(d time.Duration) {
 	us := d.Microseconds() // truncated toward zero: a negative d is tested itself
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	switch {
 	case d < 0:
-		r.negative++
+		r.negative.Add(1)
 		us = MinMicros
 	case us < MinMicros:
 		us = MinMicros // sub-microsecond: the range's floor, not an error
 	case us > MaxMicros:
-		r.tooLarge++
+		r.tooLarge.Add(1)
 		us = MaxMicros
 	}
-	if err := r.h.RecordValue(us); err != nil {
-		// Unreachable after clamping; count it rather than lose it.
-		r.tooLarge++
-	}
+	r.counts[countsIndex(us)].Add(1)
 }
 
 // Snapshot is a copy of a distribution and its out-of-range counts.
@@ -63,9 +79,14 @@ type Snapshot struct {
 	TooLarge  uint64
 }
 
-// Snapshot copies the distribution.
+// Snapshot copies the distribution. Values recorded while it copies are
+// in it or not, each whole.
 func (r *Recorder) Snapshot() Snapshot {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return Snapshot{Histogram: hdrhistogram.Import(r.h.Export()), Negative: r.negative, TooLarge: r.tooLarge}
+	counts := make([]int64, len(r.counts))
+	for i := range r.counts {
+		counts[i] = r.counts[i].Load()
+	}
+	h := hdrhistogram.Import(&hdrhistogram.Snapshot{LowestTrackableValue: MinMicros, HighestTrackableValue: MaxMicros,
+		SignificantFigures: SignificantDigits, Counts: counts})
+	return Snapshot{Histogram: h, Negative: r.negative.Load(), TooLarge: r.tooLarge.Load()}
 }

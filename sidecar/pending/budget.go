@@ -1,7 +1,6 @@
 package pending
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -23,14 +22,14 @@ type Budget struct {
 	max  int64
 	used atomic.Int64
 
-	mu        sync.Mutex
+	mu        mutex
 	sheddable map[*Queue]struct{} // the non-essential queues
 
 	// waiters counts the Acquire calls waiting for room; release wakes
 	// them (closes wake) only when there are any, so that the queues'
 	// releases, one per message, cost one atomic load more.
 	waiters atomic.Int32
-	wakeMu  sync.Mutex
+	wakeMu  mutex
 	wake    chan struct{}
 	// waits counts the Acquire calls that had to wait.
 	waits atomic.Uint64

@@ -7,7 +7,6 @@ package pending
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 )
 
@@ -171,7 +170,7 @@ type Queue struct {
 	essential atomic.Bool
 	conn      *Budget // nil: no per-connection limit; never shed
 
-	mu     sync.Mutex
+	mu     mutex
 	closed bool
 	limits Limits
 	ring   []Message // grows by doubling up to MaxMessages, never beyond
@@ -452,6 +451,65 @@ func (q *Queue) Take() (Message, bool) {
 	}
 	q.counts.InFlight++
 	return q.popLocked(), true
+}
+
+// Verdict is what TakeEach's caller does with the oldest pending message.
+type Verdict uint8
+
+const (
+	// Take takes it for writing: it is in flight until Settle.
+	Take Verdict = iota
+	// Stop leaves it, and what follows it, pending.
+	Stop
+	// Discard drops it, with the reason TakeEach was given, and goes on.
+	Discard
+)
+
+// TakeEach takes a batch under one acquisition of the queue's lock: it
+// shows each pending message, oldest first, to each, which copies what it
+// needs of it (its Body is the queue's until each returns Take, and then
+// the caller's to release), until each says Stop or the queue is empty.
+// A message each discards is dropped for reason and its Body released.
+// each runs under the queue's lock: it must not call back into the queue.
+// It returns how many messages it took, in flight until Settle.
+func (q *Queue) TakeEach(reason Reason, each func(*Message) Verdict) (taken int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.counts.Pending > 0 {
+		m := &q.ring[q.head]
+		switch each(m) {
+		case Stop:
+			return taken
+		case Discard:
+			m := q.popLocked()
+			m.Body.Release()
+			q.counts.Dropped[reason]++
+			continue
+		}
+		q.popLocked()
+		q.counts.InFlight++
+		taken++
+	}
+	return taken
+}
+
+// Settle settles n messages from Take or TakeEach at once, as Done does
+// one.
+func (q *Queue) Settle(n int, delivered bool) {
+	if n == 0 {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.counts.InFlight -= uint64(n)
+	switch {
+	case delivered:
+		q.counts.Delivered += uint64(n)
+	case q.closed:
+		q.counts.Dropped[q.lateReason] += uint64(n)
+	default:
+		q.counts.Dropped[ReasonClosed] += uint64(n)
+	}
 }
 
 // Done settles a message from Take: delivered, or dropped because the

@@ -185,16 +185,16 @@ type Client struct {
 	duplicates atomic.Uint64
 
 	// renewMu makes one Renew at a time.
-	renewMu sync.Mutex
+	renewMu mutex
 	// dispatch is held by the reader that hands messages to the handlers
 	// and runs the beforeRead hook (readLoop, hookedReader).
-	dispatch sync.Mutex
+	dispatch mutex
 
-	subsMu  sync.RWMutex
+	subsMu  rwMutex
 	subs    map[uint64]*Subscription
 	nextSID atomic.Uint64
 
-	mu   sync.Mutex
+	mu   mutex
 	room *sync.Cond // signalled when the writer made room, or the connection changed
 	// conn is the live connection, nil while the broker is away; live is
 	// it with its reader.

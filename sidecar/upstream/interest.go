@@ -26,7 +26,6 @@ package upstream
 import (
 	"errors"
 	"fmt"
-	"sync"
 )
 
 // Key identifies one upstream subscription: a subject pattern and an
@@ -54,7 +53,7 @@ type Interest struct {
 	up      *Client
 	deliver Deliver
 
-	mu   sync.Mutex
+	mu   mutex
 	subs map[Key]*interest
 	// keep, once Drain was called, says which keys keep their interest;
 	// the others are refused (ErrDraining).
