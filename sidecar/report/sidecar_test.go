@@ -4,24 +4,31 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/nats-io/nats.go"
 
 	xdsv1 "github.com/weighstation/weighstation/api/xds/v1"
+	"github.com/weighstation/weighstation/cmd/weighstation-sidecar/sidecarapp"
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/meshconfig"
-	"github.com/weighstation/weighstation/sidecar"
+	"github.com/weighstation/weighstation/sidecar/upstream"
 )
 
 // A real sidecar's measurements, reported: what its application received
 // under its configuration's Subscription and published under its Topic.
 func TestReportsOfARealSidecar(t *testing.T) {
 	broker := natstest.StartBroker(t, nil)
-	opts := sidecar.DefaultOptions
-	opts.Listen = "127.0.0.1:0"
-	side, err := sidecar.New(natstest.DialUpstream(t, broker.ClientURL()), opts)
+	opts := sidecarapp.NewOptions()
+	opts.Sidecar.Listen, opts.BrokerURL, opts.BrokerCredentials = "127.0.0.1:0", broker.ClientURL(), &upstream.Credentials{}
+	opts.MetricsListen, opts.HealthListen = "", ""
+	discard := logr.Discard()
+	opts.Logger = &discard
+	assembled, err := sidecarapp.New(t.Context(), *opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(assembled.Close)
+	side := assembled.Server
 	cfg := meshconfig.DefaultConfig(meshconfig.DefaultPolicy)
 	cfg.Access.Mode = meshconfig.AccessAudit
 	cfg.Topics = []meshconfig.TopicPolicy{
@@ -36,10 +43,6 @@ func TestReportsOfARealSidecar(t *testing.T) {
 	if err := side.SetConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
-	if err := side.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(side.Close)
 
 	app := natstest.Connect(t, "nats://"+side.Addr().String(), nats.NoReconnect(),
 		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})) // the refusal below is expected
