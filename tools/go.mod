@@ -4,6 +4,7 @@ go 1.26.7
 
 require (
 	github.com/bufbuild/buf v1.75.0
+	github.com/mibk/dupl v1.1.0
 	google.golang.org/grpc/cmd/protoc-gen-go-grpc v1.6.2
 	google.golang.org/protobuf v1.36.13-0.20261016172727-e9ee2a76ab8e
 )
