@@ -255,11 +255,10 @@ const maxSpinShare = 4
 // once per connections × interval, and spins once per send).
 // Unbounded, a spin longer than the interval never ends: above 20,000/s a
 // 50 µs spin keeps the sender on a core all the time, and on a 2-core
-// machine that core is taken from the system under test (measured: at
-// 30,000/s directly to the broker, the generator used 94% of a core and
-// the corrected p50 rose from 160 µs to 1.3 ms). A sleep that wakes late
-// costs nothing in the measurement: latency is taken from the intended
-// send time, and the lateness shows as send lag.
+// machine that core is taken from the system under test
+// (docs/benchmarks.md). A sleep that wakes late costs nothing in the
+// measurement: latency is taken from the intended send time, and the
+// lateness shows as send lag.
 func spinFor(spin, interval time.Duration) time.Duration {
 	return min(spin, interval/maxSpinShare)
 }

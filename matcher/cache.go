@@ -184,7 +184,7 @@ func (c *resultCache[T]) endWrite() {
 
 // hashSubject hashes a subject for the cache: a hit is a hash, two loads
 // and a compare, so the hash is a large part of a hit's time. maphash (AES
-// rounds) took 25% of a hit on nats-server's hot subject; this reads 16
+// rounds) costs a large share of a hit on a short subject; this reads 16
 // bytes at a time and folds the two words with one 64×64→128-bit multiply,
 // as wyhash does, so that a 28-byte subject costs two dependent multiplies
 // (the last 16 bytes, or for 8 to 16 bytes the first and the last 8, read

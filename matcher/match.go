@@ -229,9 +229,8 @@ func (t *Trie[T]) matchTokens(ms *subjectTokens, dst []T) []T {
 // It is one loop, not a recursion, so that the log and the stack of
 // branches still to walk are this function's own local arrays: a pointer
 // stored into a local variable needs no GC write barrier, where one stored
-// through a pointer to the caller's frame (the recursion's shared log) went
-// through the barrier whenever a collection was marking, 8% of the CPU of
-// the churn90 benchmark.
+// through a pointer to the caller's frame (the recursion's shared log)
+// goes through the barrier whenever a collection is marking.
 func (c *ctrie[T]) matchWalk(root *iNode[T], ms *subjectTokens, dst []T, validate bool) ([]T, bool) {
 	var (
 		reads  [inlineReads]recordedRead[T]

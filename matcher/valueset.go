@@ -207,8 +207,8 @@ const (
 	smallSetDemote = smallSetMax / 2
 
 	// 32-way nodes. 16-way nodes copy half the pointers per level but
-	// need a level more, and measured slower on the fan-in benchmarks
-	// (more allocations); 64-way copy twice the pointers.
+	// need a level more, so more allocations per update; 64-way copy
+	// twice the pointers.
 	hamtBits  = 5
 	hamtWidth = 1 << hamtBits
 	hamtMask  = hamtWidth - 1

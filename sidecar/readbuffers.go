@@ -22,9 +22,8 @@ import (
 // Frame buffers (past 64 KiB) are kept for reuse, up to
 // maxPooledReadBuffers, uncharged while they wait: a frame's buffer is let
 // go as soon as the frame is consumed, and the next large body, on this
-// connection or another, takes it. Without the reuse every large body was
-// a new allocation, and a flood of them outran the garbage collector: the
-// heap overshot its goal by tens of MiB while each collection ran.
+// connection or another, takes it, so that a flood of large bodies is not
+// an allocation each, which would outrun the garbage collector.
 const (
 	// maxPooledReadBuffers bounds the frame buffers kept for reuse (part
 	// of the sidecar's fixed overhead, docs/sidecar.md).

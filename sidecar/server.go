@@ -103,7 +103,7 @@ type Options struct {
 	// AppSendBuffer, when positive, sets the kernel send buffer (SO_SNDBUF)
 	// of each application connection, in bytes (Linux doubles it for its
 	// bookkeeping). Zero leaves the kernel's autotuning, which on loopback
-	// grew to 2.8 MB: seconds of messages that wait in the kernel, where
+	// grows to megabytes: seconds of messages that wait in the kernel, where
 	// no limit, drop count or latency of the sidecar sees them. A bound
 	// keeps the queueing in the sidecar, where it is governed and measured.
 	// It bounds the connection's write batches too (to the smaller of it

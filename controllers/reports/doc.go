@@ -47,7 +47,7 @@
 // MaxReasonLength bytes) and 136 bytes of its own: 55,660 bytes at worst.
 // 1,000 values of a lognormal-ish distribution spread over two decades
 // populate about 530 buckets, about 1,050 bytes per histogram and 2,260
-// per slice (2,424 measured on the heap, TestBytesPerSlice). A
+// per slice (TestBytesPerSlice checks the estimate on the heap). A
 // Subscription's running sums take 1 KiB per 128-bucket block in use, at
 // most 41 KB. What bounds the total: Options.MaxSeries series; at most
 // maxSlices slices per (policy, pod), since reports that come faster than

@@ -10,12 +10,10 @@ import (
 // same traffic and its p99.9 moves, by more than one bucket for tens of
 // thousands of values, and its max by as much as the distribution's tail
 // is wide. Judged by "more than one bucket" alone, every object of real
-// traffic would change at every report (make bench-reports SAMPLES=fresh:
-// every steady Subscription wrote at every write interval). So each
-// summarized value comes with the range of values it could have taken
-// from sampling alone, and the status writer calls a move material only
-// when the new range and the range last written do not meet (more than a
-// bucket apart).
+// traffic would change at every report. So each summarized value comes
+// with the range of values it could have taken from sampling alone, and
+// the status writer calls a move material only when the new range and
+// the range last written do not meet (more than a bucket apart).
 //
 // The range of the q-quantile of n values is the values at the ranks
 // q·n ± k, where k = max(noiseSigmas·√(n·q·(1−q)), noiseTailRanks): the

@@ -102,9 +102,9 @@ func (r *Reconciler) announce(topic *v1alpha1.Topic, next *v1alpha1.TopicStatus)
 // only among Topics that overlap it), or every Topic of the namespace
 // while it has -max-topics-per-namespace or more (which of them are in
 // force follows their order). It reads the informer's objects in place:
-// a List would copy each Topic of the namespace for each event, and
-// creating 3,000 Topics and 3,000 Subscriptions in one namespace copied
-// 6 GB.
+// a List would copy each Topic of the namespace for each event, so that
+// creating a namespace's Topics would copy them a number of times that
+// grows with the square of their number.
 func (r *Reconciler) topicsOverlapping(topics toolscache.Indexer) handler.MapFunc {
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
 		items, err := topics.ByIndex(toolscache.NamespaceIndex, obj.GetNamespace())

@@ -18,12 +18,11 @@ const (
 
 // DefaultMemoryMargin is what the sidecar's memory limit must leave above
 // its memory budget (the bytes its pending messages and large read
-// buffers may hold): the Go runtime, the binary, connection buffers and
-// the xDS client measured about 15 MiB idle (make bench-sidecar-rss), and
-// 256 connections that each announce a 1 MiB body peaked 46 MiB above the
-// budget (cmd/weighstation-sidecar's RSS test, docs/sidecar.md Memory). A
-// limit closer to the budget lets the kernel kill the sidecar before the
-// budget sheds anything.
+// buffers may hold): room for the Go runtime, the binary, connection
+// buffers and the xDS client, and for 256 connections that each announce
+// a 1 MiB body, which peak 46 MiB above the budget (docs/sidecar.md
+// Memory; docs/benchmarks.md). A limit closer to the budget lets the
+// kernel kill the sidecar before the budget sheds anything.
 var DefaultMemoryMargin = resource.MustParse("48Mi")
 
 // Resources are the sidecar's resources: the defaults every pod gets, and

@@ -238,9 +238,9 @@ func (s *Server) Start(ctx context.Context) error {
 		grpc.SharedWriteBuffer(true),
 		grpc.ReadBufferSize(connReadBuffer),
 		// gRPC's default pool gives any message of 32 KiB to 1 MiB a 1 MiB
-		// buffer, held until the sidecar has read it: a namespace's Topics
-		// sent to 2,000 sidecars at once held 490 MiB of such buffers.
-		// A tier at every power of two wastes at most half.
+		// buffer, held until the sidecar has read it, and a namespace's
+		// Topics go to every sidecar at once. A tier at every power of two
+		// wastes at most half.
 		experimental.BufferPool(responseBufferPool),
 	}
 	if s.opts.TLS != nil {
@@ -275,10 +275,10 @@ func (s *Server) Start(ctx context.Context) error {
 // context is the stream's: go-control-plane's stream loop ends when its
 // server's context does, which is how a stream ends when its token
 // expires (authenticate cancels it). Its receive loop does not watch the
-// stream, and a goroutine per stream waiting on each receive to end it
-// was a third of 33,000 goroutines at 10,000 sidecars. The servers are a
-// few small structs; stream IDs are numbered here, as each server would
-// number its one stream 1.
+// stream, and ending it from a goroutine per stream waiting on each
+// receive would add a goroutine for every stream of every sidecar. The
+// servers are a few small structs; stream IDs are numbered here, as each
+// server would number its one stream 1.
 type deltaOnly struct {
 	discoverygrpc.UnimplementedAggregatedDiscoveryServiceServer
 	srv     *Server

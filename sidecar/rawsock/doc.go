@@ -8,9 +8,8 @@
 // a system call that may block. When the process was idle between two
 // messages (the usual case at a few thousand messages a second), the
 // runtime's monitor thread is asleep, and entering a system call wakes it
-// with a futex: measured with `make profile-sidecar`, 8% of the
-// publisher's sidecar's CPU and 11% of the subscriber's, about 2 µs per
-// message. A raw system call (syscall.RawSyscall) skips that bookkeeping.
+// with a futex, a cost paid per message (docs/benchmarks.md). A raw
+// system call (syscall.RawSyscall) skips that bookkeeping.
 // Its cost is that the goroutine keeps its processor while the kernel
 // works, which is right for a call that cannot block and is short: so a
 // write of more than RawWriteLimit bytes goes through syscall.Syscall, as

@@ -126,12 +126,9 @@ const maxRenewRounds = 20
 // new connection's SUB and ends after the old one's UNSUB: it goes to
 // neither (nats-server matches a message's subscriptions, then delivers
 // to those still open). A broker goroutine descheduled in between makes
-// that window as long as it waits for a CPU: without an overlap, one
-// message was lost in one of a few dozen renewals under -race on two
-// cores (TestRenewLosesNothing); with 100 ms and two busy loops taking
-// both cores, in one of a few hundred, where the broker took 100 ms to
-// answer a PING and the lost message's routing spanned 1.3 s. A broker
-// stalled longer than the overlap can still lose that message.
+// that window as long as it waits for a CPU, so the overlap grows with
+// the broker's slowest answer (overlapFor; TestRenewLosesNothing). A
+// broker stalled longer than the overlap can still lose that message.
 //
 // When the new connection fails before the switch (the broker refuses the
 // credential, say), it is closed and the error returned: the old one

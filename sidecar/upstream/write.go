@@ -248,8 +248,7 @@ func (c *Client) kick() {
 // was queued: whoever queues asks for a write afterwards (WriteQueued,
 // WriteSoon, kick), so nothing is left behind, and a writer that took
 // whatever a running reader had just queued would write a message or two
-// per system call while that reader kept queuing (4.5 times the sidecar's
-// CPU per message in BenchmarkPublishBurst, writes=overlapped).
+// per system call while that reader kept queuing.
 //
 // From a renewal's switch until the broker confirmed the last publishes
 // of the old connection (held), only control lines are written: the

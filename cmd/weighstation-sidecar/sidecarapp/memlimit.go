@@ -12,11 +12,11 @@ import (
 // auto) adds to -memory-budget: room for the fixed overhead (the runtime,
 // 256 connections' stacks and first read buffers, the broker connection's
 // buffers, the kept frame buffers) and for garbage not yet collected. With
-// it, 256 connections each sending 1 MiB bodies peaked at 88-110 MiB of
-// RSS (cmd/weighstation-sidecar's TestHostileLargeBodiesStayUnderTheContainerLimit):
-// under the chart's 128Mi limit. Without a soft limit the garbage collector
-// lets the heap grow to twice what is live (GOGC=100), and the same flood
-// peaked at 105-146 MiB.
+// it, 256 connections each sending 1 MiB bodies stay under the chart's
+// 128Mi limit (cmd/weighstation-sidecar's
+// TestHostileLargeBodiesStayUnderTheContainerLimit). Without a soft limit
+// the garbage collector lets the heap grow to twice what is live
+// (GOGC=100), and the same flood can pass that limit.
 const GoMemoryMargin = 32 << 20
 
 // goMemoryLimit is the Go soft memory limit that -go-memory-limit asks for:
