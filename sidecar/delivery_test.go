@@ -429,6 +429,14 @@ func (r *rig) backlog(t *testing.T, subject string) uint64 {
 // TestHeldPongsCountAgainstMaxControlBytes: PONGs held behind a backlog
 // are control replies the client has not taken: up to MaxControlBytes of
 // them wait, and one more closes the connection as a slow consumer.
+//
+// The client reads nothing until the sidecar has parsed every PING: were
+// it to read at once, the writer would drain the backlog, and the PONGs
+// held behind it go out, while the sidecar's reader still parsed the
+// PINGs, and then 101 fit (rightly: the client had taken the first ones).
+// A SUB sent after the PINGs, in the same write, shows in Stats once they
+// are parsed (the reader runs commands in order); a close removes the
+// stalled SUB, and the SUB after it is refused.
 func TestHeldPongsCountAgainstMaxControlBytes(t *testing.T) {
 	const maxControl = 600 // 100 PONGs
 	for _, tc := range []struct {
@@ -440,8 +448,34 @@ func TestHeldPongsCountAgainstMaxControlBytes(t *testing.T) {
 			stalled := r.stalledSubscriber(t, "held")
 			defer stalled.Close()
 			arrived := r.backlog(t, "held")
-			if _, err := stalled.Write([]byte(strings.Repeat("PING\r\n", tc.pings))); err != nil {
+			if _, err := stalled.Write([]byte(strings.Repeat("PING\r\n", tc.pings) + "SUB held.parsed parsed\r\n")); err != nil {
 				t.Fatal(err)
+			}
+			var counts pending.Counts // the stalled SUB's, once the PINGs are parsed
+			parsed, closed := false, false
+			natstest.WaitFor(t, "the sidecar parsed the PINGs (the SUB after them is live, or the connection closed)", func() bool {
+				live := false
+				parsed = false
+				for _, st := range r.side.Stats() {
+					switch st.SID {
+					case "stalled":
+						live, counts = true, st.Counts
+					case "parsed":
+						parsed = true
+					}
+				}
+				closed = !live
+				return parsed || closed
+			})
+			switch {
+			case tc.closed && !closed:
+				t.Fatalf("%d PONGs held past MaxControlBytes %d, the connection went on (%d messages still queued before them)", tc.pings, maxControl, counts.Pending)
+			case !tc.closed && closed:
+				t.Fatalf("closed with %d PONGs held, within MaxControlBytes %d", tc.pings, maxControl)
+			case !tc.closed && counts.Pending == 0:
+				// The client read nothing, so the queue keeps what the
+				// backlog left there, and every PONG was held at once.
+				t.Fatalf("the backlog left the queue while the PINGs were parsed: %+v", counts)
 			}
 			br := bufio.NewReader(stalled)
 			_ = stalled.SetReadDeadline(time.Now().Add(10 * time.Second))
