@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"math/big"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/weighstation/weighstation/broker"
 	"github.com/weighstation/weighstation/internal/natstest"
+	"github.com/weighstation/weighstation/internal/testcert"
 )
 
 // testCA signs route certificates for a test.
@@ -95,19 +95,6 @@ func (ca *testCA) issue(t *testing.T, usages []x509.ExtKeyUsage) (certPEM, keyPE
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
 }
 
-// writeAtomically replaces path as the kubelet updates a mounted Secret:
-// the new content appears whole, under a new inode.
-func writeAtomically(t *testing.T, path string, data []byte) {
-	t.Helper()
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // secretDir writes a mounted route TLS Secret: a certificate that signer
 // issues, with the given usages, and trust in trusted.
 func secretDir(t *testing.T, signer *testCA, usages []x509.ExtKeyUsage, trusted *testCA) *broker.RouteTLS {
@@ -119,9 +106,9 @@ func secretDir(t *testing.T, signer *testCA, usages []x509.ExtKeyUsage, trusted 
 		CAFile:   filepath.Join(dir, "ca.crt"),
 	}
 	certPEM, keyPEM := signer.issue(t, usages)
-	writeAtomically(t, o.CertFile, certPEM)
-	writeAtomically(t, o.KeyFile, keyPEM)
-	writeAtomically(t, o.CAFile, trusted.pem)
+	testcert.WriteAtomically(t, o.CertFile, certPEM)
+	testcert.WriteAtomically(t, o.KeyFile, keyPEM)
+	testcert.WriteAtomically(t, o.CAFile, trusted.pem)
 	return o
 }
 
@@ -280,7 +267,7 @@ func TestRotatedRouteCertificateIsUsed(t *testing.T) {
 	b := startTLS(t, secretDir(t, ca, bothUsages, ca), a.route)
 	b.log.waitForFailure(t, "the peer, before the rotation")
 	certPEM, keyPEM := ca.issue(t, bothUsages)
-	writeAtomically(t, files.CertFile, certPEM)
-	writeAtomically(t, files.KeyFile, keyPEM)
+	testcert.WriteAtomically(t, files.CertFile, certPEM)
+	testcert.WriteAtomically(t, files.KeyFile, keyPEM)
 	messageCrosses(t, b, a)
 }

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weighstation/weighstation/test/bench/harness"
 	"github.com/weighstation/weighstation/demo/demoapi"
+	"github.com/weighstation/weighstation/test/bench/harness"
 )
 
 // app is a running sample application and its control port.

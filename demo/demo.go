@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/weighstation/weighstation/demo/podrunner"
 	"github.com/weighstation/weighstation/test/bench/harness"
 	"github.com/weighstation/weighstation/test/bench/harness/kubeenv"
-	"github.com/weighstation/weighstation/demo/podrunner"
 )
 
 // demo is one run's state.

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weighstation/weighstation/test/bench/harness"
 	"github.com/weighstation/weighstation/demo/demoapi"
+	"github.com/weighstation/weighstation/test/bench/harness"
 )
 
 // killSwitches is step 5: the automatic kill switch, then the manual one.

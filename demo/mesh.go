@@ -12,9 +12,9 @@ import (
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/controllers/brokercreds"
 	"github.com/weighstation/weighstation/controllers/webhook"
+	"github.com/weighstation/weighstation/demo/podrunner"
 	"github.com/weighstation/weighstation/test/bench/harness"
 	"github.com/weighstation/weighstation/test/bench/harness/kubeenv"
-	"github.com/weighstation/weighstation/demo/podrunner"
 )
 
 // The demo's namespace and pods (manifests/pods.yaml).

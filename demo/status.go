@@ -38,19 +38,23 @@ func (d *demo) hold(dur time.Duration) error {
 }
 
 func (d *demo) subscription(ctx context.Context, name string) (*v1alpha1.Subscription, error) {
-	var s v1alpha1.Subscription
-	if err := d.cl.Client.Get(ctx, ctrlclient.ObjectKey{Namespace: namespace, Name: name}, &s); err != nil {
-		return nil, fmt.Errorf("reading Subscription %s: %w", name, err)
-	}
-	return &s, nil
+	return get[v1alpha1.Subscription](ctx, d, "Subscription", name)
 }
 
 func (d *demo) topic(ctx context.Context, name string) (*v1alpha1.Topic, error) {
-	var t v1alpha1.Topic
-	if err := d.cl.Client.Get(ctx, ctrlclient.ObjectKey{Namespace: namespace, Name: name}, &t); err != nil {
-		return nil, fmt.Errorf("reading Topic %s: %w", name, err)
+	return get[v1alpha1.Topic](ctx, d, "Topic", name)
+}
+
+// get reads the object of kind named name in the demo's namespace.
+func get[T any, P interface {
+	*T
+	ctrlclient.Object
+}](ctx context.Context, d *demo, kind, name string) (*T, error) {
+	obj := P(new(T))
+	if err := d.cl.Client.Get(ctx, ctrlclient.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
+		return nil, fmt.Errorf("reading %s %s: %w", kind, name, err)
 	}
-	return &t, nil
+	return obj, nil
 }
 
 // refused is a Topic's refusals for reason over the window.

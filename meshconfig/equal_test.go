@@ -19,24 +19,25 @@ func TestEqualComparesEveryField(t *testing.T) {
 	if !topic().Equal(topic()) || !sub().Equal(sub()) {
 		t.Fatal("equal policies in separate memory compare unequal")
 	}
-	for _, path := range leafPaths(reflect.TypeOf(TopicPolicy{}), nil) {
-		a, b := topic(), topic()
-		bump(reflect.ValueOf(&b).Elem(), path)
-		if a.Equal(b) {
-			t.Errorf("TopicPolicy.Equal misses field %v", path)
-		}
-	}
-	for _, path := range leafPaths(reflect.TypeOf(SubscriptionPolicy{}), nil) {
-		a, b := sub(), sub()
-		bump(reflect.ValueOf(&b).Elem(), path)
-		if a.Equal(b) {
-			t.Errorf("SubscriptionPolicy.Equal misses field %v", path)
-		}
-	}
+	equalSeesEveryLeaf(t, topic)
+	equalSeesEveryLeaf(t, sub)
 	a, b := topic(), topic()
 	b.PublishRate = nil
 	if a.Equal(b) || b.Equal(a) {
 		t.Error("a rate and no rate compare equal")
+	}
+}
+
+// equalSeesEveryLeaf changes each leaf field of a policy that newPolicy
+// returns in turn, and expects Equal to see it.
+func equalSeesEveryLeaf[P interface{ Equal(P) bool }](t *testing.T, newPolicy func() P) {
+	t.Helper()
+	for _, path := range leafPaths(reflect.TypeOf(newPolicy()), nil) {
+		a, b := newPolicy(), newPolicy()
+		bump(reflect.ValueOf(&b).Elem(), path)
+		if a.Equal(b) {
+			t.Errorf("%T.Equal misses field %v", a, path)
+		}
 	}
 }
 

@@ -35,18 +35,8 @@ type healthCheck struct {
 // does.
 func (s *Server) HealthHandler() http.Handler {
 	checks := []healthCheck{
-		{name: "config", required: true, check: func() string {
-			if !s.HasConfig() {
-				return "none received yet"
-			}
-			return ""
-		}},
-		{name: "broker", check: func() string {
-			if !s.BrokerConnected() {
-				return "disconnected"
-			}
-			return ""
-		}},
+		{name: "config", required: true, check: failsUnless(s.HasConfig, "none received yet")},
+		{name: "broker", check: failsUnless(s.BrokerConnected, "disconnected")},
 	}
 	if s.opts.InboxPrefix != nil {
 		// With a credential from the operator, the pod's inbox space
@@ -93,6 +83,16 @@ func (s *Server) HealthHandler() http.Handler {
 		}
 	})
 	return mux
+}
+
+// failsUnless is a check that fails for reason unless ok.
+func failsUnless(ok func() bool, reason string) func() string {
+	return func() string {
+		if !ok() {
+			return reason
+		}
+		return ""
+	}
 }
 
 func writeHealth(w http.ResponseWriter, code int, body string) {

@@ -13,10 +13,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weighstation/weighstation/internal/lockcount"
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/sidecar"
-	"github.com/weighstation/weighstation/sidecar/pending"
-	"github.com/weighstation/weighstation/sidecar/upstream"
 )
 
 // TestDeliveryLockAcquisitions is a diagnostic, not a pass/fail check: it
@@ -24,7 +23,8 @@ import (
 // SUB of one application connection, 1 KiB messages stamped by a publishing
 // sidecar), counted by the locks themselves. Under the lockcount build tag
 // every lock of package sidecar (by rank) and of pending and upstream (by
-// package; latency.Recorder has none) counts each Lock, RLock and TryLock:
+// package; latency.Recorder has none) counts each Lock, RLock and TryLock
+// (internal/lockcount):
 //
 //	go test -tags lockcount -run TestDeliveryLockAcquisitions -v ./sidecar/
 //
@@ -73,9 +73,9 @@ func TestDeliveryLockAcquisitions(t *testing.T) {
 		inFlight int
 	}{{"one in flight", 1}, {"64 in flight", 64}} {
 		const n = 12800
-		before := allLockCounts()
+		before := lockcount.Counts()
 		send(n, shape.inFlight)
-		after := allLockCounts()
+		after := lockcount.Counts()
 		var lines []string
 		total := 0.0
 		for _, name := range slices.Sorted(maps.Keys(after)) {
@@ -87,11 +87,4 @@ func TestDeliveryLockAcquisitions(t *testing.T) {
 		}
 		t.Logf("%s: %.2f lock acquisitions per delivered message: %s", shape.name, total, strings.Join(lines, ", "))
 	}
-}
-
-func allLockCounts() map[string]uint64 {
-	out := sidecar.LockCounts()
-	out["pending (queues, budgets)"] = pending.LockAcquisitions()
-	out["upstream (dispatch, subsMu, mu)"] = upstream.LockAcquisitions()
-	return out
 }

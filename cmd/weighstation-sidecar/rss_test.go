@@ -15,11 +15,11 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/weighstation/weighstation/test/bench/harness"
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/internal/poll"
 	"github.com/weighstation/weighstation/internal/proctest"
 	"github.com/weighstation/weighstation/sidecar"
+	"github.com/weighstation/weighstation/test/bench/harness"
 )
 
 // The hostile publisher of issue 30: one pod's MaxConnections (256)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/weighstation/weighstation/broker"
 	"github.com/weighstation/weighstation/internal/keep"
+	"github.com/weighstation/weighstation/internal/wake"
 )
 
 // The operator keeps the broker keys Secret and the trust ConfigMap in its
@@ -280,12 +281,7 @@ func (k *Keeper) podSeen(obj any) {
 	}
 }
 
-func (k *Keeper) poke() {
-	select {
-	case k.wake <- struct{}{}:
-	default:
-	}
-}
+func (k *Keeper) poke() { wake.Poke(k.wake) }
 
 // runningPods is the field selector of pods that have not finished: the
 // apiserver filters on it, so a list holds metadata and nothing else.

@@ -119,10 +119,7 @@ func (k Keys) SecretData() (map[string][]byte, error) {
 // was issued, and different for every pod, so that revoking one pod
 // revokes no other.
 func (k Keys) UserKey(uid string) (nkeys.KeyPair, error) {
-	if uid == "" {
-		return nil, errors.New("a pod UID is required to derive its user key")
-	}
-	return k.derive(nkeys.PrefixByteUser, "weighstation pod user key", uid, "the user key of pod "+uid)
+	return k.derive(nkeys.PrefixByteUser, "weighstation pod user key", uid, "a pod UID is required to derive its user key", "the user key of pod "+uid)
 }
 
 // AccountKey is the account of namespace: every sidecar of the namespace
@@ -131,15 +128,15 @@ func (k Keys) UserKey(uid string) (nkeys.KeyPair, error) {
 // keys, so that a new leader signs the same accounts with no record of
 // them.
 func (k Keys) AccountKey(namespace string) (nkeys.KeyPair, error) {
-	if namespace == "" {
-		return nil, errors.New("a namespace is required to derive its account key")
-	}
-	return k.derive(nkeys.PrefixByteAccount, "weighstation namespace account key", namespace, "the account key of namespace "+namespace)
+	return k.derive(nkeys.PrefixByteAccount, "weighstation namespace account key", namespace, "a namespace is required to derive its account key", "the account key of namespace "+namespace)
 }
 
 // derive is the key pair of prefix whose seed is the HMAC, under the user
 // key secret, of label, a NUL and id; what names it in an error.
-func (k Keys) derive(prefix nkeys.PrefixByte, label, id, what string) (nkeys.KeyPair, error) {
+func (k Keys) derive(prefix nkeys.PrefixByte, label, id, missing, what string) (nkeys.KeyPair, error) {
+	if id == "" {
+		return nil, errors.New(missing)
+	}
 	mac := hmac.New(sha256.New, k.userKeySecret)
 	mac.Write([]byte(label + "\x00"))
 	mac.Write([]byte(id))

@@ -46,7 +46,7 @@ func newLabelTest(t *testing.T, stopTimeout time.Duration, funcs interceptor.Fun
 	t.Helper()
 	ctx := context.Background()
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: newNamespace(t), Name: "operator-0",
+		ObjectMeta: metav1.ObjectMeta{Namespace: envtestsuite.NewNamespace(t, k8sClient, "test-"), Name: "operator-0",
 			Labels: map[string]string{leaderlabel.Label: "true", "app": "operator"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "operator", Image: "weighstation"}}},
 	}

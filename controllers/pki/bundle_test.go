@@ -9,7 +9,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/weighstation/weighstation/controllers/pki"
+	"github.com/weighstation/weighstation/internal/testcert"
 	"github.com/weighstation/weighstation/internal/tlsreload"
 )
 
@@ -145,35 +145,6 @@ func TestPublishBundleWithAnotherName(t *testing.T) {
 	}
 }
 
-// tlsServer serves TLS on loopback with cfg and completes each handshake.
-func tlsServer(t *testing.T, cfg *tls.Config) string {
-	t.Helper()
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				defer conn.Close()
-				_ = conn.SetDeadline(time.Now().Add(eventuallyTimeout))
-				_ = conn.(*tls.Conn).Handshake()
-				_, _ = conn.Read(make([]byte, 1)) // until the client closes
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-	})
-	return ln.Addr().String()
-}
-
 // dialTLS completes a handshake with the server at addr and returns the
 // leaf it presented.
 func dialTLS(addr string, cfg *tls.Config) (*x509.Certificate, error) {
@@ -221,7 +192,7 @@ func TestHandshakeWithThePublishedBundle(t *testing.T) {
 		}
 	}
 	ensureAndPublish()
-	addr := tlsServer(t, a.TLSConfig())
+	addr := testcert.Serve(t, a.TLSConfig(), eventuallyTimeout)
 
 	published := x509.NewCertPool()
 	if !published.AppendCertsFromPEM([]byte(getConfigMap(t, appNs, pki.DefaultBundleConfigMapName).Data[pki.BundleKey])) {

@@ -2,15 +2,12 @@ package pki_test
 
 import (
 	"net"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -35,14 +32,8 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(runSuite(m))
-}
-
-func runSuite(m *testing.M) int {
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	return envtestsuite.Run(m, scheme, nil, func(env *envtestsuite.Env) int {
+	envtestsuite.Main(m, scheme, func(env *envtestsuite.Env) {
 		cfg, k8sClient = env.Config, env.Client
-		return m.Run()
 	})
 }
 

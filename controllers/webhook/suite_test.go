@@ -1,13 +1,10 @@
 package webhook
 
 import (
-	"os"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/weighstation/weighstation/internal/envtestsuite"
@@ -26,13 +23,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(runSuite(m))
-}
-
-func runSuite(m *testing.M) int {
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	return envtestsuite.Run(m, scheme, nil, func(env *envtestsuite.Env) int {
+	envtestsuite.Main(m, scheme, func(env *envtestsuite.Env) {
 		k8sClient = env.Client
-		return m.Run()
 	})
 }

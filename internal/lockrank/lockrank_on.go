@@ -22,12 +22,7 @@ type Mutex[R Ranker] struct {
 
 // Lock checks the order, then locks.
 func (m *Mutex[R]) Lock() {
-	var r R
-	g := goid()
-	check(g, r.Rank())
-	m.mu.Lock()
-	m.lockedBy = g
-	hold(g, r.Rank(), unsafe.Pointer(m))
+	m.lockedBy = acquire[R](unsafe.Pointer(m), m.mu.Lock)
 }
 
 // TryLock is not checked, since it never waits, and so can be part of no
@@ -55,12 +50,7 @@ type RWMutex[R Ranker] struct {
 }
 
 func (m *RWMutex[R]) Lock() {
-	var r R
-	g := goid()
-	check(g, r.Rank())
-	m.mu.Lock()
-	m.writer = g
-	hold(g, r.Rank(), unsafe.Pointer(m))
+	m.writer = acquire[R](unsafe.Pointer(m), m.mu.Lock)
 }
 
 func (m *RWMutex[R]) Unlock() {
@@ -69,11 +59,7 @@ func (m *RWMutex[R]) Unlock() {
 }
 
 func (m *RWMutex[R]) RLock() {
-	var r R
-	g := goid()
-	check(g, r.Rank())
-	m.mu.RLock()
-	hold(g, r.Rank(), unsafe.Pointer(m))
+	acquire[R](unsafe.Pointer(m), m.mu.RLock)
 }
 
 // RUnlock releases the read lock of this goroutine, or, when it holds
@@ -81,6 +67,18 @@ func (m *RWMutex[R]) RLock() {
 func (m *RWMutex[R]) RUnlock() {
 	releaseRead(goid(), unsafe.Pointer(m))
 	m.mu.RUnlock()
+}
+
+// acquire checks that the calling goroutine may take held, a lock of rank
+// R.Rank(), takes it (lock), and records it held by the goroutine, whose
+// id it returns.
+func acquire[R Ranker](held unsafe.Pointer, lock func()) uint64 {
+	var r R
+	g := goid()
+	check(g, r.Rank())
+	lock()
+	hold(g, r.Rank(), held)
+	return g
 }
 
 // goid is the calling goroutine's id, from the first line of its stack

@@ -7,6 +7,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -14,6 +15,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
@@ -92,14 +94,54 @@ func WriteSecretVolume(t testing.TB, dir string, p Pair) {
 		name string
 		data []byte
 	}{{"tls.key", p.KeyPEM}, {"tls.crt", p.CertPEM}} {
-		tmp := filepath.Join(dir, "."+f.name+".tmp")
-		if err := os.WriteFile(tmp, f.data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, filepath.Join(dir, f.name)); err != nil {
-			t.Fatal(err)
-		}
+		WriteAtomically(t, filepath.Join(dir, f.name), f.data)
 	}
+}
+
+// WriteAtomically replaces path as the kubelet updates a mounted volume:
+// the new content appears whole, under a new inode (written beside it,
+// then renamed into place).
+func WriteAtomically(t testing.TB, path string, data []byte) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Serve serves TLS with cfg on loopback until the test ends, and returns
+// its address. It completes each handshake (the client's verdict arrives
+// as an alert or a close), then holds the connection until the client
+// closes it or timeout passes.
+func Serve(t testing.TB, cfg *tls.Config, timeout time.Duration) string {
+	t.Helper()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer conn.Close()
+				_ = conn.SetDeadline(time.Now().Add(timeout))
+				_ = conn.(*tls.Conn).Handshake()
+				_, _ = conn.Read(make([]byte, 1))
+			})
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	return ln.Addr().String()
 }
 
 func newKey(t testing.TB) *ecdsa.PrivateKey {

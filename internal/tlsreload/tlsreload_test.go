@@ -17,11 +17,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/weighstation/weighstation/internal/testcert"
 	"github.com/weighstation/weighstation/internal/tlsreload"
 )
 
@@ -94,19 +94,6 @@ func pemOf(cas ...testCA) []byte {
 	return out
 }
 
-// writeAtomically replaces path the way the kubelet updates a ConfigMap
-// volume: the new content appears whole.
-func writeAtomically(t *testing.T, path string, data []byte) {
-	t.Helper()
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // server is a TLS server on loopback whose certificate can be swapped while
 // it runs, as the operator's is.
 type server struct {
@@ -118,36 +105,12 @@ func startServer(t *testing.T, cert *tls.Certificate) *server {
 	t.Helper()
 	s := &server{}
 	s.cert.Store(cert)
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
+	s.addr = testcert.Serve(t, &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			return s.cert.Load(), nil
 		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.addr = ln.Addr().String()
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				defer conn.Close()
-				_ = conn.SetDeadline(time.Now().Add(handshakeTimeout))
-				// The client's verdict arrives as an alert or a close.
-				_ = conn.(*tls.Conn).Handshake()
-				_, _ = conn.Read(make([]byte, 1))
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-	})
+	}, handshakeTimeout)
 	return s
 }
 
@@ -174,7 +137,7 @@ func TestFollowsCARotation(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ca.crt")
 	old, next := newTestCA(t, "old"), newTestCA(t, "next")
-	writeAtomically(t, path, pemOf(old))
+	testcert.WriteAtomically(t, path, pemOf(old))
 	now := time.Now()
 	pool, err := tlsreload.NewReloadingPool(path, tlsreload.Options{MaxAge: time.Hour, Now: func() time.Time { return now }})
 	if err != nil {
@@ -201,7 +164,7 @@ func TestFollowsCARotation(t *testing.T) {
 	}
 	for _, step := range steps {
 		if step.file != nil {
-			writeAtomically(t, path, step.file)
+			testcert.WriteAtomically(t, path, step.file)
 		}
 		now = now.Add(step.wait)
 		s.cert.Store(step.leaf)
@@ -221,7 +184,7 @@ func TestFollowsCARotation(t *testing.T) {
 func TestServerName(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ca.crt")
 	ca := newTestCA(t, "ca")
-	writeAtomically(t, path, pemOf(ca))
+	testcert.WriteAtomically(t, path, pemOf(ca))
 	pool, err := tlsreload.NewReloadingPool(path, tlsreload.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +225,7 @@ func isNil(err error) bool { return err == nil }
 func TestKeepsLastGoodCAs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ca.crt")
 	ca := newTestCA(t, "ca")
-	writeAtomically(t, path, pemOf(ca))
+	testcert.WriteAtomically(t, path, pemOf(ca))
 	now := time.Now()
 	clock := func() time.Time { return now }
 	pool, err := tlsreload.NewReloadingPool(path, tlsreload.Options{MaxAge: time.Second, Now: clock})
@@ -275,14 +238,14 @@ func TestKeepsLastGoodCAs(t *testing.T) {
 		name      string
 		breakFile func()
 	}{
-		{"garbage", func() { writeAtomically(t, path, []byte("not PEM")) }},
+		{"garbage", func() { testcert.WriteAtomically(t, path, []byte("not PEM")) }},
 		{"a key instead of certificates", func() {
-			writeAtomically(t, path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte{1}}))
+			testcert.WriteAtomically(t, path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte{1}}))
 		}},
 		{"a corrupt certificate", func() {
-			writeAtomically(t, path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{1, 2, 3}}))
+			testcert.WriteAtomically(t, path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{1, 2, 3}}))
 		}},
-		{"empty", func() { writeAtomically(t, path, nil) }},
+		{"empty", func() { testcert.WriteAtomically(t, path, nil) }},
 		{"missing", func() { os.Remove(path) }},
 	}
 	for _, b := range breakages {
@@ -302,7 +265,7 @@ func TestKeepsLastGoodCAs(t *testing.T) {
 func TestPoolHonoursMaxAge(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ca.crt")
 	a, b := newTestCA(t, "a"), newTestCA(t, "b")
-	writeAtomically(t, path, pemOf(a))
+	testcert.WriteAtomically(t, path, pemOf(a))
 	now := time.Now()
 	pool, err := tlsreload.NewReloadingPool(path, tlsreload.Options{MaxAge: time.Minute, Now: func() time.Time { return now }})
 	if err != nil {
@@ -313,7 +276,7 @@ func TestPoolHonoursMaxAge(t *testing.T) {
 	both.AddCert(a.cert)
 	both.AddCert(b.cert)
 
-	writeAtomically(t, path, pemOf(a, b))
+	testcert.WriteAtomically(t, path, pemOf(a, b))
 	now = now.Add(59 * time.Second)
 	if !pool.Pool().Equal(onlyA) {
 		t.Fatal("the file was read again before MaxAge")
@@ -328,7 +291,7 @@ func TestPoolHonoursMaxAge(t *testing.T) {
 func TestExpiredLeafIsRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ca.crt")
 	ca := newTestCA(t, "ca")
-	writeAtomically(t, path, pemOf(ca))
+	testcert.WriteAtomically(t, path, pemOf(ca))
 	now := time.Now()
 	pool, err := tlsreload.NewReloadingPool(path, tlsreload.Options{Now: func() time.Time { return now }})
 	if err != nil {
@@ -360,7 +323,7 @@ func TestNewReloadingPoolRefusesUnusableFiles(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(tt.name, " ", "-"))
 			if tt.data != nil {
-				writeAtomically(t, path, tt.data)
+				testcert.WriteAtomically(t, path, tt.data)
 			}
 			if _, err := tlsreload.NewReloadingPool(path, tlsreload.Options{}); err == nil {
 				t.Fatal("NewReloadingPool accepted it")

@@ -77,14 +77,7 @@ func TestTheSampleConfigurationLoads(t *testing.T) {
 			PublishRate: &meshconfig.Rate{MessagesPerSecond: 500, MessagesBurst: 1000, BytesPerSecond: 4 << 20, BytesBurst: 8 << 20}},
 		{Name: "orders-eu", Subject: "orders.eu.*", MaxMessageBytes: 65536, MayPublish: true},
 	}
-	if len(cfg.Topics) != len(wantTopics) {
-		t.Fatalf("topics %+v", cfg.Topics)
-	}
-	for i, want := range wantTopics {
-		if !cfg.Topics[i].Equal(want) {
-			t.Errorf("topics[%d] = %+v, want %+v", i, cfg.Topics[i], want)
-		}
-	}
+	equalPolicies(t, "topics", cfg.Topics, wantTopics)
 	wantSubs := []meshconfig.SubscriptionPolicy{
 		{Name: "billing", Subject: "orders.*.created", QueueGroup: "billing", Essential: true,
 			Limits: meshconfig.Limits{MaxPendingMessages: 5000, MaxPendingBytes: 8 << 20, Overflow: "DropOldest"}},
@@ -92,14 +85,7 @@ func TestTheSampleConfigurationLoads(t *testing.T) {
 			Limits:     meshconfig.Limits{MaxPendingMessages: 1000, MaxPendingBytes: 8 << 20, Overflow: "DropNewest"},
 			KillSwitch: meshconfig.KillSwitch{Auto: &meshconfig.AutoKillSwitch{MaxPendingMessages: 200, MaxLatencyMillis: 50, WindowMillis: 30_000, CooldownMillis: 60_000}}},
 	}
-	if len(cfg.Subscriptions) != len(wantSubs) {
-		t.Fatalf("subscriptions %+v", cfg.Subscriptions)
-	}
-	for i, want := range wantSubs {
-		if !cfg.Subscriptions[i].Equal(want) {
-			t.Errorf("subscriptions[%d] = %+v, want %+v", i, cfg.Subscriptions[i], want)
-		}
-	}
+	equalPolicies(t, "subscriptions", cfg.Subscriptions, wantSubs)
 	if cfg.Access != (meshconfig.Access{Mode: meshconfig.AccessEnforce}) {
 		t.Errorf("access %+v", cfg.Access)
 	}
@@ -156,5 +142,19 @@ access: {mode: enforce}
 				t.Errorf("now  %+v\nwas %+v", now, before)
 			}
 		})
+	}
+}
+
+// equalPolicies expects got to be want, policy by policy (Equal); name
+// says which list.
+func equalPolicies[P interface{ Equal(P) bool }](t *testing.T, name string, got, want []P) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s %+v", name, got)
+	}
+	for i := range want {
+		if !got[i].Equal(want[i]) {
+			t.Errorf("%s[%d] = %+v, want %+v", name, i, got[i], want[i])
+		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/weighstation/weighstation/internal/natstest"
 	"github.com/weighstation/weighstation/sidecar/upstream"
 )
@@ -57,14 +59,7 @@ func TestInterestIsDeduplicatedAndReferenceCounted(t *testing.T) {
 	}
 
 	pub := natstest.Connect(t, broker.ClientURL())
-	for range 3 {
-		if err := pub.Publish("orders.eu", []byte("x")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := pub.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	publishN(t, pub, "orders.eu", 3)
 	natstest.WaitFor(t, "three messages for each subscription", func() bool { return rec.count(orders) == 3 && rec.count(billing) == 3 })
 
 	for i := range 9 {
@@ -105,14 +100,7 @@ func TestDrainWithdrawsAllButWhatItKeeps(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub := natstest.Connect(t, broker.ClientURL())
-	for range 100 {
-		if err := pub.Publish("work", []byte("w")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := pub.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	publishN(t, pub, "work", 100)
 	stop := make(chan struct{})
 	defer close(stop)
 	handedOver := in.Drain(func(k upstream.Key) bool { return k == inbox }, stop)
@@ -135,5 +123,18 @@ func TestDrainWithdrawsAllButWhatItKeeps(t *testing.T) {
 	}
 	if last, err := in.Remove(work); !last || err != nil {
 		t.Errorf("Remove(work) = %v, %v: a drained subscription is gone already, which is no error", last, err)
+	}
+}
+
+// publishN publishes n one-byte messages to subject, and flushes them.
+func publishN(t *testing.T, pub *nats.Conn, subject string, n int) {
+	t.Helper()
+	for range n {
+		if err := pub.Publish(subject, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Flush(); err != nil {
+		t.Fatal(err)
 	}
 }

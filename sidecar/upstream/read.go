@@ -343,35 +343,26 @@ func splitArgs(line []byte, args *[6][2]int) int {
 	return n - 1 // the verb is not an argument
 }
 
-func atoi(b []byte) (int, bool) {
-	if len(b) == 0 || len(b) > 10 {
-		return 0, false
-	}
-	n := 0
-	for _, ch := range b {
-		if ch < '0' || ch > '9' {
-			return 0, false
-		}
-		n = n*10 + int(ch-'0')
-	}
-	return n, true
-}
+func atoi(b []byte) (int, bool) { return digits[int](b, 10) }
 
 func atoiAnd(ok bool, b []byte) (int, bool) {
 	n, ok2 := atoi(b)
 	return n, ok && ok2
 }
 
-func atou(b []byte) (uint64, bool) {
-	if len(b) == 0 || len(b) > 19 {
+func atou(b []byte) (uint64, bool) { return digits[uint64](b, 19) }
+
+// digits parses b, one to most decimal digits.
+func digits[T int | uint64](b []byte, most int) (T, bool) {
+	if len(b) == 0 || len(b) > most {
 		return 0, false
 	}
-	var n uint64
+	var n T
 	for _, ch := range b {
 		if ch < '0' || ch > '9' {
 			return 0, false
 		}
-		n = n*10 + uint64(ch-'0')
+		n = n*10 + T(ch-'0')
 	}
 	return n, true
 }

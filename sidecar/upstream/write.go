@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weighstation/weighstation/internal/wake"
 	"github.com/weighstation/weighstation/sidecar/rawsock"
 )
 
@@ -230,12 +231,7 @@ func (c *Client) Flush(timeout time.Duration) error {
 }
 
 // kick wakes the writer.
-func (c *Client) kick() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
+func (c *Client) kick() { wake.Poke(c.wake) }
 
 // writeLocked writes what is queued, unless another goroutine is writing
 // (which then writes it too). Called with mu held; it releases mu while the

@@ -101,7 +101,7 @@ var testHelpers = []string{
 
 // productInternal are the internal packages that ship.
 var productInternal = []string{
-	"internal/broadcast", "internal/keep", "internal/lockrank", "internal/logflags", "internal/tlsreload", "internal/tokenfile", "internal/version",
+	"internal/broadcast", "internal/keep", "internal/lockcount", "internal/lockrank", "internal/logflags", "internal/tlsreload", "internal/tokenfile", "internal/version", "internal/wake",
 }
 
 // under reports whether pkg is the module's directory dir or below it.

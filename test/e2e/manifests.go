@@ -160,22 +160,28 @@ func (m Manifests) Demo(name string) (string, error) {
 // Applications is every application of the apps story: the standing
 // probes and the demo's three, each with its ServiceAccount.
 func (m Manifests) Applications() (string, error) {
+	probes, err := renderEach(StandingProbes(), m.Probe)
+	if err != nil {
+		return "", err
+	}
+	demo, err := renderEach(DemoApps, m.Demo)
+	if err != nil {
+		return "", err
+	}
+	return join(append(probes, demo...)...), nil
+}
+
+// renderEach is the manifests render makes of each of items.
+func renderEach[T any](items []T, render func(T) (string, error)) ([]string, error) {
 	var docs []string
-	for _, p := range StandingProbes() {
-		d, err := m.Probe(p)
+	for _, item := range items {
+		d, err := render(item)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		docs = append(docs, d)
 	}
-	for _, name := range DemoApps {
-		d, err := m.Demo(name)
-		if err != nil {
-			return "", err
-		}
-		docs = append(docs, d)
-	}
-	return join(docs...), nil
+	return docs, nil
 }
 
 // ApplicationPods are the names of the pods Applications creates.

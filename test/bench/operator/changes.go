@@ -20,9 +20,9 @@ import (
 
 	"github.com/weighstation/weighstation/api/v1alpha1"
 	"github.com/weighstation/weighstation/controllers/desired"
+	"github.com/weighstation/weighstation/meshconfig/xdsresource"
 	"github.com/weighstation/weighstation/test/bench/harness"
 	"github.com/weighstation/weighstation/test/bench/operator/opproto"
-	"github.com/weighstation/weighstation/meshconfig/xdsresource"
 )
 
 type ctrlObject = ctrlclient.Object

@@ -18,8 +18,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/weighstation/weighstation/test/bench/harness"
 	"github.com/weighstation/weighstation/loadgen"
+	"github.com/weighstation/weighstation/test/bench/harness"
 )
 
 const (

@@ -29,8 +29,8 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/weighstation/weighstation/test/bench/harness"
 	"github.com/weighstation/weighstation/loadgen"
+	"github.com/weighstation/weighstation/test/bench/harness"
 )
 
 func main() {

@@ -12,12 +12,12 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/weighstation/weighstation/cmd/weighstation-sidecar/sidecarapp"
-	"github.com/weighstation/weighstation/test/bench/harness"
-	"github.com/weighstation/weighstation/test/bench/harness/kubeenv"
 	"github.com/weighstation/weighstation/internal/tlsreload"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar/report"
 	"github.com/weighstation/weighstation/sidecar/xdsclient"
+	"github.com/weighstation/weighstation/test/bench/harness"
+	"github.com/weighstation/weighstation/test/bench/harness/kubeenv"
 )
 
 // podIdentity is what a sidecar knows of its pod (the downward API and

@@ -31,8 +31,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/weighstation/weighstation/test/bench/harness"
 	"github.com/weighstation/weighstation/test/bench/gobench"
+	"github.com/weighstation/weighstation/test/bench/harness"
 )
 
 // podConfig covers every subject of the mix, enforced, with queues deep

@@ -46,12 +46,12 @@ import (
 
 	deltav1 "github.com/weighstation/weighstation/api/xds/delta/v1"
 	"github.com/weighstation/weighstation/cmd/weighstation-sidecar/sidecarapp"
-	"github.com/weighstation/weighstation/test/bench/harness"
-	"github.com/weighstation/weighstation/test/bench/operator/opproto"
 	"github.com/weighstation/weighstation/internal/tlsreload"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/meshconfig/xdsresource"
 	"github.com/weighstation/weighstation/sidecar/xdsclient"
+	"github.com/weighstation/weighstation/test/bench/harness"
+	"github.com/weighstation/weighstation/test/bench/operator/opproto"
 )
 
 func main() {

@@ -44,12 +44,12 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/weighstation/weighstation/cmd/weighstation-sidecar/sidecarapp"
-	"github.com/weighstation/weighstation/test/bench/harness"
-	"github.com/weighstation/weighstation/test/bench/propagation/swarmproto"
 	"github.com/weighstation/weighstation/internal/tlsreload"
 	"github.com/weighstation/weighstation/meshconfig"
 	"github.com/weighstation/weighstation/sidecar/upstream"
 	"github.com/weighstation/weighstation/sidecar/xdsclient"
+	"github.com/weighstation/weighstation/test/bench/harness"
+	"github.com/weighstation/weighstation/test/bench/propagation/swarmproto"
 )
 
 func main() {
