@@ -37,10 +37,11 @@ help: ## List the targets.
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: test
-test: ## Build the test tools if needed, vet, check generated files, run every test with -race, then the stories on a real node (make e2e): what CI runs; each phase prints its time.
+test: ## Build the test tools if needed, vet, check generated files, find copied code (hack/clones.sh), run every test with -race, then the stories on a real node (make e2e): what CI runs; each phase prints its time.
 	$(call phase,tools,hack/setup-envtest.sh)
 	$(call phase,vet,$(GO) vet ./... && $(GO) vet -tags e2e ./test/e2e/...)
 	$(call phase,generated files,hack/verify-generate.sh)
+	$(call phase,clones,hack/clones.sh)
 	$(call phase,go test,KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) PATH=$(CURDIR)/bin:$$PATH $(GO) test -race -timeout 30m ./...)
 	$(call phase,e2e on a real node,hack/e2e.sh)
 
