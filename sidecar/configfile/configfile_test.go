@@ -24,8 +24,16 @@ topics:
 
 func TestWatchAppliesChangesAndKeepsTheLastGoodOne(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.yaml")
+	// Each version replaces the file whole (renamed into place, as a
+	// ConfigMap volume's swap does): os.WriteFile truncates first, and a
+	// poll between the truncation and the write reads an empty file,
+	// which is reported as one more error than the test counts.
 	write := func(s string) {
-		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
 			t.Fatal(err)
 		}
 	}
