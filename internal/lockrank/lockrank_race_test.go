@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/weighstation/weighstation/internal/lockrank"
 )
@@ -208,17 +207,20 @@ func TestRacesStayVisible(t *testing.T) {
 var racyValue int
 
 // racy writes racyValue on one goroutine and reads it on another, each
-// under a different ranked lock: ordered in time, not by synchronization.
+// under a different ranked lock, nothing ordering the two accesses: the
+// detector reports whichever comes second. The wait after both only keeps
+// the process alive until the writer ran.
 func racy() {
 	var a lockrank.Mutex[one]
 	var b lockrank.Mutex[two]
-	go func() {
+	var wrote sync.WaitGroup
+	wrote.Go(func() {
 		racyValue = 1
 		a.Lock()
 		a.Unlock()
-	}()
-	time.Sleep(100 * time.Millisecond)
+	})
 	b.Lock()
 	_ = racyValue
 	b.Unlock()
+	wrote.Wait()
 }
