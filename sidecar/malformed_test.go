@@ -266,9 +266,10 @@ func TestACommandSentWithConnectGetsMaxIdle(t *testing.T) {
 	})
 	c := r.raw(t)
 	c.send("CONNECT {}\r\nPUB orders.1 10\r\n12345")
-	// Let the connect allowance pass several times while the body is in
-	// progress; the PONG below is what shows the connection was kept.
-	time.Sleep(5 * connectTimeout)
+	// The sentinel: a connection opened after c that sends nothing is
+	// closed once its ConnectTimeout ran out, so c's ran out before. The
+	// PONG below is what shows that c was kept.
+	r.raw(t).closedAfter("-ERR 'Authentication Timeout'")
 	c.send("67890\r\nPING\r\n")
 	if got := c.line(); got != "PONG" {
 		t.Fatalf("got %q, want PONG: a body begun with CONNECT was held to ConnectTimeout (%s)", got, connectTimeout)
