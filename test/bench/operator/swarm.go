@@ -62,25 +62,9 @@ type swarmConn struct {
 }
 
 func acceptSwarm(ln net.Listener, p *benchharness.LoggedProc, w *world, timeout time.Duration) (*swarmConn, error) {
-	type accepted struct {
-		c   net.Conn
-		err error
-	}
-	got := make(chan accepted, 1)
-	go func() {
-		c, err := ln.Accept()
-		got <- accepted{c, err}
-	}()
-	var conn net.Conn
-	select {
-	case a := <-got:
-		if a.err != nil {
-			return nil, a.err
-		}
-		conn = a.c
-	case <-time.After(timeout):
-		ln.Close()
-		return nil, fmt.Errorf("the swarm did not connect within %s:\n%s", timeout, p.Tail(20))
+	conn, err := benchharness.AcceptWithin(ln, timeout, "the swarm", func() string { return p.Tail(20) })
+	if err != nil {
+		return nil, err
 	}
 	s := &swarmConn{proc: p, world: w, conn: conn, enc: json.NewEncoder(conn), replies: map[int64]chan opproto.Event{},
 		closed: make(chan struct{}), changed: make(chan struct{}, 1)}

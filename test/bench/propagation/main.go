@@ -480,25 +480,9 @@ type events struct {
 }
 
 func acceptEvents(ln net.Listener, timeout time.Duration, swarm *benchharness.Proc) (*events, error) {
-	type accepted struct {
-		c   net.Conn
-		err error
-	}
-	got := make(chan accepted, 1)
-	go func() {
-		c, err := ln.Accept()
-		got <- accepted{c, err}
-	}()
-	var conn net.Conn
-	select {
-	case a := <-got:
-		if a.err != nil {
-			return nil, a.err
-		}
-		conn = a.c
-	case <-time.After(timeout):
-		ln.Close()
-		return nil, fmt.Errorf("the swarm did not connect within %s:\n%s", timeout, tail(swarm.Log(), 20))
+	conn, err := benchharness.AcceptWithin(ln, timeout, "the swarm", func() string { return tail(swarm.Log(), 20) })
+	if err != nil {
+		return nil, err
 	}
 	e := &events{ch: make(chan swarmproto.Event, 1<<16), swarm: swarm}
 	go func() {
